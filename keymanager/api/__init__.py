@@ -1,0 +1,1 @@
+"""HTTP API v1 (FastAPI): the only package that imports FastAPI."""

@@ -1,0 +1,52 @@
+"""Request dependencies: the process's services and the authenticated principal."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from keymanager.domain.models import Principal, Role
+from keymanager.errors import Forbidden, Unauthenticated
+from keymanager.services.container import Services
+
+CLIENT_SUBJECT = "client_subject"
+
+
+def services(request: Request) -> Services:
+    return request.app.state.services  # type: ignore[no-any-return]
+
+
+ServicesDep = Annotated[Services, Depends(services)]
+
+
+def current_principal(request: Request, svc: ServicesDep) -> Principal:
+    """A bearer token when one is sent; otherwise a verified TLS client certificate; else 401."""
+    authorization = request.headers.get("authorization")
+    if authorization is not None:
+        scheme, _, token = authorization.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthenticated()
+        return svc.principals.authenticate_token(token.strip())
+    subject = request.scope.get("extensions", {}).get("tls", {}).get(CLIENT_SUBJECT)
+    if subject:
+        return svc.principals.authenticate_certificate(subject)
+    raise Unauthenticated()
+
+
+CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+
+
+def require_role(*roles: Role) -> Callable[[Principal], Principal]:
+    """A dependency that lets only principals with one of ``roles`` through (else 403)."""
+
+    def check(principal: CurrentPrincipal) -> Principal:
+        if principal.role not in roles:
+            raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
+        return principal
+
+    return check
+
+
+Admin = Annotated[Principal, Depends(require_role(Role.ADMIN))]

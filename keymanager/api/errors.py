@@ -1,0 +1,78 @@
+"""Every failure becomes ``{"error": {"code", "message"}, "request_id"}``; never a stack trace."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
+
+from keymanager.errors import KeyManagerError
+
+log = logging.getLogger(__name__)
+
+_HTTP_CODES = {
+    400: "invalid_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+}
+
+
+def error_response(status: int, code: str, message: str, request_id: str) -> JSONResponse:
+    """The JSON error body every failure is answered with."""
+    return JSONResponse(
+        status_code=status,
+        content={"error": {"code": code, "message": message}, "request_id": request_id},
+    )
+
+
+def render(exc: KeyManagerError, request_id: str) -> ASGIApp:
+    """The response for a service error (also used by middleware before routing)."""
+    return error_response(exc.status, exc.code, exc.message, request_id)
+
+
+def request_id_of(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", ""))
+
+
+def _validation_message(errors: list[Any]) -> str:
+    """Where and what, from pydantic's errors; never the input values (they may be secrets)."""
+    parts = []
+    for error in errors[:5]:
+        location = ".".join(str(p) for p in error.get("loc", ()) if p != "body")
+        parts.append(f"{location or 'body'}: {error.get('msg', 'invalid')}")
+    return "; ".join(parts) or "invalid request"
+
+
+def install(app: FastAPI) -> None:
+    """Register the handlers that turn every exception into the JSON error body."""
+
+    @app.exception_handler(KeyManagerError)
+    async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
+        return error_response(exc.status, exc.code, exc.message, request_id_of(request))
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return error_response(422, "invalid_request", _validation_message(list(exc.errors())), request_id_of(request))
+
+    @app.exception_handler(HTTPException)
+    async def _http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        cause = exc.__cause__
+        if isinstance(cause, KeyManagerError):  # e.g. the body limit hit while FastAPI read the body
+            return error_response(cause.status, cause.code, cause.message, request_id_of(request))
+        code = _HTTP_CODES.get(exc.status_code, "error")
+        message = exc.detail if isinstance(exc.detail, str) else "error"
+        return error_response(exc.status_code, code, message, request_id_of(request))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
+        return error_response(500, "internal_error", "internal error", request_id_of(request))

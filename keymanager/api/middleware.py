@@ -1,0 +1,60 @@
+"""ASGI middleware: a request id on every response, and the request body limit."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from keymanager.errors import KeyManagerError, PayloadTooLarge
+
+ErrorResponder = Callable[[KeyManagerError, str], ASGIApp]
+
+REQUEST_ID_HEADER = b"x-request-id"
+
+
+class RequestContext:
+    """Give each request an id (``scope["state"]["request_id"]``, header ``X-Request-ID``) and
+    refuse bodies over ``max_body`` bytes with 413, whether or not they announce a length.
+    Paths ending in ``/stream`` carry large blobs and are exempt from the body limit."""
+
+    def __init__(self, app: ASGIApp, *, max_body: int, error_app: ErrorResponder) -> None:
+        self.app = app
+        self.max_body = max_body
+        self.error_app = error_app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = uuid.uuid4().hex
+        scope.setdefault("state", {})["request_id"] = request_id
+        header = (REQUEST_ID_HEADER, request_id.encode())
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), header]
+            await send(message)
+
+        if scope["path"].endswith("/stream"):
+            await self.app(scope, receive, send_with_id)
+            return
+        for name, value in scope["headers"]:
+            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+                await self.error_app(PayloadTooLarge("request body too large"), request_id)(
+                    scope, receive, send_with_id
+                )
+                return
+        received = 0
+
+        async def limited_receive() -> Message:
+            nonlocal received
+            message = await receive()
+            if message["type"] == "http.request":
+                received += len(message.get("body", b""))
+                if received > self.max_body:
+                    raise PayloadTooLarge("request body too large")
+            return message
+
+        await self.app(scope, limited_receive, send_with_id)

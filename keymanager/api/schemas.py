@@ -1,0 +1,197 @@
+"""Request and response bodies of API v1."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
+from keymanager.domain.policy import Policy
+from keymanager.errors import InvalidRequest
+
+Context = dict[str, str]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Health(BaseModel):
+    status: str
+
+
+class Readiness(BaseModel):
+    status: str
+    hsm: str
+    database: str
+
+
+class PrincipalCreate(Body):
+    name: str = Field(min_length=1, max_length=64, description="Letters, digits, '_', '.', '-'; starts with a letter.")
+    role: Role
+    cert_subject: str | None = Field(
+        default=None,
+        max_length=1024,
+        description="RFC 4514 subject of a TLS client certificate that authenticates this principal, "
+        "e.g. 'CN=billing,O=keymanager'.",
+    )
+
+
+class PrincipalOut(BaseModel):
+    id: str
+    name: str
+    role: Role
+    cert_subject: str | None
+    created_at: datetime
+
+    @classmethod
+    def of(cls, principal: Principal) -> PrincipalOut:
+        return cls(
+            id=principal.id,
+            name=principal.name,
+            role=principal.role,
+            cert_subject=principal.cert_subject,
+            created_at=principal.created_at,
+        )
+
+
+class PrincipalCreated(PrincipalOut):
+    token: str = Field(description="Bearer token; shown only in this response.")
+
+
+class PolicyBody(Body):
+    """Which principals may use the key for which operation; anything not granted is denied."""
+
+    encrypt: list[str] = []
+    decrypt: list[str] = []
+    generate_data_key: list[str] = []
+    reencrypt: list[str] = []
+    mac: list[str] = []
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    def to_policy(self) -> Policy:
+        try:
+            return Policy.from_dict(self.model_dump(exclude_none=True))
+        except ValueError as exc:
+            raise InvalidRequest(f"policy: {exc}") from None
+
+    @classmethod
+    def of(cls, policy: Policy) -> PolicyBody:
+        return cls.model_validate(policy.to_dict())
+
+
+class KeyCreate(Body):
+    name: str = Field(min_length=1, max_length=128)
+    algorithm: Algorithm = Algorithm.AES_256_CBC_HMAC_SHA256
+    description: str = Field(default="", max_length=1024)
+    policy: PolicyBody = PolicyBody()
+    rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
+
+
+class KeyPatch(Body):
+    description: str | None = Field(default=None, max_length=1024)
+    policy: PolicyBody | None = None
+    enabled: bool | None = None
+    min_decryption_version: int | None = Field(default=None, ge=1)
+
+
+class KeyVersionOut(BaseModel):
+    version: int
+    created_at: datetime
+
+
+class KeyOut(BaseModel):
+    id: str
+    name: str
+    algorithm: Algorithm
+    state: KeyState
+    description: str
+    primary_version: int
+    min_decryption_version: int
+    rotation_period_days: int | None
+    policy: PolicyBody
+    versions: list[KeyVersionOut]
+    created_at: datetime
+    updated_at: datetime
+
+    @classmethod
+    def of(cls, key: Key) -> KeyOut:
+        return cls(
+            id=key.id,
+            name=key.name,
+            algorithm=key.algorithm,
+            state=key.state,
+            description=key.description,
+            primary_version=key.primary_version,
+            min_decryption_version=key.min_decryption_version,
+            rotation_period_days=key.rotation_period_days,
+            policy=PolicyBody.of(key.policy),
+            versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
+            created_at=key.created_at,
+            updated_at=key.updated_at,
+        )
+
+
+class EncryptRequest(Body):
+    plaintext: str = Field(description="Standard base64 of the bytes to encrypt.")
+    context: Context | None = Field(default=None, description="Encryption context: needed again to decrypt.")
+
+    def plaintext_bytes(self) -> bytes:
+        return decode_base64(self.plaintext, "plaintext")
+
+
+class EncryptResponse(BaseModel):
+    ciphertext: str
+    key_id: str
+    key_version: int
+
+
+class DecryptRequest(Body):
+    ciphertext: str = Field(max_length=200_000)
+    context: Context | None = None
+
+
+class DecryptResponse(BaseModel):
+    plaintext: str = Field(description="Standard base64 of the decrypted bytes.")
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+    request_id: str
+
+
+def decode_base64(value: str, field: str) -> bytes:
+    """Strict standard base64; InvalidRequest (never echoing the value) otherwise."""
+    try:
+        return base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise InvalidRequest(f"{field} is not valid base64") from None
+
+
+def encode_base64(value: bytes) -> str:
+    return base64.b64encode(value).decode("ascii")
+
+
+ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in {
+        400: "invalid_request or decryption_failed",
+        401: "unauthenticated",
+        403: "forbidden",
+        404: "not found",
+        409: "conflict or key state",
+        413: "payload_too_large",
+        422: "invalid_request (body shape)",
+        503: "hsm_unavailable or database_unavailable",
+    }.items()
+}

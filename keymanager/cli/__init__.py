@@ -1,0 +1,1 @@
+"""The ``keymanager`` command: ``init`` and ``serve``."""

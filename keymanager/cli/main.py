@@ -1,0 +1,135 @@
+"""``keymanager init`` sets everything up idempotently; ``keymanager serve`` runs the service."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from keymanager.config import Settings
+from keymanager.domain.models import Role
+from keymanager.errors import KeyManagerError
+
+
+def _write_secret(path: Path, text: str) -> None:
+    """Write ``text`` to a new file readable by its owner only."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(text + "\n")
+
+
+def init(settings: Settings) -> int:
+    """Create what is missing: SoftHSM token, schema, development PKI, first admin principal."""
+    from keymanager.cli.tls import ensure_dev_pki
+    from keymanager.services.container import Services
+
+    settings.var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if settings.is_softhsm:
+        from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
+
+        conf = settings.resolved_softhsm2_conf()
+        write_softhsm_conf(conf, settings.var_dir / "softhsm" / "tokens")
+        created = ensure_softhsm_token(
+            settings.pkcs11_module,
+            settings.pkcs11_token_label,
+            settings.pin(),
+            settings.pkcs11_so_pin.get_secret_value(),
+            conf,
+        )
+        print(f"SoftHSM token '{settings.pkcs11_token_label}': {'created' if created else 'present'}")
+    if settings.tls_cert is None and settings.tls_key is None:
+        pki = ensure_dev_pki(settings.tls_dir)
+        print(f"development CA: {pki.ca_cert}")
+    services = Services.build(settings)
+    try:
+        services.hsm.ping()
+        print(f"database: {_redacted(settings.resolved_database_url())} (schema current)")
+        admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
+        token_file = settings.var_dir / "admin.token"
+        if admins:
+            print(f"admin principal: present ({', '.join(p.name for p in admins)}); token file {token_file}")
+        else:
+            created_admin = services.principals.create("admin", Role.ADMIN)
+            _write_secret(token_file, created_admin.token)
+            print("admin principal 'admin' created. Its token is shown once here and kept in", token_file)
+            print(created_admin.token)
+    finally:
+        services.close()
+    return 0
+
+
+def _redacted(url: str) -> str:
+    scheme, sep, rest = url.partition("://")
+    if "@" in rest:
+        rest = "***@" + rest.split("@", 1)[1]
+    return scheme + sep + rest
+
+
+def serve(settings: Settings, args: argparse.Namespace) -> int:
+    """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
+    from keymanager.api.server import ServeOptions
+    from keymanager.api.server import serve as run_server
+
+    cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
+    if args.insecure_http:
+        print("WARNING: serving plain HTTP: tokens and plaintext cross the network unencrypted.", file=sys.stderr)
+        cert_path = key_path = client_ca = None
+    else:
+        if not cert.exists() or not key.exists():
+            print(f"no TLS certificate at {cert}: run 'keymanager init' or set KM_TLS_CERT/KM_TLS_KEY", file=sys.stderr)
+            return 2
+        cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
+    if settings.is_softhsm:
+        settings.export_softhsm_conf()
+    scheme = "http" if args.insecure_http else "https"
+    host, port = args.host or settings.host, args.port or settings.port
+    print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
+    run_server(
+        ServeOptions(
+            host=host,
+            port=port,
+            workers=args.workers,
+            tls_cert=cert_path,
+            tls_key=key_path,
+            client_ca=client_ca,
+            log_level=args.log_level,
+        )
+    )
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="keymanager", description="Self-hosted key manager backed by a PKCS#11 HSM.")
+    commands = top.add_subparsers(dest="command", required=True)
+    commands.add_parser("init", help="create the SoftHSM token, schema, dev TLS and first admin (idempotent)")
+    run = commands.add_parser("serve", help="serve the API over HTTPS")
+    run.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    run.add_argument("--host", help="address to bind (default KM_HOST or 127.0.0.1)")
+    run.add_argument("--port", type=int, help="port (default KM_PORT or 8443)")
+    run.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (for measurements only)")
+    run.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``keymanager`` console script."""
+    args = parser().parse_args(argv)
+    try:
+        settings = Settings()
+    except ValueError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        if args.command == "init":
+            return init(settings)
+        return serve(settings, args)
+    except KeyManagerError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

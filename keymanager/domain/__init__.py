@@ -1,0 +1,1 @@
+"""Pure domain: formats, policy evaluation, versions. Imports no pkcs11, SQLAlchemy or FastAPI."""

@@ -1,0 +1,91 @@
+"""The ciphertext string and the bytes that are authenticated with it.
+
+Format (printable, self-describing, like Vault's ``vault:v1:``)::
+
+    km:1:<key_id>:<key_version>:<base64(body)>
+
+``1`` is the format version, ``key_id`` 32 lowercase hex characters, ``key_version``
+a positive decimal integer. The body is
+
+* ``AES_256_CBC_HMAC_SHA256``: IV (16) ‖ CBC-PAD ciphertext (multiple of 16) ‖ HMAC-SHA256 (32);
+  the MAC covers ``header ‖ IV ‖ ciphertext ‖ context ‖ uint64_be(len(context))``;
+* ``AES_256_GCM``: nonce (12) ‖ ciphertext ‖ tag (16); the AAD is ``header ‖ context``.
+
+``header`` is the ASCII text ``km:1:<key_id>:<key_version>:``, so a ciphertext moved to
+another key or version fails authentication. ``context`` is the canonical encoding
+of the encryption context (see :func:`canonical_context`).
+
+Parsing never says *why* a string is not a ciphertext: every problem raises
+:class:`~keymanager.errors.DecryptionFailed`.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from keymanager.errors import DecryptionFailed
+
+PREFIX = "km"
+FORMAT_VERSION = 1
+IV_BYTES = 16
+MAC_BYTES = 32
+NONCE_BYTES = 12
+TAG_BYTES = 16
+
+_CIPHERTEXT = re.compile(r"km:1:([0-9a-f]{32}):([1-9][0-9]{0,8}):([A-Za-z0-9+/]*={0,2})")
+
+
+@dataclass(frozen=True)
+class Ciphertext:
+    key_id: str
+    key_version: int
+    body: bytes
+
+    @property
+    def header(self) -> bytes:
+        return header(self.key_id, self.key_version)
+
+    def encode(self) -> str:
+        return f"{PREFIX}:{FORMAT_VERSION}:{self.key_id}:{self.key_version}:" + base64.b64encode(self.body).decode()
+
+
+def header(key_id: str, key_version: int) -> bytes:
+    """The authenticated header of a ciphertext under ``key_id`` version ``key_version``."""
+    return f"{PREFIX}:{FORMAT_VERSION}:{key_id}:{key_version}:".encode("ascii")
+
+
+def parse(text: str) -> Ciphertext:
+    """Parse a ciphertext string; any deviation from the format raises ``DecryptionFailed``."""
+    match = _CIPHERTEXT.fullmatch(text) if isinstance(text, str) else None
+    if match is None:
+        raise DecryptionFailed()
+    try:
+        body = base64.b64decode(match.group(3), validate=True)
+    except (binascii.Error, ValueError):
+        raise DecryptionFailed() from None
+    # Reject non-canonical encodings (unused low bits), so one body has one spelling.
+    if base64.b64encode(body).decode() != match.group(3):
+        raise DecryptionFailed()
+    return Ciphertext(key_id=match.group(1), key_version=int(match.group(2)), body=body)
+
+
+def canonical_context(context: Mapping[str, str] | None) -> bytes:
+    """Canonical bytes of an encryption context: compact JSON, keys sorted, UTF-8; empty for none."""
+    if not context:
+        return b""
+    return json.dumps(dict(context), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def mac_input(head: bytes, iv: bytes, ciphertext: bytes, context: bytes) -> bytes:
+    """The bytes HMAC-SHA256 covers for ``AES_256_CBC_HMAC_SHA256``."""
+    return b"".join((head, iv, ciphertext, context, len(context).to_bytes(8, "big")))
+
+
+def gcm_aad(head: bytes, context: bytes) -> bytes:
+    """The additional authenticated data for ``AES_256_GCM``."""
+    return head + context

@@ -1,0 +1,72 @@
+"""Domain records: principals, keys and key versions, as the services see them."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from keymanager.domain.policy import Policy
+
+
+class Role(enum.StrEnum):
+    ADMIN = "admin"
+    APP = "app"
+    AUDITOR = "auditor"
+
+
+class Algorithm(enum.StrEnum):
+    AES_256_CBC_HMAC_SHA256 = "AES_256_CBC_HMAC_SHA256"
+    AES_256_GCM = "AES_256_GCM"
+    HMAC_SHA256 = "HMAC_SHA256"
+
+
+class KeyState(enum.StrEnum):
+    ENABLED = "enabled"
+    DISABLED = "disabled"
+    PENDING_DELETION = "pending_deletion"
+    DESTROYED = "destroyed"
+
+
+@dataclass(frozen=True)
+class Principal:
+    id: str
+    name: str
+    role: Role
+    created_at: datetime
+    cert_subject: str | None = None
+
+
+@dataclass(frozen=True)
+class HsmObjects:
+    """Labels of the HSM objects of one key version (the HMAC object only for CBC+HMAC)."""
+
+    enc_label: str | None
+    mac_label: str | None
+
+
+@dataclass(frozen=True)
+class KeyVersion:
+    key_id: str
+    version: int
+    hsm: HsmObjects
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Key:
+    id: str
+    name: str
+    algorithm: Algorithm
+    state: KeyState
+    policy: Policy
+    primary_version: int
+    min_decryption_version: int
+    created_at: datetime
+    updated_at: datetime
+    description: str = ""
+    rotation_period_days: int | None = None
+    versions: dict[int, KeyVersion] = field(default_factory=dict)
+
+    def version(self, number: int) -> KeyVersion | None:
+        return self.versions.get(number)

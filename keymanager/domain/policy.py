@@ -1,0 +1,85 @@
+"""Key policies: which principal may use a key for which operation, and when.
+
+A policy is a JSON object from operation to principal names, with optional
+``not_before`` / ``not_after`` (ISO 8601). Anything not granted is denied.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+
+class Operation(enum.StrEnum):
+    ENCRYPT = "encrypt"
+    DECRYPT = "decrypt"
+    GENERATE_DATA_KEY = "generate_data_key"
+    REENCRYPT = "reencrypt"
+    MAC = "mac"
+
+
+@dataclass(frozen=True)
+class Policy:
+    grants: Mapping[Operation, frozenset[str]] = field(default_factory=dict)
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    def allows(self, operation: Operation, principal: str, now: datetime | None = None) -> bool:
+        """True when ``principal`` is named for ``operation`` and ``now`` is inside the validity window."""
+        now = now or datetime.now(UTC)
+        if self.not_before is not None and now < self.not_before:
+            return False
+        if self.not_after is not None and now >= self.not_after:
+            return False
+        return principal in self.grants.get(operation, frozenset())
+
+    def names(self, principal: str) -> bool:
+        """True when the policy names ``principal`` for any operation."""
+        return any(principal in names for names in self.grants.values())
+
+    def to_dict(self) -> dict[str, Any]:
+        """The API / storage shape: every operation present, names sorted."""
+        out: dict[str, Any] = {op.value: sorted(self.grants.get(op, frozenset())) for op in Operation}
+        out["not_before"] = self.not_before.isoformat() if self.not_before else None
+        out["not_after"] = self.not_after.isoformat() if self.not_after else None
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Policy:
+        """Parse the API / storage shape; raises ``ValueError`` on unknown operations or bad dates."""
+        grants: dict[Operation, frozenset[str]] = {}
+        not_before = not_after = None
+        for name, value in data.items():
+            if name == "not_before":
+                not_before = _parse_time(value)
+            elif name == "not_after":
+                not_after = _parse_time(value)
+            else:
+                try:
+                    operation = Operation(name)
+                except ValueError:
+                    raise ValueError(f"unknown policy operation {name!r}") from None
+                if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                    raise ValueError(f"policy operation {name!r} must be a list of principal names")
+                grants[operation] = frozenset(value)
+        if not_before and not_after and not_before >= not_after:
+            raise ValueError("not_before must be earlier than not_after")
+        return cls(grants=grants, not_before=not_before, not_after=not_after)
+
+
+def _parse_time(value: Any) -> datetime | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"not an ISO 8601 time: {value!r}") from None
+    else:
+        raise ValueError("policy times must be ISO 8601 strings")
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)

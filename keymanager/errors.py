@@ -1,0 +1,132 @@
+"""Errors of the service, each with the API error code and HTTP status it maps to.
+
+Hierarchy::
+
+    KeyManagerError
+    ├── InvalidRequest            400 invalid_request
+    ├── DecryptionFailed          400 decryption_failed (one message for every cause)
+    ├── Unauthenticated           401 unauthenticated
+    ├── Forbidden                 403 forbidden
+    ├── NotFound                  404 not_found
+    │   └── KeyNotFound           404 key_not_found
+    ├── Conflict                  409 conflict
+    ├── KeyDisabled               409 key_disabled
+    ├── KeyPendingDeletion        409 key_pending_deletion
+    ├── KeyDestroyed              409 key_destroyed
+    ├── VersionBelowMinimum       409 version_below_minimum
+    ├── PayloadTooLarge           413 payload_too_large
+    ├── RateLimited               429 rate_limited
+    ├── HsmUnavailable            503 hsm_unavailable
+    └── DatabaseUnavailable       503 database_unavailable
+
+Messages are fixed or built from public identifiers only: never plaintext,
+ciphertext, key material, tokens or PINs.
+"""
+
+from __future__ import annotations
+
+
+class KeyManagerError(Exception):
+    """Base of every error the service answers with a JSON error body."""
+
+    code = "internal_error"
+    status = 500
+    default_message = "internal error"
+
+    def __init__(self, message: str | None = None) -> None:
+        self.message = message or self.default_message
+        super().__init__(self.message)
+
+
+class InvalidRequest(KeyManagerError):
+    code = "invalid_request"
+    status = 400
+    default_message = "the request is invalid"
+
+
+class DecryptionFailed(KeyManagerError):
+    """Every cryptographic decryption failure; the message never varies."""
+
+    code = "decryption_failed"
+    status = 400
+    default_message = "decryption failed"
+
+    def __init__(self) -> None:
+        super().__init__(None)
+
+
+class Unauthenticated(KeyManagerError):
+    code = "unauthenticated"
+    status = 401
+    default_message = "missing or invalid credentials"
+
+
+class Forbidden(KeyManagerError):
+    code = "forbidden"
+    status = 403
+    default_message = "the principal may not do this"
+
+
+class NotFound(KeyManagerError):
+    code = "not_found"
+    status = 404
+    default_message = "not found"
+
+
+class KeyNotFound(NotFound):
+    code = "key_not_found"
+    default_message = "key not found"
+
+
+class Conflict(KeyManagerError):
+    code = "conflict"
+    status = 409
+    default_message = "conflict with the current state"
+
+
+class KeyDisabled(KeyManagerError):
+    code = "key_disabled"
+    status = 409
+    default_message = "the key is disabled"
+
+
+class KeyPendingDeletion(KeyManagerError):
+    code = "key_pending_deletion"
+    status = 409
+    default_message = "the key is pending deletion"
+
+
+class KeyDestroyed(KeyManagerError):
+    code = "key_destroyed"
+    status = 409
+    default_message = "the key is destroyed"
+
+
+class VersionBelowMinimum(KeyManagerError):
+    code = "version_below_minimum"
+    status = 409
+    default_message = "the ciphertext's key version is below the key's min_decryption_version"
+
+
+class PayloadTooLarge(KeyManagerError):
+    code = "payload_too_large"
+    status = 413
+    default_message = "payload too large"
+
+
+class RateLimited(KeyManagerError):
+    code = "rate_limited"
+    status = 429
+    default_message = "too many requests"
+
+
+class HsmUnavailable(KeyManagerError):
+    code = "hsm_unavailable"
+    status = 503
+    default_message = "the HSM is unavailable"
+
+
+class DatabaseUnavailable(KeyManagerError):
+    code = "database_unavailable"
+    status = 503
+    default_message = "the database is unavailable"

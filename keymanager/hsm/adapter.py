@@ -1,0 +1,399 @@
+"""The PKCS#11 adapter: the only module of the service that talks to the HSM.
+
+Thread model. python-pkcs11 calls ``C_Initialize(NULL)``, which tells SoftHSM that the
+application does no locking of its own; two threads calling it at once corrupt its
+heap. So every PKCS#11 call of a process runs on one dedicated thread: the public
+methods of :class:`Hsm` may be called from any thread (or awaited from the event loop
+with the ``a``-prefixed variants); they queue the work and wait for it. The HSM thread
+never blocks on anything but the HSM, so no lock is held across a request.
+
+Sessions. One logged-in session per process (a second ``C_Login`` fails with
+``UserAlreadyLoggedIn``). Keys are looked up by label once and kept as session-object
+copies (still sensitive and non-extractable), which encrypt about twice as fast as the
+token objects. When the session or the token is lost, the call answers
+:class:`~keymanager.errors.HsmUnavailable` and the next call reopens everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import hmac
+import logging
+import os
+import secrets
+import threading
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import pkcs11
+from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+from pkcs11 import exceptions as p11
+
+from keymanager.domain import ciphertext as ct
+from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.errors import DecryptionFailed, HsmUnavailable
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Errors after which the session (or the whole library) is not worth trusting again.
+_LOST = (
+    p11.SessionHandleInvalid,
+    p11.SessionClosed,
+    p11.DeviceRemoved,
+    p11.DeviceError,
+    p11.TokenNotPresent,
+    p11.TokenNotRecognised,
+    p11.UserNotLoggedIn,
+    p11.NoSuchToken,
+    p11.PinIncorrect,
+    p11.PinLocked,
+    p11.KeyHandleInvalid,
+    p11.ObjectHandleInvalid,
+)
+
+_SECRET_KEY_BASE: dict[Attribute, Any] = {
+    Attribute.CLASS: ObjectClass.SECRET_KEY,
+    Attribute.TOKEN: True,
+    Attribute.PRIVATE: True,
+    Attribute.SENSITIVE: True,
+    Attribute.EXTRACTABLE: False,
+    Attribute.ENCRYPT: False,
+    Attribute.DECRYPT: False,
+    Attribute.SIGN: False,
+    Attribute.VERIFY: False,
+    Attribute.WRAP: False,
+    Attribute.UNWRAP: False,
+    Attribute.DERIVE: False,
+}
+AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: True}
+"""An AES-256 key version: encrypt and decrypt, nothing else."""
+HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
+"""An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
+
+
+def version_labels(key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+    """The labels of the HSM objects of one key version."""
+    base = f"km/{key_id}/v{version}"
+    if algorithm is Algorithm.AES_256_CBC_HMAC_SHA256:
+        return HsmObjects(enc_label=f"{base}/aes", mac_label=f"{base}/hmac")
+    if algorithm is Algorithm.AES_256_GCM:
+        return HsmObjects(enc_label=f"{base}/aes", mac_label=None)
+    return HsmObjects(enc_label=None, mac_label=f"{base}/hmac")
+
+
+class MissingKeyObject(Exception):
+    """A key version's object is not in the token (destroyed, or a token that is not ours)."""
+
+
+class _Token:
+    """State owned by the HSM thread: library, logged-in session, cached key copies."""
+
+    def __init__(self, module: str, token_label: str, pin: str) -> None:
+        self._module = module
+        self._token_label = token_label
+        self._pin = pin
+        self._lib: Any = None
+        self._session: Any = None
+        self._keys: dict[str, Any] = {}
+
+    # -- session life --------------------------------------------------------------
+    def session(self) -> Any:
+        if self._session is None:
+            self._open()
+        return self._session
+
+    def _open(self) -> None:
+        try:
+            if self._lib is None:
+                self._lib = pkcs11.lib(self._module)
+            token = self._find_token()
+            try:
+                self._session = token.open(rw=True, user_pin=self._pin)
+            except p11.UserAlreadyLoggedIn:
+                # A previous session of this process logged in and is gone; the login persists.
+                self._session = token.open(rw=True)
+        except p11.PKCS11Error as exc:
+            self.reset()
+            log.warning("HSM session could not be opened: %s", type(exc).__name__)
+            raise HsmUnavailable() from None
+        except (OSError, RuntimeError) as exc:
+            self.reset()
+            log.warning("PKCS#11 module could not be loaded: %s", type(exc).__name__)
+            raise HsmUnavailable() from None
+
+    def _find_token(self) -> Any:
+        try:
+            return self._lib.get_token(token_label=self._token_label)
+        except (p11.NoSuchToken, p11.TokenNotPresent, p11.TokenNotRecognised):
+            # Slots may have changed (token re-inserted, directory re-created): start over.
+            self._lib.reinitialize()
+            return self._lib.get_token(token_label=self._token_label)
+
+    def reset(self) -> None:
+        """Forget the session and cached keys; the next call reopens."""
+        self._keys.clear()
+        session, self._session = self._session, None
+        if session is not None:
+            with contextlib.suppress(p11.PKCS11Error):
+                session.close()
+
+    def close(self) -> None:
+        self.reset()
+        self._lib = None
+
+    # -- keys -----------------------------------------------------------------------
+    def key(self, label: str) -> Any:
+        """The session copy of the token key ``label`` (looked up once, then cached)."""
+        cached = self._keys.get(label)
+        if cached is not None:
+            return cached
+        session = self.session()
+        try:
+            token_key = session.get_key(object_class=ObjectClass.SECRET_KEY, label=label)
+        except p11.NoSuchKey:
+            raise MissingKeyObject() from None
+        copy = token_key.copy({Attribute.TOKEN: False})
+        self._keys[label] = copy
+        return copy
+
+    def forget(self, label: str) -> None:
+        copy = self._keys.pop(label, None)
+        if copy is not None:
+            with contextlib.suppress(p11.PKCS11Error):
+                copy.destroy()
+
+
+_thread_lock = threading.Lock()
+_thread: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _hsm_thread() -> concurrent.futures.ThreadPoolExecutor:
+    """This process's single PKCS#11 thread, shared by every :class:`Hsm`; made anew after fork."""
+    global _thread
+    with _thread_lock:
+        if _thread is None:
+            _thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsm")
+        return _thread
+
+
+def _forget_thread_after_fork() -> None:
+    global _thread
+    _thread = None
+
+
+os.register_at_fork(after_in_child=_forget_thread_after_fork)
+
+
+class Hsm:
+    """Cryptographic operations on keys that live in one PKCS#11 token.
+
+    Construct with the module path, the token label and the user PIN; the PIN is
+    kept only inside this object and never appears in a message. Methods are
+    thread-safe; each runs on this process's single HSM thread.
+    """
+
+    def __init__(self, module: str, token_label: str, pin: str) -> None:
+        self._token = _Token(module, token_label, pin)
+        self._executor = _hsm_thread()
+
+    # -- dispatch -------------------------------------------------------------------
+    def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(token, *args)`` on the HSM thread, mapping a lost session to HsmUnavailable."""
+        try:
+            return fn(self._token, *args)
+        except MissingKeyObject:
+            log.error("a key object named in the database is missing from the HSM token")
+            raise HsmUnavailable("a key object is missing from the HSM") from None
+        except _LOST as exc:
+            self._token.reset()
+            log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
+            raise HsmUnavailable() from None
+
+    def call(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(token, *args)`` on the HSM thread and wait for its result."""
+        if threading.current_thread().name.startswith("hsm"):
+            return self._guarded(fn, *args)
+        return self._executor.submit(self._guarded, fn, *args).result()
+
+    async def acall(self, fn: Callable[..., T], *args: Any) -> T:
+        """Await ``fn(token, *args)`` run on the HSM thread, without blocking the event loop."""
+        return await asyncio.wrap_future(self._executor.submit(self._guarded, fn, *args))
+
+    def close(self) -> None:
+        """Close this adapter's session (the process's HSM thread stays for other adapters)."""
+        self._executor.submit(self._token.close).result(timeout=10)
+
+    # -- operations -----------------------------------------------------------------
+    def ping(self) -> None:
+        """Raise HsmUnavailable unless the token answers."""
+        self.call(_ping)
+
+    def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+        """Generate the token objects of one key version; all or nothing."""
+        return self.call(_generate_version, key_id, version, algorithm)
+
+    def destroy_version(self, objects: HsmObjects) -> None:
+        """Destroy the token objects of one key version (absent ones are ignored)."""
+        self.call(_destroy_version, objects)
+
+    def find_labels(self, prefix: str) -> list[str]:
+        """Labels of the token's secret keys that start with ``prefix`` (for checks and sweeps)."""
+        return self.call(_find_labels, prefix)
+
+    def random(self, nbytes: int) -> bytes:
+        """``nbytes`` random bytes from the HSM's generator."""
+        return self.call(_random, nbytes)
+
+    def encrypt(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, plaintext: bytes, context: bytes
+    ) -> bytes:
+        """The ciphertext body of ``plaintext`` (see :mod:`keymanager.domain.ciphertext`)."""
+        return self.call(_encrypt, objects, algorithm, head, plaintext, context)
+
+    async def aencrypt(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, plaintext: bytes, context: bytes
+    ) -> bytes:
+        """:meth:`encrypt` for the event loop."""
+        return await self.acall(_encrypt, objects, algorithm, head, plaintext, context)
+
+    def decrypt(self, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes) -> bytes:
+        """The plaintext of a ciphertext body; any authentication failure raises DecryptionFailed."""
+        return self.call(_decrypt, objects, algorithm, head, body, context)
+
+    async def adecrypt(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes
+    ) -> bytes:
+        """:meth:`decrypt` for the event loop."""
+        return await self.acall(_decrypt, objects, algorithm, head, body, context)
+
+
+# -- work done on the HSM thread ------------------------------------------------------
+
+
+def _ping(token: _Token) -> None:
+    session = token.session()
+    session.generate_random(64)
+    # A search reaches the token's object store, not only its random generator.
+    list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: "km/ping"}))
+
+
+def _random(token: _Token, nbytes: int) -> bytes:
+    return bytes(token.session().generate_random(nbytes * 8))
+
+
+def _generate_version(token: _Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+    session = token.session()
+    objects = version_labels(key_id, version, algorithm)
+    created: list[Any] = []
+    try:
+        if objects.enc_label is not None:
+            created.append(
+                session.generate_key(
+                    KeyType.AES,
+                    256,
+                    label=objects.enc_label,
+                    store=True,
+                    mechanism=Mechanism.AES_KEY_GEN,
+                    template=AES_TEMPLATE,
+                )
+            )
+        if objects.mac_label is not None:
+            created.append(
+                session.generate_key(
+                    KeyType.GENERIC_SECRET,
+                    256,
+                    label=objects.mac_label,
+                    store=True,
+                    mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
+                    template=HMAC_TEMPLATE,
+                )
+            )
+    except BaseException:
+        for obj in created:
+            with contextlib.suppress(p11.PKCS11Error):
+                obj.destroy()
+        raise
+    return objects
+
+
+def _destroy_version(token: _Token, objects: HsmObjects) -> None:
+    session = token.session()
+    for label in (objects.enc_label, objects.mac_label):
+        if label is None:
+            continue
+        token.forget(label)
+        for obj in list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label})):
+            obj.destroy()
+
+
+def _find_labels(token: _Token, prefix: str) -> list[str]:
+    session = token.session()
+    labels = []
+    for obj in session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.TOKEN: True}):
+        label = obj[Attribute.LABEL]
+        if label.startswith(prefix):
+            labels.append(label)
+    return sorted(labels)
+
+
+def _require(label: str | None) -> str:
+    if label is None:
+        raise DecryptionFailed()
+    return label
+
+
+def _encrypt(
+    token: _Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, plaintext: bytes, context: bytes
+) -> bytes:
+    aes = token.key(_require(objects.enc_label))
+    if algorithm is Algorithm.AES_256_GCM:
+        nonce = secrets.token_bytes(ct.NONCE_BYTES)
+        params = pkcs11.GCMParams(nonce, ct.gcm_aad(head, context), ct.TAG_BYTES * 8)
+        return nonce + bytes(aes.encrypt(bytes(plaintext), mechanism=Mechanism.AES_GCM, mechanism_param=params))
+    iv = secrets.token_bytes(ct.IV_BYTES)
+    body = bytes(aes.encrypt(bytes(plaintext), mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))
+    mac = token.key(_require(objects.mac_label)).sign(
+        ct.mac_input(head, iv, body, context), mechanism=Mechanism.SHA256_HMAC
+    )
+    return iv + body + bytes(mac)
+
+
+def _decrypt(
+    token: _Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes
+) -> bytes:
+    try:
+        if algorithm is Algorithm.AES_256_GCM:
+            return _decrypt_gcm(token, objects, head, body, context)
+        return _decrypt_cbc_hmac(token, objects, head, body, context)
+    except _LOST:
+        raise
+    except (p11.PKCS11Error, MissingKeyObject):
+        # Bad tag (SoftHSM: GeneralError), bad padding, bad length: all look the same.
+        raise DecryptionFailed() from None
+
+
+def _decrypt_gcm(token: _Token, objects: HsmObjects, head: bytes, body: bytes, context: bytes) -> bytes:
+    if len(body) < ct.NONCE_BYTES + ct.TAG_BYTES:
+        raise DecryptionFailed()
+    aes = token.key(_require(objects.enc_label))
+    nonce, sealed = body[: ct.NONCE_BYTES], body[ct.NONCE_BYTES :]
+    params = pkcs11.GCMParams(nonce, ct.gcm_aad(head, context), ct.TAG_BYTES * 8)
+    return bytes(aes.decrypt(sealed, mechanism=Mechanism.AES_GCM, mechanism_param=params))
+
+
+def _decrypt_cbc_hmac(token: _Token, objects: HsmObjects, head: bytes, body: bytes, context: bytes) -> bytes:
+    size = len(body) - ct.IV_BYTES - ct.MAC_BYTES
+    if size < 16 or size % 16:
+        raise DecryptionFailed()
+    iv, sealed, mac = body[: ct.IV_BYTES], body[ct.IV_BYTES : -ct.MAC_BYTES], body[-ct.MAC_BYTES :]
+    expected = token.key(_require(objects.mac_label)).sign(
+        ct.mac_input(head, iv, sealed, context), mechanism=Mechanism.SHA256_HMAC
+    )
+    if not hmac.compare_digest(bytes(expected), mac):
+        raise DecryptionFailed()
+    aes = token.key(_require(objects.enc_label))
+    return bytes(aes.decrypt(sealed, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))

@@ -1,0 +1,53 @@
+"""Wiring: one store, one HSM adapter and the services built on them, per process."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from keymanager.config import Settings
+from keymanager.db import Store, make_engine, migrate
+from keymanager.hsm import Hsm
+from keymanager.services.crypto import CryptoService
+from keymanager.services.keys import KeyService
+from keymanager.services.principals import PrincipalService
+
+
+@dataclass
+class Services:
+    """Everything a request needs; built once per worker process, after fork."""
+
+    settings: Settings
+    store: Store
+    hsm: Hsm
+    principals: PrincipalService
+    keys: KeyService
+    crypto: CryptoService
+    owns_hsm: bool = True
+
+    @classmethod
+    def build(cls, settings: Settings, *, hsm: Hsm | None = None, run_migrations: bool = True) -> Services:
+        """Open the database (migrating it to the current schema) and the HSM token (or use ``hsm``)."""
+        if settings.is_softhsm:
+            settings.export_softhsm_conf()
+        engine = make_engine(settings.resolved_database_url())
+        if run_migrations:
+            migrate(engine)
+        store = Store(engine)
+        owns_hsm = hsm is None
+        hsm = hsm or Hsm(settings.pkcs11_module, settings.pkcs11_token_label, settings.pin())
+        keys = KeyService(store, hsm)
+        return cls(
+            settings=settings,
+            store=store,
+            hsm=hsm,
+            principals=PrincipalService(store),
+            keys=keys,
+            crypto=CryptoService(keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes),
+            owns_hsm=owns_hsm,
+        )
+
+    def close(self) -> None:
+        """Close the HSM session (when this object opened it) and the database pool."""
+        if self.owns_hsm:
+            self.hsm.close()
+        self.store.close()

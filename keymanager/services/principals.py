@@ -1,0 +1,73 @@
+"""Principals: creation with a one-time token, listing, deletion, authentication."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from keymanager.db import Store
+from keymanager.domain.credentials import new_id, new_token, token_hash
+from keymanager.domain.models import Principal, Role
+from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+
+NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+
+
+@dataclass(frozen=True)
+class NewPrincipal:
+    principal: Principal
+    token: str
+    """The bearer token: returned once, stored only as a hash."""
+
+
+class PrincipalService:
+    """Creates, lists, deletes and authenticates principals."""
+
+    def __init__(self, store: Store) -> None:
+        self._store = store
+
+    def create(self, name: str, role: Role, cert_subject: str | None = None) -> NewPrincipal:
+        """Create a principal; raises InvalidRequest for a bad name, Conflict for a taken one."""
+        if not NAME.fullmatch(name):
+            raise InvalidRequest("a principal name is 1-64 letters, digits, '_', '.' or '-', starting with a letter")
+        token = new_token()
+        principal = Principal(
+            id=new_id(),
+            name=name,
+            role=role,
+            created_at=datetime.now(UTC),
+            cert_subject=cert_subject or None,
+        )
+        self._store.create_principal(principal, token_hash(token))
+        return NewPrincipal(principal=principal, token=token)
+
+    def list(self) -> list[Principal]:
+        """Every principal, ordered by name."""
+        return self._store.list_principals()
+
+    def delete(self, name: str, *, acting: Principal) -> None:
+        """Delete a principal (its token stops working at once); an admin cannot delete itself."""
+        if name == acting.name:
+            raise Conflict("a principal cannot delete itself")
+        if not self._store.delete_principal(name):
+            raise NotFound("principal not found")
+
+    def authenticate_token(self, token: str) -> Principal:
+        """The principal holding ``token``; raises Unauthenticated otherwise.
+
+        The store is searched by the token's SHA-256, never by the token, so the time a
+        look-up takes says nothing about how much of a guessed token was right.
+        """
+        digest = token_hash(token)
+        found = self._store.principal_by_token_hash(digest)
+        if found is None:
+            raise Unauthenticated()
+        return found
+
+    def authenticate_certificate(self, subject: str) -> Principal:
+        """The principal bound to a verified client certificate subject; raises Unauthenticated otherwise."""
+        found = self._store.principal_by_cert_subject(subject)
+        if found is None:
+            raise Unauthenticated()
+        return found

@@ -1,0 +1,90 @@
+"""Shared fixtures: one SoftHSM token for the test run, settings, services, an app client.
+
+SoftHSM reads SOFTHSM2_CONF once per process, when the library is initialised, so the
+token directory of the run is chosen here, at import, before any test touches PKCS#11.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from fastapi.testclient import TestClient
+
+from keymanager.api.app import create_app
+from keymanager.config import SOFTHSM_MODULE, Settings
+from keymanager.domain.models import Role
+from keymanager.hsm import Hsm
+from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
+from keymanager.services.container import Services
+
+TEST_PIN = "test-user-pin-73519"
+TEST_SO_PIN = "test-so-pin-88213"
+TEST_TOKEN_LABEL = "km-test"
+
+_HSM_DIR = Path(tempfile.mkdtemp(prefix="km-test-hsm-"))
+SOFTHSM_CONF = _HSM_DIR / "softhsm2.conf"
+os.environ["SOFTHSM2_CONF"] = str(SOFTHSM_CONF)
+write_softhsm_conf(SOFTHSM_CONF, _HSM_DIR / "tokens")
+
+
+@pytest.fixture(scope="session")
+def softhsm_token() -> Iterator[str]:
+    """The label of this run's SoftHSM token (created once, removed at the end)."""
+    if not Path(SOFTHSM_MODULE).exists():
+        pytest.fail(f"SoftHSM is required for the tests: {SOFTHSM_MODULE} missing (apt-get install softhsm2)")
+    ensure_softhsm_token(SOFTHSM_MODULE, TEST_TOKEN_LABEL, TEST_PIN, TEST_SO_PIN, SOFTHSM_CONF)
+    yield TEST_TOKEN_LABEL
+    shutil.rmtree(_HSM_DIR, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def hsm(softhsm_token: str) -> Iterator[Hsm]:
+    """The run's HSM adapter (one logged-in session for the whole test process)."""
+    adapter = Hsm(SOFTHSM_MODULE, softhsm_token, TEST_PIN)
+    yield adapter
+    adapter.close()
+
+
+def make_settings(var_dir: Path, database_url: str | None = None, **overrides: object) -> Settings:
+    """Settings for a test: the run's SoftHSM token, a private var dir, SQLite unless told."""
+    return Settings(
+        var_dir=var_dir,
+        database_url=database_url,
+        pkcs11_token_label=TEST_TOKEN_LABEL,
+        pkcs11_pin=TEST_PIN,
+        pkcs11_so_pin=TEST_SO_PIN,
+        softhsm2_conf=SOFTHSM_CONF,
+        **overrides,
+    )
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path / "var")
+
+
+@pytest.fixture
+def services(settings: Settings, hsm: Hsm) -> Iterator[Services]:
+    built = Services.build(settings, hsm=hsm)
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def client(services: Services) -> Iterator[TestClient]:
+    with TestClient(create_app(services=services), base_url="https://testserver") as test_client:
+        yield test_client
+
+
+@pytest.fixture
+def admin_token(services: Services) -> str:
+    return services.principals.create("admin", Role.ADMIN).token
+
+
+def auth(token: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {token}"}

@@ -1,0 +1,115 @@
+"""A real ``keymanager`` installation: ``keymanager init`` then ``keymanager serve`` over TLS.
+
+The server runs as a subprocess with its own var dir (its own SoftHSM token directory, SQLite
+file, development CA) and two workers, with client certificates accepted from the dev CA.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+E2E_PIN = "e2e-user-pin-60331"
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str
+    var_dir: Path
+    ca: Path
+    admin_token: str
+    log: Path
+    env: dict[str, str]
+
+    def client(self, token: str | None = None, cert: tuple[str, str] | None = None) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        context = ssl.create_default_context(cafile=str(self.ca))
+        if cert is not None:
+            context.load_cert_chain(*cert)
+        return httpx.Client(base_url=self.url, verify=context, headers=headers, timeout=30)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def server_env(var_dir: Path, **extra: str) -> dict[str, str]:
+    """The environment of a keymanager process: the caller's, less the test run's SoftHSM setup."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KM_") and k != "SOFTHSM2_CONF"}
+    env.update(
+        KM_VAR_DIR=str(var_dir),
+        KM_PKCS11_PIN=E2E_PIN,
+        KM_PKCS11_TOKEN_LABEL="km-e2e",
+        PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
+    )
+    env.update(extra)
+    return env
+
+
+def keymanager(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "keymanager.cli.main", *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def wait_ready(url: str, ca: Path, process: subprocess.Popen[bytes], log: Path) -> None:
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"server exited {process.returncode}: {log.read_text()[-2000:]}")
+        try:
+            if httpx.get(f"{url}/v1/ready", verify=str(ca), timeout=2).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"server not ready in 60 s: {log.read_text()[-2000:]}")
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    home = tmp_path_factory.mktemp("e2e")
+    var_dir = home / "var"
+    env = server_env(var_dir, KM_TLS_CLIENT_CA=str(var_dir / "tls" / "ca.pem"))
+    init = keymanager("init", env=env, cwd=home)
+    assert init.returncode == 0, init.stderr
+    port = free_port()
+    log = home / "server.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "keymanager.cli.main", "serve", "--workers", "2", "--port", str(port)],
+            env=env,
+            cwd=home,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    url = f"https://127.0.0.1:{port}"
+    try:
+        wait_ready(url, var_dir / "tls" / "ca.pem", process, log)
+        admin = (var_dir / "admin.token").read_text().strip()
+        yield Server(url=url, var_dir=var_dir, ca=var_dir / "tls" / "ca.pem", admin_token=admin, log=log, env=env)
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()

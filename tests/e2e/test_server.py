@@ -1,0 +1,127 @@
+"""End to end: a real ``keymanager serve`` (two workers) over real TLS, with bearer tokens and mTLS."""
+
+from __future__ import annotations
+
+import base64
+import re
+import ssl
+import subprocess
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import E2E_PIN, Server, keymanager
+
+CARD = b"4111111111111111"
+
+
+def b64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
+
+
+def test_init_is_idempotent(server: Server) -> None:
+    before = (server.var_dir / "admin.token").read_text()
+    again = keymanager("init", env=server.env, cwd=server.var_dir.parent)
+    assert again.returncode == 0, again.stderr
+    assert "present" in again.stdout
+    assert (server.var_dir / "admin.token").read_text() == before
+    assert before.strip() not in again.stdout
+    assert oct((server.var_dir / "admin.token").stat().st_mode & 0o777) == "0o600"
+
+
+def test_health_ready_and_request_id(server: Server) -> None:
+    with server.client() as client:
+        health = client.get("/v1/health")
+        assert health.json() == {"status": "ok"}
+        assert re.fullmatch(r"[0-9a-f]{32}", health.headers["x-request-id"])
+        assert client.get("/v1/ready").json() == {"status": "ok", "hsm": "ok", "database": "ok"}
+
+
+def test_tls_below_1_2_is_refused(server: Server) -> None:
+    context = ssl.create_default_context(cafile=str(server.ca))
+    context.minimum_version = ssl.TLSVersion.TLSv1
+    context.maximum_version = ssl.TLSVersion.TLSv1_1
+    context.set_ciphers("DEFAULT:@SECLEVEL=0")
+    with pytest.raises(httpx.ConnectError):
+        httpx.get(f"{server.url}/v1/health", verify=context)
+
+
+def test_plain_http_is_not_served(server: Server) -> None:
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(server.url.replace("https://", "http://") + "/v1/health", timeout=5)
+
+
+def test_bearer_flow_over_tls(server: Server) -> None:
+    with server.client(server.admin_token) as admin:
+        app = admin.post("/v1/principals", json={"name": "e2e-app", "role": "app"})
+        assert app.status_code == 201, app.text
+        token = app.json()["token"]
+        for algorithm in ("AES_256_CBC_HMAC_SHA256", "AES_256_GCM"):
+            policy = {"encrypt": ["e2e-app"], "decrypt": ["e2e-app"]}
+            key = admin.post("/v1/keys", json={"name": f"e2e-{algorithm}", "algorithm": algorithm, "policy": policy})
+            assert key.status_code == 201, key.text
+    with server.client(token) as app_client:
+        for algorithm in ("AES_256_CBC_HMAC_SHA256", "AES_256_GCM"):
+            context = {"tenant": "42"}
+            encrypted = app_client.post(
+                f"/v1/keys/e2e-{algorithm}/encrypt", json={"plaintext": b64(CARD), "context": context}
+            )
+            assert encrypted.status_code == 200, encrypted.text
+            ciphertext = encrypted.json()["ciphertext"]
+            decrypted = app_client.post("/v1/decrypt", json={"ciphertext": ciphertext, "context": context})
+            assert base64.b64decode(decrypted.json()["plaintext"]) == CARD
+            wrong = app_client.post("/v1/decrypt", json={"ciphertext": ciphertext, "context": {"tenant": "43"}})
+            assert (wrong.status_code, wrong.json()["error"]["code"]) == (400, "decryption_failed")
+
+
+def test_client_certificate_authenticates_a_bound_principal(server: Server) -> None:
+    tls = server.var_dir / "tls"
+    cert = (str(tls / "client-billing.pem"), str(tls / "client-billing-key.pem"))
+    with server.client(server.admin_token) as admin:
+        bound = admin.post(
+            "/v1/principals", json={"name": "mtls-billing", "role": "app", "cert_subject": "CN=billing,O=keymanager"}
+        )
+        assert bound.status_code == 201, bound.text
+        policy = {"encrypt": ["mtls-billing"], "decrypt": ["mtls-billing"]}
+        assert admin.post("/v1/keys", json={"name": "mtls-cards", "policy": policy}).status_code == 201
+    with server.client(cert=cert) as by_cert:
+        keys = by_cert.get("/v1/keys")
+        assert keys.status_code == 200, keys.text
+        assert [k["name"] for k in keys.json()] == ["mtls-cards"]
+        encrypted = by_cert.post("/v1/keys/mtls-cards/encrypt", json={"plaintext": b64(CARD)})
+        assert encrypted.status_code == 200, encrypted.text
+        decrypted = by_cert.post("/v1/decrypt", json={"ciphertext": encrypted.json()["ciphertext"]})
+        assert base64.b64decode(decrypted.json()["plaintext"]) == CARD
+    with server.client() as anonymous:
+        refused = anonymous.get("/v1/keys")
+        assert (refused.status_code, refused.json()["error"]["code"]) == (401, "unauthenticated")
+
+
+def test_readme_walkthrough_runs_as_written(server: Server, tmp_path: Path) -> None:
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    block = readme.split("<!-- walkthrough:start -->", 1)[1].split("<!-- walkthrough:end -->", 1)[0]
+    script = block.strip().removeprefix("```bash").removesuffix("```")
+    # The walkthrough runs from a checkout whose var/ is the server's; create the principals it names anew.
+    run = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=server.var_dir.parent,
+        env={**server.env, "KM": server.url, "CA": str(server.ca)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
+    assert "4111111111111111" in out
+    assert '"code": "forbidden"' in out
+    assert '"code": "decryption_failed"' in out
+    assert re.search(r"km:1:[0-9a-f]{32}:1:", out)
+
+
+def test_no_secret_in_server_log(server: Server) -> None:
+    # Runs last in this module: the log then covers every request above.
+    text = server.log.read_text()
+    for secret in (E2E_PIN, server.admin_token, "4111111111111111", b64(CARD)):
+        assert secret not in text

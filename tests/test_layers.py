@@ -1,0 +1,62 @@
+"""The layers depend one way: config/errors <- domain <- hsm, db <- services <- api, cli."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
+
+# For each layer, the keymanager layers and third-party packages it may import.
+ALLOWED = {
+    "config": ({"config"}, set()),
+    "errors": (set(), set()),
+    "domain": ({"domain", "errors", "config"}, set()),
+    "hsm": ({"hsm", "domain", "errors", "config"}, {"pkcs11"}),
+    "db": ({"db", "domain", "errors", "config"}, {"sqlalchemy", "alembic"}),
+    "services": ({"services", "domain", "errors", "config", "hsm", "db"}, set()),
+    "api": ({"api", "services", "domain", "errors", "config"}, {"fastapi", "starlette", "uvicorn"}),
+    "cli": ({"cli", "api", "services", "domain", "errors", "config", "hsm", "db"}, set()),
+}
+RESTRICTED = {"pkcs11": "hsm", "sqlalchemy": "db", "alembic": "db", "fastapi": "api", "starlette": "api"}
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+def _layer(path: Path) -> str:
+    relative = path.relative_to(PACKAGE)
+    return relative.parts[0].removesuffix(".py") if len(relative.parts) > 1 else relative.stem
+
+
+MODULES = sorted(p for p in PACKAGE.rglob("*.py") if _layer(p) in ALLOWED)
+
+
+def test_every_module_belongs_to_a_layer() -> None:
+    stray = [p for p in PACKAGE.rglob("*.py") if _layer(p) not in ALLOWED and p.name != "__init__.py"]
+    assert stray == []
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_imports_point_one_way(path: Path) -> None:
+    layer = _layer(path)
+    own_layers, _ = ALLOWED[layer]
+    for name in _imports(path):
+        top = name.split(".")[0]
+        if top == "keymanager":
+            parts = name.split(".")
+            if len(parts) > 1:
+                assert parts[1] in own_layers | {"__init__"}, f"{path.name} ({layer}) imports {name}"
+        elif top in RESTRICTED:
+            assert RESTRICTED[top] == layer or (layer == "cli" and top == "uvicorn"), (
+                f"{path.name} ({layer}) imports {top}, reserved to {RESTRICTED[top]}"
+            )
