@@ -1,0 +1,84 @@
+"""Engines for the metadata store: an embedded SQLite file or a shared PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, make_url
+from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
+
+from keymanager import errors
+
+logger = logging.getLogger(__name__)
+
+_SQLITE_PRAGMAS = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA foreign_keys=ON",
+    "PRAGMA busy_timeout=5000",
+    "PRAGMA synchronous=NORMAL",
+)
+
+
+def make_engine(url: str) -> Engine:
+    """An engine for ``url`` (``sqlite:///…`` or ``postgresql+psycopg://…``).
+
+    SQLite: the file's directory is created, and every connection gets WAL,
+    foreign keys, a 5 s busy timeout and ``synchronous=NORMAL``.
+    PostgreSQL: a pool of 10 (+20 overflow) connections, checked before use.
+    Connecting is lazy: an unreachable database is noticed on first use.
+    Raises ``ValueError`` for any other kind of database.
+    """
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        return _sqlite_engine(parsed)
+    if parsed.get_backend_name() == "postgresql":
+        return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
+    raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql+psycopg")
+
+
+def _sqlite_engine(url: URL) -> Engine:
+    database = url.database
+    if database and database != ":memory:" and not database.startswith("file:"):
+        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url)
+    event.listen(engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in _SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
+
+
+@contextmanager
+def connection_errors_as_unavailable() -> Iterator[None]:
+    """Turn a failure to reach the database, or a lost connection, into ``DatabaseUnavailable``.
+
+    The raised error names neither the URL nor the password and hides the
+    driver's exception (``from None``); the cause is logged by class and driver
+    message. Every other error passes through unchanged.
+    """
+    try:
+        yield
+    except (OperationalError, InterfaceError, PoolTimeout) as exc:
+        raise _unavailable(exc) from None
+    except DBAPIError as exc:
+        if not exc.connection_invalidated:
+            raise
+        raise _unavailable(exc) from None
+
+
+def _unavailable(exc: Exception) -> errors.DatabaseUnavailable:
+    cause = getattr(exc, "orig", None) or exc
+    logger.warning("database unavailable: %s: %s", type(cause).__name__, cause)
+    return errors.DatabaseUnavailable()

@@ -1,0 +1,1 @@
+"""Alembic environment of the metadata store; applied by :func:`keymanager.db.migrate`."""

@@ -1,0 +1,1 @@
+"""Hand-written schema revisions, applied in order by Alembic."""

@@ -1,0 +1,95 @@
+"""ORM tables of the metadata store: principals, keys and key versions.
+
+These rows are private to ``keymanager.db``; the store turns them into domain
+records. The schema itself is created by the Alembic migrations beside this
+module, which must be kept in step with these classes.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import JSON, DateTime, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.types import TypeDecorator
+
+NAMING_CONVENTION = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timezone-aware timestamp, always stored and read back in UTC.
+
+    Naive datetimes are refused on write; naive values read back (SQLite keeps
+    no offset) are UTC by construction.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetimes are not stored; pass a timezone-aware one")
+        return value.astimezone(UTC)
+
+    def process_result_value(self, value: Any | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)  # type: ignore[no-any-return]
+        return value.astimezone(UTC)  # type: ignore[no-any-return]
+
+
+class Base(DeclarativeBase):
+    metadata = MetaData(naming_convention=NAMING_CONVENTION)
+
+
+class PrincipalRow(Base):
+    __tablename__ = "principals"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    token_hash: Mapped[str] = mapped_column(String(128), unique=True, index=True)
+    cert_subject: Mapped[str | None] = mapped_column(String(1024), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class KeyRow(Base):
+    __tablename__ = "keys"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    algorithm: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(32))
+    description: Mapped[str] = mapped_column(Text)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    primary_version: Mapped[int] = mapped_column(Integer)
+    min_decryption_version: Mapped[int] = mapped_column(Integer)
+    rotation_period_days: Mapped[int | None] = mapped_column(Integer)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    deletion_date: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+    versions: Mapped[list[KeyVersionRow]] = relationship(order_by="KeyVersionRow.version", lazy="raise")
+
+
+class KeyVersionRow(Base):
+    __tablename__ = "key_versions"
+
+    key_id: Mapped[str] = mapped_column(ForeignKey("keys.id"), primary_key=True)
+    version: Mapped[int] = mapped_column(Integer, primary_key=True)
+    enc_label: Mapped[str | None] = mapped_column(String(128))
+    mac_label: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    destroyed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -1,0 +1,290 @@
+"""The metadata store: principals, keys and key versions, read and written as domain records.
+
+Every public method runs in its own short transaction and returns domain
+objects (never ORM rows). Any method may raise
+:class:`~keymanager.errors.DatabaseUnavailable` when the database cannot be
+reached; its message never names the URL or the password.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any, cast
+
+from sqlalchemy import (
+    ColumnElement,
+    Engine,
+    Executable,
+    Select,
+    case,
+    delete,
+    or_,
+    select,
+    text,
+    update,
+)
+from sqlalchemy.engine import CursorResult
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, selectinload, sessionmaker
+
+from keymanager import errors
+from keymanager.db.engine import connection_errors_as_unavailable
+from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
+from keymanager.domain.models import (
+    Algorithm,
+    HsmObjects,
+    Key,
+    KeyState,
+    KeyVersion,
+    Principal,
+    Role,
+)
+from keymanager.domain.policy import Policy
+
+
+class Store:
+    """Persistence of principals and keys over one engine; safe to share between threads."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._engine = engine
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def close(self) -> None:
+        """Close the pooled database connections; a later call opens new ones."""
+        self._engine.dispose()
+
+    def ping(self) -> None:
+        """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""
+        with self._transaction() as session:
+            session.execute(text("SELECT 1"))
+
+    # -- principals ---------------------------------------------------------
+
+    def create_principal(self, principal: Principal, token_hash: str) -> None:
+        """Store ``principal`` with the hash of its bearer token.
+
+        Raises ``Conflict`` when the name (or the certificate subject) is taken.
+        """
+        try:
+            with self._transaction() as session:
+                session.add(_principal_row(principal, token_hash))
+        except IntegrityError:
+            raise self._principal_conflict(principal) from None
+
+    def principal_by_token_hash(self, token_hash: str) -> Principal | None:
+        """The principal whose bearer token hashes to ``token_hash``, if any."""
+        return self._one_principal(PrincipalRow.token_hash == token_hash)
+
+    def principal_by_cert_subject(self, subject: str) -> Principal | None:
+        """The principal bound to the TLS client certificate subject ``subject``, if any."""
+        return self._one_principal(PrincipalRow.cert_subject == subject)
+
+    def principal_by_name(self, name: str) -> Principal | None:
+        """The principal named ``name``, if any."""
+        return self._one_principal(PrincipalRow.name == name)
+
+    def list_principals(self) -> list[Principal]:
+        """Every principal, ordered by name."""
+        with self._transaction() as session:
+            rows = session.scalars(select(PrincipalRow).order_by(PrincipalRow.name))
+            return [_principal(row) for row in rows]
+
+    def delete_principal(self, name: str) -> bool:
+        """Delete the principal named ``name``; True when there was one."""
+        with self._transaction() as session:
+            statement = delete(PrincipalRow).where(PrincipalRow.name == name)
+            return _rowcount(session, statement) > 0
+
+    # -- keys ---------------------------------------------------------------
+
+    def create_key(self, key: Key) -> None:
+        """Store ``key`` and all its versions atomically; ``Conflict`` when the name is taken."""
+        try:
+            with self._transaction() as session:
+                session.add(_key_row(key))
+        except IntegrityError:
+            raise errors.Conflict(f"a key named {key.name!r} exists") from None
+
+    def get_key(self, id_or_name: str) -> Key | None:
+        """The key whose id (tried first) or name is ``id_or_name``, with its versions; two queries."""
+        matches = or_(KeyRow.id == id_or_name, KeyRow.name == id_or_name)
+        id_first = case((KeyRow.id == id_or_name, 0), else_=1)
+        with self._transaction() as session:
+            row = session.scalars(_keys().where(matches).order_by(id_first).limit(1)).first()
+            return None if row is None else _key(row)
+
+    def list_keys(self) -> list[Key]:
+        """Every key with its versions, ordered by name."""
+        with self._transaction() as session:
+            return [_key(row) for row in session.scalars(_keys().order_by(KeyRow.name))]
+
+    def update_key(
+        self,
+        key_id: str,
+        *,
+        description: str | None = None,
+        policy: Policy | None = None,
+        state: KeyState | None = None,
+        min_decryption_version: int | None = None,
+    ) -> Key:
+        """Change the given attributes of key ``key_id`` (others stay) and bump ``updated_at``.
+
+        Returns the updated key; raises ``KeyNotFound`` for an unknown id.
+        """
+        values: dict[str, Any] = {"updated_at": _now()}
+        if description is not None:
+            values["description"] = description
+        if policy is not None:
+            values["policy"] = policy.to_dict()
+        if state is not None:
+            values["state"] = state.value
+        if min_decryption_version is not None:
+            values["min_decryption_version"] = min_decryption_version
+        with self._transaction() as session:
+            if not _update_keys(session, KeyRow.id == key_id, values):
+                raise errors.KeyNotFound()
+            return _load_key(session, key_id)
+
+    def add_key_version(self, key_id: str, version: KeyVersion, *, expected_primary: int) -> Key:
+        """Add ``version`` to key ``key_id`` and make it primary, if the primary is still ``expected_primary``.
+
+        Returns the updated key. Raises ``KeyNotFound`` for an unknown id and
+        ``Conflict`` when the key was rotated meanwhile (compare-and-set: of
+        two concurrent rotations from the same primary, one wins).
+        """
+        current = (KeyRow.id == key_id) & (KeyRow.primary_version == expected_primary)
+        values = {"primary_version": version.version, "updated_at": _now()}
+        try:
+            with self._transaction() as session:
+                if not _update_keys(session, current, values):
+                    raise _rotation_refusal(session, key_id, expected_primary)
+                session.add(_version_row(key_id, version))
+                return _load_key(session, key_id)
+        except IntegrityError:
+            raise errors.Conflict(f"key version {version.version} already exists") from None
+
+    # -- internals ----------------------------------------------------------
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        """A session in one transaction, committed when the block ends without an exception."""
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            yield session
+
+    def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:
+        with self._transaction() as session:
+            row = session.scalars(select(PrincipalRow).where(condition)).one_or_none()
+            return None if row is None else _principal(row)
+
+    def _principal_conflict(self, principal: Principal) -> errors.Conflict:
+        if principal.cert_subject and self.principal_by_name(principal.name) is None:
+            return errors.Conflict(f"a principal with certificate subject {principal.cert_subject!r} exists")
+        return errors.Conflict(f"a principal named {principal.name!r} exists")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+def _keys() -> Select[KeyRow]:
+    return select(KeyRow).options(selectinload(KeyRow.versions))
+
+
+def _load_key(session: Session, key_id: str) -> Key:
+    return _key(session.scalars(_keys().where(KeyRow.id == key_id)).one())
+
+
+def _update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:
+    """Update the key rows matching ``condition``; the number of rows updated."""
+    return _rowcount(session, update(KeyRow).where(condition).values(values))
+
+
+def _rowcount(session: Session, statement: Executable) -> int:
+    """Execute an UPDATE or DELETE without touching loaded objects; rows matched."""
+    result = session.execute(statement, execution_options={"synchronize_session": False})
+    return cast("CursorResult[Any]", result).rowcount
+
+
+def _rotation_refusal(session: Session, key_id: str, expected: int) -> errors.KeyManagerError:
+    if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
+        return errors.KeyNotFound()
+    return errors.Conflict(f"the key was rotated meanwhile: its primary version is no longer {expected}")
+
+
+# -- rows <-> domain records ----------------------------------------------------
+
+
+def _principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
+    return PrincipalRow(
+        id=principal.id,
+        name=principal.name,
+        role=principal.role.value,
+        token_hash=token_hash,
+        cert_subject=principal.cert_subject,
+        created_at=principal.created_at,
+    )
+
+
+def _principal(row: PrincipalRow) -> Principal:
+    return Principal(
+        id=row.id,
+        name=row.name,
+        role=Role(row.role),
+        created_at=row.created_at,
+        cert_subject=row.cert_subject,
+    )
+
+
+def _key_row(key: Key) -> KeyRow:
+    return KeyRow(
+        id=key.id,
+        name=key.name,
+        algorithm=key.algorithm.value,
+        state=key.state.value,
+        description=key.description,
+        policy=key.policy.to_dict(),
+        primary_version=key.primary_version,
+        min_decryption_version=key.min_decryption_version,
+        rotation_period_days=key.rotation_period_days,
+        created_at=key.created_at,
+        updated_at=key.updated_at,
+        versions=[_version_row(key.id, version) for version in key.versions.values()],
+    )
+
+
+def _key(row: KeyRow) -> Key:
+    return Key(
+        id=row.id,
+        name=row.name,
+        algorithm=Algorithm(row.algorithm),
+        state=KeyState(row.state),
+        policy=Policy.from_dict(row.policy),
+        primary_version=row.primary_version,
+        min_decryption_version=row.min_decryption_version,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        description=row.description,
+        rotation_period_days=row.rotation_period_days,
+        versions={version.version: _version(version) for version in row.versions},
+    )
+
+
+def _version_row(key_id: str, version: KeyVersion) -> KeyVersionRow:
+    return KeyVersionRow(
+        key_id=key_id,
+        version=version.version,
+        enc_label=version.hsm.enc_label,
+        mac_label=version.hsm.mac_label,
+        created_at=version.created_at,
+    )
+
+
+def _version(row: KeyVersionRow) -> KeyVersion:
+    return KeyVersion(
+        key_id=row.key_id,
+        version=row.version,
+        hsm=HsmObjects(enc_label=row.enc_label, mac_label=row.mac_label),
+        created_at=row.created_at,
+    )
