@@ -9,8 +9,9 @@ from fastapi import FastAPI
 
 from keymanager import __version__
 from keymanager.api import errors
+from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import crypto, health, keys, principals
+from keymanager.api.routes import audit, crypto, health, keys, principals
 from keymanager.config import Settings
 from keymanager.services.container import Services
 
@@ -38,8 +39,9 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto):
+    for module in (health, principals, keys, crypto, audit):
         app.include_router(module.router)
+    app.add_middleware(AuditTrail, log=lambda: app.state.services.audit, error_app=errors.render)
     app.add_middleware(RequestContext, max_body=settings.max_request_bytes, error_app=errors.render)
     return app
 

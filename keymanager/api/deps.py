@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from keymanager.api.audit_trail import AuditContext, audit_context
 from keymanager.domain.models import Principal, Role
 from keymanager.errors import Forbidden, Unauthenticated
 from keymanager.services.container import Services
@@ -19,10 +20,17 @@ def services(request: Request) -> Services:
 
 
 ServicesDep = Annotated[Services, Depends(services)]
+AuditDep = Annotated[AuditContext, Depends(audit_context)]
 
 
-def current_principal(request: Request, svc: ServicesDep) -> Principal:
+def current_principal(request: Request, svc: ServicesDep, trail: AuditDep) -> Principal:
     """A bearer token when one is sent; otherwise a verified TLS client certificate; else 401."""
+    principal = _authenticate(request, svc)
+    trail.principal = principal.name
+    return principal
+
+
+def _authenticate(request: Request, svc: Services) -> Principal:
     authorization = request.headers.get("authorization")
     if authorization is not None:
         scheme, _, token = authorization.partition(" ")

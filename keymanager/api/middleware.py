@@ -31,9 +31,12 @@ class RequestContext:
         request_id = uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
         header = (REQUEST_ID_HEADER, request_id.encode())
+        started = False
 
         async def send_with_id(message: Message) -> None:
+            nonlocal started
             if message["type"] == "http.response.start":
+                started = True
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
@@ -57,4 +60,12 @@ class RequestContext:
                     raise PayloadTooLarge("request body too large")
             return message
 
-        await self.app(scope, limited_receive, send_with_id)
+        try:
+            await self.app(scope, limited_receive, send_with_id)
+        except Exception:
+            # An unexpected error would be answered by Starlette's outermost middleware,
+            # outside this one, so without the X-Request-ID header: answer it here instead
+            # and let the error go on to be logged.
+            if not started:
+                await self.error_app(KeyManagerError(), request_id)(scope, receive, send_with_id)
+            raise

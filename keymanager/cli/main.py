@@ -101,6 +101,24 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
+def audit_verify(settings: Settings) -> int:
+    """Check the audit log's hash chain; exit 0 when intact, 1 naming the first broken record."""
+    from keymanager.db import make_engine, migrate
+    from keymanager.db.audit import AuditStore
+
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        migrate(engine)
+        result = AuditStore(engine).verify()
+    finally:
+        engine.dispose()
+    if result.ok:
+        print(f"audit log ok: {result.records} records, chain intact")
+        return 0
+    print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
+    return 1
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="keymanager", description="Self-hosted key manager backed by a PKCS#11 HSM.")
     commands = top.add_subparsers(dest="command", required=True)
@@ -111,6 +129,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--port", type=int, help="port (default KM_PORT or 8443)")
     run.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (for measurements only)")
     run.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    audit = commands.add_parser("audit", help="audit log tools")
+    audit_commands = audit.add_subparsers(dest="audit_command", required=True)
+    audit_commands.add_parser("verify", help="verify the hash chain of the audit log")
     return top
 
 
@@ -125,6 +146,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "init":
             return init(settings)
+        if args.command == "audit":
+            return audit_verify(settings)
         return serve(settings, args)
     except KeyManagerError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, MetaData, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -93,3 +93,36 @@ class KeyVersionRow(Base):
     mac_label: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     destroyed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class AuditRecordRow(Base):
+    """One link of the audit hash chain (see :mod:`keymanager.domain.audit`)."""
+
+    __tablename__ = "audit_records"
+
+    seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    time: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    request_id: Mapped[str] = mapped_column(String(64))
+    principal: Mapped[str | None] = mapped_column(String(128), index=True)
+    action: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    key_version: Mapped[int | None] = mapped_column(Integer)
+    outcome: Mapped[str] = mapped_column(String(16))
+    status: Mapped[int] = mapped_column(Integer)
+    client: Mapped[str | None] = mapped_column(String(64))
+    details: Mapped[dict[str, Any]] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    prev_hash: Mapped[str] = mapped_column(String(64))
+    hash: Mapped[str] = mapped_column(String(64))
+
+
+class AuditHeadRow(Base):
+    """The chain head: the last record's sequence number and hash (one row, id 1).
+
+    Appenders lock this row, which keeps the chain single across processes and replicas.
+    """
+
+    __tablename__ = "audit_head"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    last_seq: Mapped[int] = mapped_column(BigInteger)
+    last_hash: Mapped[str] = mapped_column(String(64))

@@ -30,8 +30,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from keymanager import errors
+from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import (
     Algorithm,
     HsmObjects,
@@ -62,14 +64,16 @@ class Store:
 
     # -- principals ---------------------------------------------------------
 
-    def create_principal(self, principal: Principal, token_hash: str) -> None:
-        """Store ``principal`` with the hash of its bearer token.
+    def create_principal(self, principal: Principal, token_hash: str, *, audit: AuditEntry | None = None) -> None:
+        """Store ``principal`` with the hash of its bearer token (and ``audit`` in the same transaction).
 
         Raises ``Conflict`` when the name (or the certificate subject) is taken.
         """
         try:
             with self._transaction() as session:
                 session.add(_principal_row(principal, token_hash))
+                session.flush()
+                _audit(session, audit)
         except IntegrityError:
             raise self._principal_conflict(principal) from None
 
@@ -91,19 +95,24 @@ class Store:
             rows = session.scalars(select(PrincipalRow).order_by(PrincipalRow.name))
             return [_principal(row) for row in rows]
 
-    def delete_principal(self, name: str) -> bool:
-        """Delete the principal named ``name``; True when there was one."""
+    def delete_principal(self, name: str, *, audit: AuditEntry | None = None) -> bool:
+        """Delete the principal named ``name`` (recording ``audit`` with it); True when there was one."""
         with self._transaction() as session:
             statement = delete(PrincipalRow).where(PrincipalRow.name == name)
-            return _rowcount(session, statement) > 0
+            if _rowcount(session, statement) == 0:
+                return False
+            _audit(session, audit)
+            return True
 
     # -- keys ---------------------------------------------------------------
 
-    def create_key(self, key: Key) -> None:
-        """Store ``key`` and all its versions atomically; ``Conflict`` when the name is taken."""
+    def create_key(self, key: Key, *, audit: AuditEntry | None = None) -> None:
+        """Store ``key`` and all its versions (and ``audit``) atomically; ``Conflict`` when the name is taken."""
         try:
             with self._transaction() as session:
                 session.add(_key_row(key))
+                session.flush()
+                _audit(session, audit)
         except IntegrityError:
             raise errors.Conflict(f"a key named {key.name!r} exists") from None
 
@@ -128,6 +137,7 @@ class Store:
         policy: Policy | None = None,
         state: KeyState | None = None,
         min_decryption_version: int | None = None,
+        audit: AuditEntry | None = None,
     ) -> Key:
         """Change the given attributes of key ``key_id`` (others stay) and bump ``updated_at``.
 
@@ -145,9 +155,12 @@ class Store:
         with self._transaction() as session:
             if not _update_keys(session, KeyRow.id == key_id, values):
                 raise errors.KeyNotFound()
+            _audit(session, audit)
             return _load_key(session, key_id)
 
-    def add_key_version(self, key_id: str, version: KeyVersion, *, expected_primary: int) -> Key:
+    def add_key_version(
+        self, key_id: str, version: KeyVersion, *, expected_primary: int, audit: AuditEntry | None = None
+    ) -> Key:
         """Add ``version`` to key ``key_id`` and make it primary, if the primary is still ``expected_primary``.
 
         Returns the updated key. Raises ``KeyNotFound`` for an unknown id and
@@ -161,6 +174,8 @@ class Store:
                 if not _update_keys(session, current, values):
                     raise _rotation_refusal(session, key_id, expected_primary)
                 session.add(_version_row(key_id, version))
+                session.flush()
+                _audit(session, audit)
                 return _load_key(session, key_id)
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
@@ -182,6 +197,11 @@ class Store:
         if principal.cert_subject and self.principal_by_name(principal.name) is None:
             return errors.Conflict(f"a principal with certificate subject {principal.cert_subject!r} exists")
         return errors.Conflict(f"a principal named {principal.name!r} exists")
+
+
+def _audit(session: Session, entry: AuditEntry | None) -> None:
+    if entry is not None:
+        append_audit(session, [entry])
 
 
 def _now() -> datetime:

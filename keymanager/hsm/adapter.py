@@ -212,6 +212,11 @@ class Hsm:
             self._token.reset()
             log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
             raise HsmUnavailable() from None
+        except p11.PKCS11Error as exc:
+            # Any other refusal of the HSM (general error, out of memory, template refused):
+            # the service answers 503, never a raw PKCS#11 error (which would be a 500).
+            log.warning("HSM call failed (%s)", type(exc).__name__)
+            raise HsmUnavailable() from None
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(token, *args)`` on the HSM thread and wait for its result."""

@@ -6,7 +6,9 @@ from dataclasses import dataclass
 
 from keymanager.config import Settings
 from keymanager.db import Store, make_engine, migrate
+from keymanager.db.audit import AuditStore
 from keymanager.hsm import Hsm
+from keymanager.services.audit import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.principals import PrincipalService
@@ -22,6 +24,8 @@ class Services:
     principals: PrincipalService
     keys: KeyService
     crypto: CryptoService
+    audit_store: AuditStore
+    audit: AuditLog
     owns_hsm: bool = True
 
     @classmethod
@@ -33,6 +37,7 @@ class Services:
         if run_migrations:
             migrate(engine)
         store = Store(engine)
+        audit_store = AuditStore(engine)
         owns_hsm = hsm is None
         hsm = hsm or Hsm(settings.pkcs11_module, settings.pkcs11_token_label, settings.pin())
         keys = KeyService(store, hsm)
@@ -43,11 +48,14 @@ class Services:
             principals=PrincipalService(store),
             keys=keys,
             crypto=CryptoService(keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes),
+            audit_store=audit_store,
+            audit=AuditLog(audit_store),
             owns_hsm=owns_hsm,
         )
 
     def close(self) -> None:
-        """Close the HSM session (when this object opened it) and the database pool."""
+        """Flush the audit log, close the HSM session (when this object opened it) and the database pool."""
+        self.audit.close()
         if self.owns_hsm:
             self.hsm.close()
         self.store.close()

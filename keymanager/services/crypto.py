@@ -35,6 +35,13 @@ class Encrypted:
     key_version: int
 
 
+@dataclass(frozen=True)
+class Decrypted:
+    plaintext: bytes
+    key_id: str
+    key_version: int
+
+
 class CryptoService:
     """Encrypts and decrypts with keys that never leave the HSM."""
 
@@ -67,7 +74,7 @@ class CryptoService:
         context: Mapping[str, str] | None = None,
         *,
         ref: str | None = None,
-    ) -> bytes:
+    ) -> Decrypted:
         """Decrypt a ciphertext string, with key ``ref`` when given, else the key it names.
 
         Every cryptographic failure (format, unknown key id, other key, bad tag, wrong
@@ -86,7 +93,10 @@ class CryptoService:
             except KeyNotFound:
                 raise DecryptionFailed() from None
         version = self._decryption_version(key, parsed.key_version)
-        return self._hsm.decrypt(version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context))
+        plaintext = self._hsm.decrypt(
+            version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context)
+        )
+        return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
 
     def _usable(self, ref: str, principal: Principal, operation: Operation) -> Key:
         key = self._keys.find(ref)

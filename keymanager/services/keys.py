@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import logging
 import re
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from keymanager.db import Store
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
 from keymanager.domain.policy import Operation, Policy
@@ -34,8 +36,9 @@ class KeyService:
         description: str = "",
         policy: Policy | None = None,
         rotation_period_days: int | None = None,
+        audit: AuditEntry | None = None,
     ) -> Key:
-        """Generate version 1 in the HSM and record the key; on any failure neither remains.
+        """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
 
         Raises InvalidRequest for a bad name, Conflict for a taken one, HsmUnavailable or
         DatabaseUnavailable when a part does not answer.
@@ -64,7 +67,7 @@ class KeyService:
             versions={1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
         )
         try:
-            self._store.create_key(key)
+            self._store.create_key(key, audit=_about(audit, key, 1))
         except BaseException:
             self._discard(objects, key_id)
             raise
@@ -108,8 +111,9 @@ class KeyService:
         policy: Policy | None = None,
         enabled: bool | None = None,
         min_decryption_version: int | None = None,
+        audit: AuditEntry | None = None,
     ) -> Key:
-        """Change a key's description, policy, enabled state or minimum decryption version."""
+        """Change a key's description, policy, enabled state or minimum decryption version (recording ``audit``)."""
         key = self.find(ref)
         state = None
         if enabled is not None:
@@ -124,7 +128,15 @@ class KeyService:
             policy=policy,
             state=state,
             min_decryption_version=min_decryption_version,
+            audit=_about(audit, key),
         )
+
+
+def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> AuditEntry | None:
+    """``entry`` naming ``key`` (and ``version``)."""
+    if entry is None:
+        return None
+    return replace(entry, key_id=key.id, key_version=version or entry.key_version)
 
 
 def require_use(key: Key, principal: Principal, operation: Operation) -> None:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from keymanager.db import Store
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id, new_token, token_hash
 from keymanager.domain.models import Principal, Role
 from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
@@ -27,8 +28,10 @@ class PrincipalService:
     def __init__(self, store: Store) -> None:
         self._store = store
 
-    def create(self, name: str, role: Role, cert_subject: str | None = None) -> NewPrincipal:
-        """Create a principal; raises InvalidRequest for a bad name, Conflict for a taken one."""
+    def create(
+        self, name: str, role: Role, cert_subject: str | None = None, *, audit: AuditEntry | None = None
+    ) -> NewPrincipal:
+        """Create a principal (recording ``audit`` with it); InvalidRequest for a bad name, Conflict for a taken one."""
         if not NAME.fullmatch(name):
             raise InvalidRequest("a principal name is 1-64 letters, digits, '_', '.' or '-', starting with a letter")
         token = new_token()
@@ -39,18 +42,18 @@ class PrincipalService:
             created_at=datetime.now(UTC),
             cert_subject=cert_subject or None,
         )
-        self._store.create_principal(principal, token_hash(token))
+        self._store.create_principal(principal, token_hash(token), audit=audit)
         return NewPrincipal(principal=principal, token=token)
 
     def list(self) -> list[Principal]:
         """Every principal, ordered by name."""
         return self._store.list_principals()
 
-    def delete(self, name: str, *, acting: Principal) -> None:
+    def delete(self, name: str, *, acting: Principal, audit: AuditEntry | None = None) -> None:
         """Delete a principal (its token stops working at once); an admin cannot delete itself."""
         if name == acting.name:
             raise Conflict("a principal cannot delete itself")
-        if not self._store.delete_principal(name):
+        if not self._store.delete_principal(name, audit=audit):
             raise NotFound("principal not found")
 
     def authenticate_token(self, token: str) -> Principal:

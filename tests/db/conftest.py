@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import Engine, text
 
 from keymanager.db import Store, make_engine, migrate
+from keymanager.domain.audit import GENESIS_HASH
 from tests.support.postgres import create_database, drop_database
 
 BACKENDS = [
@@ -39,7 +40,8 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "postgresql":
         engine: Engine = request.getfixturevalue("postgres_engine")
         with engine.begin() as connection:
-            connection.execute(text("TRUNCATE key_versions, keys, principals"))
+            connection.execute(text("TRUNCATE key_versions, keys, principals, audit_records"))
+            connection.execute(text(f"UPDATE audit_head SET last_seq = 0, last_hash = '{GENESIS_HASH}'"))
         yield engine
         return
     engine = make_engine(f"sqlite:///{tmp_path / 'var' / 'keymanager.db'}")

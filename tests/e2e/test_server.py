@@ -120,6 +120,12 @@ def test_readme_walkthrough_runs_as_written(server: Server, tmp_path: Path) -> N
     assert re.search(r"km:1:[0-9a-f]{32}:1:", out)
 
 
+def test_audit_verify_command(server: Server) -> None:
+    verified = keymanager("audit", "verify", env=server.env, cwd=server.var_dir.parent)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "chain intact" in verified.stdout
+
+
 def test_no_secret_in_server_log(server: Server) -> None:
     # Runs last in this module: the log then covers every request above.
     text = server.log.read_text()

@@ -4,45 +4,59 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-from keymanager.api.deps import Admin, CurrentPrincipal, ServicesDep
+from keymanager.api.audit_trail import audited
+from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
 
 
 @router.post("", status_code=201, response_model=KeyOut)
-def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep) -> KeyOut:
+@audited("key.create")
+def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
     """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken."""
+    trail.details.update(name=body.name, algorithm=body.algorithm.value)
     key = svc.keys.create(
         body.name,
         algorithm=body.algorithm,
         description=body.description,
         policy=body.policy.to_policy(),
         rotation_period_days=body.rotation_period_days,
+        audit=trail.entry("key.create", 201),
     )
+    trail.recorded = True
     return KeyOut.of(key)
 
 
 @router.get("", response_model=list[KeyOut])
+@audited("key.list")
 def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
     """Every key for an admin; for others, the keys whose policy names them."""
     return [KeyOut.of(k) for k in svc.keys.list(principal)]
 
 
 @router.get("/{key}", response_model=KeyOut)
-def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep) -> KeyOut:
+@audited("key.read")
+def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep) -> KeyOut:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
-    return KeyOut.of(svc.keys.get(key, principal))
+    trail.details["key"] = key
+    found = svc.keys.get(key, principal)
+    trail.key_id = found.id
+    return KeyOut.of(found)
 
 
 @router.patch("/{key}", response_model=KeyOut)
-def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep) -> KeyOut:
+@audited("key.update")
+def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
     """Change the description, the policy (replaced whole), ``enabled`` or ``min_decryption_version``."""
+    trail.details.update(key=key, changed=sorted(body.model_fields_set))
     updated = svc.keys.update(
         key,
         description=body.description,
         policy=body.policy.to_policy() if body.policy is not None else None,
         enabled=body.enabled,
         min_decryption_version=body.min_decryption_version,
+        audit=trail.entry("key.update", 200),
     )
+    trail.recorded = True
     return KeyOut.of(updated)

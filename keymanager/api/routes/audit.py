@@ -1,0 +1,77 @@
+"""``/v1/audit``: reading and verifying the hash-chained audit log (auditor, admin)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query
+from pydantic import BaseModel
+
+from keymanager.api.deps import ServicesDep, require_role
+from keymanager.api.schemas import ERROR_RESPONSES
+from keymanager.domain.audit import AuditQuery
+from keymanager.domain.models import Principal, Role
+
+router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES)
+
+Reader = Annotated[Principal, Depends(require_role(Role.AUDITOR, Role.ADMIN))]
+
+
+class AuditRecordOut(BaseModel):
+    seq: int
+    time: datetime
+    request_id: str
+    principal: str | None
+    action: str
+    key_id: str | None
+    key_version: int | None
+    outcome: str
+    status: int
+    client: str | None
+    details: dict[str, Any]
+    prev_hash: str
+    hash: str
+
+
+class AuditPage(BaseModel):
+    records: list[AuditRecordOut]
+    next: int | None
+    """Pass as ``after`` to read the next page; null on the last page."""
+
+
+class AuditVerification(BaseModel):
+    ok: bool
+    records: int
+    first_broken_seq: int | None
+    reason: str | None
+
+
+@router.get("", response_model=AuditPage)
+def list_audit(
+    reader: Reader,
+    svc: ServicesDep,
+    key: str | None = None,
+    principal: str | None = None,
+    action: str | None = None,
+    since: datetime | None = None,
+    after: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> AuditPage:
+    """Records in sequence order, filtered by key (name or id), principal, action and time."""
+    key_id = None
+    if key is not None:
+        key_id = svc.keys.find(key).id
+    query = AuditQuery(key_id=key_id, principal=principal, action=action, since=since, after=after, limit=limit)
+    records = svc.audit_store.query(query)
+    page = [AuditRecordOut(**r.fields()) for r in records]
+    return AuditPage(records=page, next=records[-1].seq if len(records) == limit else None)
+
+
+@router.get("/verify", response_model=AuditVerification)
+def verify_audit(reader: Reader, svc: ServicesDep) -> AuditVerification:
+    """Check the whole chain: ``ok``, or the first broken record and why."""
+    result = svc.audit_store.verify()
+    return AuditVerification(
+        ok=result.ok, records=result.records, first_broken_seq=result.first_broken_seq, reason=result.reason
+    )

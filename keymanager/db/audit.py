@@ -1,0 +1,128 @@
+"""The audit log in the database: appending to the hash chain, reading, verifying.
+
+Appending locks the chain head row (``UPDATE audit_head … WHERE id = 1`` is the first
+statement of the step), so appenders in other threads, processes or replicas wait for
+each other and the chain stays single. An append can join a transaction that makes the
+change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from sqlalchemy import Engine, Select, insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from keymanager.db.engine import connection_errors_as_unavailable
+from keymanager.db.models import AuditHeadRow, AuditRecordRow
+from keymanager.domain.audit import (
+    AuditEntry,
+    AuditQuery,
+    AuditRecord,
+    ChainVerifier,
+    Outcome,
+    Verification,
+    chain,
+)
+
+
+def append(session: Session, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+    """Append ``entries`` to the chain inside ``session``'s transaction; the records made."""
+    if not entries:
+        return []
+    session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(last_seq=AuditHeadRow.last_seq))
+    head = session.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash).where(AuditHeadRow.id == 1)).one()
+    records = chain(entries, head.last_seq, head.last_hash)
+    session.execute(insert(AuditRecordRow), [_row_values(r) for r in records])
+    session.execute(
+        update(AuditHeadRow).where(AuditHeadRow.id == 1).values(last_seq=records[-1].seq, last_hash=records[-1].hash)
+    )
+    return records
+
+
+class AuditStore:
+    """Reads and appends audit records over one engine."""
+
+    def __init__(self, engine: Engine) -> None:
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+
+    def append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+        """Append ``entries`` in one transaction of their own."""
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            return append(session, entries)
+
+    def query(self, query: AuditQuery) -> list[AuditRecord]:
+        """Records matching ``query`` with ``seq > query.after``, in sequence order."""
+        statement: Select[AuditRecordRow] = select(AuditRecordRow).where(AuditRecordRow.seq > query.after)
+        if query.key_id is not None:
+            statement = statement.where(AuditRecordRow.key_id == query.key_id)
+        if query.principal is not None:
+            statement = statement.where(AuditRecordRow.principal == query.principal)
+        if query.action is not None:
+            statement = statement.where(AuditRecordRow.action == query.action)
+        if query.since is not None:
+            statement = statement.where(AuditRecordRow.time >= query.since)
+        statement = statement.order_by(AuditRecordRow.seq).limit(query.limit)
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            return [_record(row) for row in session.scalars(statement)]
+
+    def verify(self, batch: int = 1000) -> Verification:
+        """Walk the whole chain in sequence order and check every link and the head."""
+        verifier = ChainVerifier()
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            head = session.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash)).one()
+            for record in _walk(session, head.last_seq, batch):
+                if not verifier.feed(record):
+                    break
+            return verifier.finish(head.last_seq, head.last_hash)
+
+
+def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
+    after = 0
+    while True:
+        rows = session.scalars(
+            select(AuditRecordRow)
+            .where(AuditRecordRow.seq > after, AuditRecordRow.seq <= up_to)
+            .order_by(AuditRecordRow.seq)
+            .limit(batch)
+        ).all()
+        if not rows:
+            return
+        for row in rows:
+            yield _record(row)
+        after = rows[-1].seq
+
+
+def _row_values(record: AuditRecord) -> dict[str, object]:
+    entry = record.entry
+    return {
+        "seq": record.seq,
+        "time": entry.time,
+        "request_id": entry.request_id,
+        "principal": entry.principal,
+        "action": entry.action,
+        "key_id": entry.key_id,
+        "key_version": entry.key_version,
+        "outcome": entry.outcome.value,
+        "status": entry.status,
+        "client": entry.client,
+        "details": dict(entry.details),
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+    }
+
+
+def _record(row: AuditRecordRow) -> AuditRecord:
+    entry = AuditEntry(
+        time=row.time,
+        action=row.action,
+        outcome=Outcome(row.outcome),
+        status=row.status,
+        request_id=row.request_id,
+        principal=row.principal,
+        key_id=row.key_id,
+        key_version=row.key_version,
+        client=row.client,
+        details=row.details,
+    )
+    return AuditRecord(seq=row.seq, entry=entry, prev_hash=row.prev_hash, hash=row.hash)

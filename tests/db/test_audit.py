@@ -1,0 +1,124 @@
+"""The audit chain in the database: appends, tamper detection, concurrent writers (SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import itertools
+import multiprocessing
+from datetime import UTC, datetime
+
+import pytest
+from sqlalchemy import Engine, text
+
+from keymanager.db import make_engine
+from keymanager.db.audit import AuditStore
+from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
+from keymanager.services.audit import AuditLog
+
+
+def entry(n: int, action: str = "key.encrypt", principal: str = "billing") -> AuditEntry:
+    return AuditEntry(
+        time=datetime.now(UTC),
+        action=action,
+        outcome=Outcome.OK,
+        status=200,
+        request_id=f"req-{n}",
+        principal=principal,
+        key_id="ab" * 16,
+        key_version=1,
+        client="127.0.0.1",
+        details={"n": n},
+    )
+
+
+@pytest.fixture
+def audit(engine: Engine) -> AuditStore:
+    store = AuditStore(engine)
+    store.append([entry(n) for n in range(1, 6)])
+    return store
+
+
+def test_appended_records_form_a_valid_chain(audit: AuditStore) -> None:
+    records = audit.query(AuditQuery())
+    assert [r.seq for r in records] == [1, 2, 3, 4, 5]
+    assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(records))
+    result = audit.verify()
+    assert (result.ok, result.records, result.first_broken_seq) == (True, 5, None)
+
+
+def test_query_filters_and_pages(audit: AuditStore) -> None:
+    audit.append([entry(6, action="key.create", principal="admin")])
+    assert [r.seq for r in audit.query(AuditQuery(principal="admin"))] == [6]
+    assert [r.seq for r in audit.query(AuditQuery(action="key.encrypt", after=2, limit=2))] == [3, 4]
+
+
+def test_an_edited_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("UPDATE audit_records SET principal = 'mallory' WHERE seq = 3"))
+    result = audit.verify()
+    assert (result.ok, result.first_broken_seq, result.records) == (False, 3, 2)
+    assert "edited" in (result.reason or "")
+
+
+def test_a_deleted_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM audit_records WHERE seq = 2"))
+    result = audit.verify()
+    assert (result.ok, result.first_broken_seq) == (False, 2)
+
+
+def test_a_deleted_last_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+    with engine.begin() as connection:
+        connection.execute(text("DELETE FROM audit_records WHERE seq = 5"))
+    result = audit.verify()
+    assert (result.ok, result.first_broken_seq) == (False, 5)
+
+
+def test_swapped_records_are_detected(audit: AuditStore, engine: Engine) -> None:
+    columns = "time, request_id, principal, action, details, prev_hash, hash"
+    with engine.begin() as connection:
+        connection.execute(text(f"CREATE TEMPORARY TABLE swap AS SELECT seq, {columns} FROM audit_records"))
+        for name in columns.split(", "):
+            connection.execute(
+                text(
+                    f"UPDATE audit_records SET {name} = (SELECT {name} FROM swap WHERE swap.seq = "
+                    "CASE audit_records.seq WHEN 2 THEN 3 ELSE 2 END) WHERE seq IN (2, 3)"
+                )
+            )
+        connection.execute(text("DROP TABLE swap"))
+    result = audit.verify()
+    assert (result.ok, result.first_broken_seq) == (False, 2)
+
+
+def _append_from_process(url: str, worker: int, count: int) -> None:
+    engine = make_engine(url)
+    log = AuditLog(AuditStore(engine))
+    futures = [log.submit(entry(worker * 10_000 + n, principal=f"w{worker}")) for n in range(count)]
+    for future in futures:
+        future.result(timeout=60)
+    log.close()
+    engine.dispose()
+
+
+def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditStore, engine: Engine) -> None:
+    url = engine.url.render_as_string(hide_password=False)
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_append_from_process, args=(url, w, 300)) for w in (1, 2)]
+    for process in workers:
+        process.start()
+    for process in workers:
+        process.join(timeout=120)
+        assert process.exitcode == 0
+    result = audit.verify()
+    assert (result.ok, result.records) == (True, 5 + 600)
+    seqs = [r.seq for r in audit.query(AuditQuery(limit=1000))]
+    assert seqs == list(range(1, 606))
+
+
+def test_group_commit_batches_waiting_records(engine: Engine) -> None:
+    log = AuditLog(AuditStore(engine))
+    futures = [log.submit(entry(n)) for n in range(500)]
+    for future in futures:
+        future.result(timeout=60)
+    log.close()
+    assert log.batches < 500
+    assert AuditStore(engine).verify().records == 500
