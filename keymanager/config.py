@@ -42,6 +42,13 @@ class Settings(BaseSettings):
     max_plaintext_bytes: int = Field(default=64 * 1024, gt=0)
     max_request_bytes: int = Field(default=1024 * 1024, gt=0)
     max_batch_items: int = Field(default=1000, gt=0)
+    max_batch_request_bytes: int = Field(default=128 * 1024 * 1024, gt=0)
+    """Body limit of the ``…/batch`` routes (1,000 items of 64 KiB, base64, fit)."""
+
+    min_pending_days: int = Field(default=7, ge=0)
+    """Shortest waiting period before a key is destroyed (7, as AWS KMS; tests may lower it)."""
+    maintenance_interval_seconds: float = Field(default=60.0, gt=0)
+    """How often each process looks for keys due for scheduled rotation or destruction."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+import random
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,9 +15,11 @@ from keymanager import __version__
 from keymanager.api import errors
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, keys, principals
+from keymanager.api.routes import audit, crypto, health, keys, mac, principals
 from keymanager.config import Settings
 from keymanager.services.container import Services
+
+log = logging.getLogger(__name__)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -24,9 +30,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         app.state.services = services or Services.build(settings)
+        maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
         try:
             yield
         finally:
+            maintenance.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await maintenance
             if owned:
                 app.state.services.close()
 
@@ -39,11 +49,29 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, audit):
+    for module in (health, principals, keys, crypto, mac, audit):
         app.include_router(module.router)
     app.add_middleware(AuditTrail, log=lambda: app.state.services.audit, error_app=errors.render)
-    app.add_middleware(RequestContext, max_body=settings.max_request_bytes, error_app=errors.render)
+    app.add_middleware(
+        RequestContext,
+        max_body=settings.max_request_bytes,
+        max_batch_body=settings.max_batch_request_bytes,
+        error_app=errors.render,
+    )
     return app
+
+
+async def _maintain(services: Services, interval: float) -> None:
+    """Every ``interval`` seconds (with jitter), rotate due keys and sweep keys due for destruction.
+
+    Every process does this; the database makes sure each change happens once.
+    """
+    while True:
+        await asyncio.sleep(interval * random.uniform(0.8, 1.2))  # noqa: S311 (jitter, not cryptography)
+        try:
+            await asyncio.to_thread(services.maintain)
+        except Exception as exc:  # keep the loop alive; the next round retries
+            log.warning("scheduled maintenance failed: %s", type(exc).__name__)
 
 
 def app_from_env() -> FastAPI:

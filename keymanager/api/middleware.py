@@ -17,11 +17,13 @@ REQUEST_ID_HEADER = b"x-request-id"
 class RequestContext:
     """Give each request an id (``scope["state"]["request_id"]``, header ``X-Request-ID``) and
     refuse bodies over ``max_body`` bytes with 413, whether or not they announce a length.
-    Paths ending in ``/stream`` carry large blobs and are exempt from the body limit."""
+    Paths ending in ``/batch`` have the larger limit ``max_batch_body``; paths ending in
+    ``/stream`` carry large blobs and are exempt from the body limit."""
 
-    def __init__(self, app: ASGIApp, *, max_body: int, error_app: ErrorResponder) -> None:
+    def __init__(self, app: ASGIApp, *, max_body: int, max_batch_body: int, error_app: ErrorResponder) -> None:
         self.app = app
         self.max_body = max_body
+        self.max_batch_body = max_batch_body
         self.error_app = error_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -43,8 +45,9 @@ class RequestContext:
         if scope["path"].endswith("/stream"):
             await self.app(scope, receive, send_with_id)
             return
+        limit = self.max_batch_body if scope["path"].endswith("/batch") else self.max_body
         for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > self.max_body:
+            if name == b"content-length" and value.isdigit() and int(value) > limit:
                 await self.error_app(PayloadTooLarge("request body too large"), request_id)(
                     scope, receive, send_with_id
                 )
@@ -56,7 +59,7 @@ class RequestContext:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_body:
+                if received > limit:
                     raise PayloadTooLarge("request body too large")
             return message
 

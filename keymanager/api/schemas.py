@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -114,6 +114,7 @@ class KeyOut(BaseModel):
     primary_version: int
     min_decryption_version: int
     rotation_period_days: int | None
+    deletion_date: datetime | None
     policy: PolicyBody
     versions: list[KeyVersionOut]
     created_at: datetime
@@ -130,6 +131,7 @@ class KeyOut(BaseModel):
             primary_version=key.primary_version,
             min_decryption_version=key.min_decryption_version,
             rotation_period_days=key.rotation_period_days,
+            deletion_date=key.deletion_date,
             policy=PolicyBody.of(key.policy),
             versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
             created_at=key.created_at,
@@ -160,6 +162,44 @@ class DecryptResponse(BaseModel):
     plaintext: str = Field(description="Standard base64 of the decrypted bytes.")
 
 
+class ReencryptRequest(Body):
+    ciphertext: str = Field(max_length=200_000)
+    context: Context | None = None
+    destination_key: str | None = Field(default=None, description="Default: this key's primary version.")
+    destination_context: Context | None = Field(default=None, description="Default: the same context.")
+
+
+class DataKeyRequest(Body):
+    bits: Literal[128, 256] = 256
+    include_plaintext: bool = True
+    context: Context | None = None
+
+
+class DataKeyResponse(BaseModel):
+    plaintext: str | None = Field(default=None, description="Base64 of the data key; use it, then forget it.")
+    ciphertext: str
+    key_id: str
+    key_version: int
+
+
+class EncryptItem(Body):
+    plaintext: str
+    context: Context | None = None
+
+
+class DecryptItem(Body):
+    ciphertext: str = Field(max_length=200_000)
+    context: Context | None = None
+
+
+class EncryptBatchRequest(Body):
+    items: list[EncryptItem]
+
+
+class DecryptBatchRequest(Body):
+    items: list[DecryptItem]
+
+
 class ErrorDetail(BaseModel):
     code: str
     message: str
@@ -168,6 +208,40 @@ class ErrorDetail(BaseModel):
 class ErrorBody(BaseModel):
     error: ErrorDetail
     request_id: str
+
+
+class ItemError(BaseModel):
+    error: ErrorDetail
+
+
+class EncryptBatchResponse(BaseModel):
+    results: list[EncryptResponse | ItemError]
+
+
+class DecryptBatchResponse(BaseModel):
+    results: list[DecryptResponse | ItemError]
+
+
+class MacRequest(Body):
+    data: str = Field(description="Standard base64 of the bytes to MAC.")
+    context: Context | None = None
+
+
+class MacResponse(BaseModel):
+    mac: str = Field(description="Base64 of HMAC-SHA256 over uint64_be(len(context)) ‖ context ‖ data.")
+    key_id: str
+    key_version: int
+
+
+class MacVerifyRequest(Body):
+    data: str
+    mac: str
+    context: Context | None = None
+    key_version: int | None = Field(default=None, ge=1, description="Default: the primary version.")
+
+
+class MacVerifyResponse(BaseModel):
+    valid: bool
 
 
 def decode_base64(value: str, field: str) -> bytes:

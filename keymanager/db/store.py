@@ -180,6 +180,62 @@ class Store:
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
 
+    def schedule_deletion(self, key_id: str, deletion_date: datetime, *, audit: AuditEntry | None = None) -> Key:
+        """Move an enabled or disabled key to ``pending_deletion`` until ``deletion_date``.
+
+        Raises ``KeyNotFound``, or ``Conflict`` when the key is already pending deletion or destroyed.
+        """
+        movable = (KeyRow.id == key_id) & KeyRow.state.in_([KeyState.ENABLED.value, KeyState.DISABLED.value])
+        values = {"state": KeyState.PENDING_DELETION.value, "deletion_date": deletion_date, "updated_at": _now()}
+        with self._transaction() as session:
+            if not _update_keys(session, movable, values):
+                raise _state_refusal(session, key_id, "only an enabled or disabled key can be scheduled for deletion")
+            _audit(session, audit)
+            return _load_key(session, key_id)
+
+    def cancel_deletion(self, key_id: str, *, now: datetime, audit: AuditEntry | None = None) -> Key:
+        """Return a key pending deletion (whose date has not come) to ``disabled``.
+
+        Raises ``KeyNotFound``, or ``Conflict`` when the key is not pending deletion or its date has passed.
+        """
+        cancellable = (
+            (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value) & (KeyRow.deletion_date > now)
+        )
+        values = {"state": KeyState.DISABLED.value, "deletion_date": None, "updated_at": _now()}
+        with self._transaction() as session:
+            if not _update_keys(session, cancellable, values):
+                raise _state_refusal(
+                    session, key_id, "the key is not pending deletion, or its deletion date has passed"
+                )
+            _audit(session, audit)
+            return _load_key(session, key_id)
+
+    def keys_to_destroy(self, now: datetime) -> list[Key]:
+        """Keys pending deletion whose deletion date has come."""
+        due = (KeyRow.state == KeyState.PENDING_DELETION.value) & (KeyRow.deletion_date <= now)
+        with self._transaction() as session:
+            return [_key(row) for row in session.scalars(_keys().where(due).order_by(KeyRow.deletion_date))]
+
+    def mark_destroyed(self, key_id: str, *, audit: AuditEntry | None = None) -> bool:
+        """Mark a key pending deletion (and its versions) destroyed; True for the one caller that did it."""
+        pending = (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value)
+        now = _now()
+        with self._transaction() as session:
+            if not _update_keys(session, pending, {"state": KeyState.DESTROYED.value, "updated_at": now}):
+                return False
+            session.execute(
+                update(KeyVersionRow).where(KeyVersionRow.key_id == key_id).values(destroyed_at=now),
+                execution_options={"synchronize_session": False},
+            )
+            _audit(session, audit)
+            return True
+
+    def keys_with_rotation_period(self) -> list[Key]:
+        """Enabled keys that rotate on a schedule."""
+        scheduled = (KeyRow.state == KeyState.ENABLED.value) & KeyRow.rotation_period_days.is_not(None)
+        with self._transaction() as session:
+            return [_key(row) for row in session.scalars(_keys().where(scheduled))]
+
     # -- internals ----------------------------------------------------------
 
     @contextmanager
@@ -227,6 +283,12 @@ def _rowcount(session: Session, statement: Executable) -> int:
     return cast("CursorResult[Any]", result).rowcount
 
 
+def _state_refusal(session: Session, key_id: str, message: str) -> errors.KeyManagerError:
+    if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
+        return errors.KeyNotFound()
+    return errors.Conflict(message)
+
+
 def _rotation_refusal(session: Session, key_id: str, expected: int) -> errors.KeyManagerError:
     if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
         return errors.KeyNotFound()
@@ -268,6 +330,7 @@ def _key_row(key: Key) -> KeyRow:
         primary_version=key.primary_version,
         min_decryption_version=key.min_decryption_version,
         rotation_period_days=key.rotation_period_days,
+        deletion_date=key.deletion_date,
         created_at=key.created_at,
         updated_at=key.updated_at,
         versions=[_version_row(key.id, version) for version in key.versions.values()],
@@ -287,6 +350,7 @@ def _key(row: KeyRow) -> Key:
         updated_at=row.updated_at,
         description=row.description,
         rotation_period_days=row.rotation_period_days,
+        deletion_date=row.deletion_date,
         versions={version.version: _version(version) for version in row.versions},
     )
 

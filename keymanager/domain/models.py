@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from keymanager.domain.policy import Policy
 
@@ -66,7 +66,15 @@ class Key:
     updated_at: datetime
     description: str = ""
     rotation_period_days: int | None = None
+    deletion_date: datetime | None = None
     versions: dict[int, KeyVersion] = field(default_factory=dict)
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)
+
+    def rotation_due(self, now: datetime) -> bool:
+        """True when the key is enabled, rotates on a schedule, and its primary version is old enough."""
+        if self.state is not KeyState.ENABLED or not self.rotation_period_days:
+            return False
+        primary = self.versions[self.primary_version]
+        return now >= primary.created_at + timedelta(days=self.rotation_period_days)

@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import pkcs11
@@ -75,9 +75,13 @@ HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: Tru
 """An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
 
 
-def version_labels(key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
-    """The labels of the HSM objects of one key version."""
-    base = f"km/{key_id}/v{version}"
+def version_labels(key_id: str, version: int, algorithm: Algorithm, nonce: str = "") -> HsmObjects:
+    """The labels of the HSM objects of one key version.
+
+    ``nonce`` makes the labels of one generation unique, so that when two processes race
+    to make the same version, the loser can destroy its own objects and nobody else's.
+    """
+    base = f"km/{key_id}/v{version}" + (f".{nonce}" if nonce else "")
     if algorithm is Algorithm.AES_256_CBC_HMAC_SHA256:
         return HsmObjects(enc_label=f"{base}/aes", mac_label=f"{base}/hmac")
     if algorithm is Algorithm.AES_256_GCM:
@@ -249,6 +253,22 @@ class Hsm:
         """Labels of the token's secret keys that start with ``prefix`` (for checks and sweeps)."""
         return self.call(_find_labels, prefix)
 
+    def mac(self, objects: HsmObjects, message: bytes) -> bytes:
+        """HMAC-SHA256 of ``message`` with the version's HMAC key (computed in the HSM)."""
+        return self.call(_mac, objects, message)
+
+    def encrypt_many(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
+    ) -> list[bytes]:
+        """:meth:`encrypt` of each ``(plaintext, context)``, in one trip to the HSM thread."""
+        return self.call(_encrypt_many, objects, algorithm, head, items)
+
+    def decrypt_many(
+        self, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
+    ) -> list[bytes | DecryptionFailed]:
+        """:meth:`decrypt` of each ``(objects, head, body, context)``; a failed item gives DecryptionFailed."""
+        return self.call(_decrypt_many, algorithm, items)
+
     def random(self, nbytes: int) -> bytes:
         """``nbytes`` random bytes from the HSM's generator."""
         return self.call(_random, nbytes)
@@ -292,7 +312,7 @@ def _random(token: _Token, nbytes: int) -> bytes:
 
 def _generate_version(token: _Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
     session = token.session()
-    objects = version_labels(key_id, version, algorithm)
+    objects = version_labels(key_id, version, algorithm, secrets.token_hex(4))
     created: list[Any] = []
     try:
         if objects.enc_label is not None:
@@ -332,7 +352,8 @@ def _destroy_version(token: _Token, objects: HsmObjects) -> None:
             continue
         token.forget(label)
         for obj in list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label})):
-            obj.destroy()
+            with contextlib.suppress(p11.ObjectHandleInvalid):  # destroyed meanwhile elsewhere: as wanted
+                obj.destroy()
 
 
 def _find_labels(token: _Token, prefix: str) -> list[str]:
@@ -343,6 +364,29 @@ def _find_labels(token: _Token, prefix: str) -> list[str]:
         if label.startswith(prefix):
             labels.append(label)
     return sorted(labels)
+
+
+def _mac(token: _Token, objects: HsmObjects, message: bytes) -> bytes:
+    key = token.key(_require(objects.mac_label))
+    return bytes(key.sign(bytes(message), mechanism=Mechanism.SHA256_HMAC))
+
+
+def _encrypt_many(
+    token: _Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
+) -> list[bytes]:
+    return [_encrypt(token, objects, algorithm, head, plaintext, context) for plaintext, context in items]
+
+
+def _decrypt_many(
+    token: _Token, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
+) -> list[bytes | DecryptionFailed]:
+    results: list[bytes | DecryptionFailed] = []
+    for objects, head, body, context in items:
+        try:
+            results.append(_decrypt(token, objects, algorithm, head, body, context))
+        except DecryptionFailed as exc:
+            results.append(exc)
+    return results
 
 
 def _require(label: str | None) -> str:

@@ -11,6 +11,7 @@ from keymanager.hsm import Hsm
 from keymanager.services.audit import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
+from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 
 
@@ -24,6 +25,7 @@ class Services:
     principals: PrincipalService
     keys: KeyService
     crypto: CryptoService
+    lifecycle: LifecycleService
     audit_store: AuditStore
     audit: AuditLog
     owns_hsm: bool = True
@@ -47,11 +49,22 @@ class Services:
             hsm=hsm,
             principals=PrincipalService(store),
             keys=keys,
-            crypto=CryptoService(keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes),
+            crypto=CryptoService(
+                keys,
+                hsm,
+                max_plaintext_bytes=settings.max_plaintext_bytes,
+                max_batch_items=settings.max_batch_items,
+            ),
+            lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
             audit_store=audit_store,
             audit=AuditLog(audit_store),
             owns_hsm=owns_hsm,
         )
+
+    def maintain(self) -> None:
+        """One round of scheduled work: rotate keys that are due, destroy keys whose date has come."""
+        self.lifecycle.rotate_due()
+        self.lifecycle.sweep()
 
     def close(self) -> None:
         """Flush the audit log, close the HSM session (when this object opened it) and the database pool."""

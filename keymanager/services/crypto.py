@@ -1,18 +1,20 @@
-"""Cryptographic use of keys: encrypt and decrypt small fields on the HSM."""
+"""Cryptographic use of keys: encryption, decryption, data keys, re-encryption, batches, MACs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import hmac
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import Algorithm, Key, KeyState, KeyVersion, Principal
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import (
     DecryptionFailed,
     InvalidRequest,
     KeyDestroyed,
     KeyDisabled,
+    KeyManagerError,
     KeyNotFound,
     KeyPendingDeletion,
     PayloadTooLarge,
@@ -21,11 +23,16 @@ from keymanager.errors import (
 from keymanager.hsm import Hsm
 from keymanager.services.keys import KeyService, require_use
 
+Context = Mapping[str, str] | None
+
 _STATE_ERRORS = {
     KeyState.DISABLED: KeyDisabled,
     KeyState.PENDING_DELETION: KeyPendingDeletion,
     KeyState.DESTROYED: KeyDestroyed,
 }
+DATA_KEY_BITS = (128, 256)
+_PENDING = DecryptionFailed()
+"""Placeholder of a batch item still in the HSM (every one is replaced before results leave)."""
 
 
 @dataclass(frozen=True)
@@ -42,76 +49,236 @@ class Decrypted:
     key_version: int
 
 
-class CryptoService:
-    """Encrypts and decrypts with keys that never leave the HSM."""
+@dataclass(frozen=True)
+class DataKey:
+    plaintext: bytes
+    encrypted: Encrypted
 
-    def __init__(self, keys: KeyService, hsm: Hsm, *, max_plaintext_bytes: int) -> None:
+
+@dataclass(frozen=True)
+class Mac:
+    mac: bytes
+    key_id: str
+    key_version: int
+
+
+@dataclass(frozen=True)
+class BatchResults:
+    """One result or one error per item, in order; the key they used."""
+
+    results: list[Encrypted | Decrypted | KeyManagerError]
+    key_id: str
+
+    @property
+    def failed(self) -> int:
+        return sum(isinstance(r, KeyManagerError) for r in self.results)
+
+
+class CryptoService:
+    """Encrypts, decrypts and computes MACs with keys that never leave the HSM.
+
+    Every cryptographic failure of a decryption (format, unknown key id, other key, bad tag,
+    wrong context) raises the same DecryptionFailed. Refusals read from the public header
+    alone have their own errors: Forbidden, KeyDisabled and other states, VersionBelowMinimum.
+    """
+
+    def __init__(self, keys: KeyService, hsm: Hsm, *, max_plaintext_bytes: int, max_batch_items: int = 1000) -> None:
         self._keys = keys
         self._hsm = hsm
         self._max_plaintext = max_plaintext_bytes
+        self._max_batch = max_batch_items
 
-    def encrypt(
-        self, principal: Principal, ref: str, plaintext: bytes, context: Mapping[str, str] | None = None
+    # -- single fields ----------------------------------------------------------------
+    def encrypt(self, principal: Principal, ref: str, plaintext: bytes, context: Context = None) -> Encrypted:
+        """Encrypt ``plaintext`` under the primary version of key ``ref``."""
+        self._check_size(plaintext)
+        return self._seal(self._usable(ref, principal, Operation.ENCRYPT), plaintext, context)
+
+    def decrypt(self, principal: Principal, text: str, context: Context = None, *, ref: str | None = None) -> Decrypted:
+        """Decrypt a ciphertext string, with key ``ref`` when given, else the key it names."""
+        key, parsed = self._source(principal, text, ref, Operation.DECRYPT)
+        return self._open(key, parsed, context)
+
+    def generate_data_key(self, principal: Principal, ref: str, bits: int = 256, context: Context = None) -> DataKey:
+        """A new random data key from the HSM, with its ciphertext under key ``ref``."""
+        if bits not in DATA_KEY_BITS:
+            raise InvalidRequest("bits must be 128 or 256")
+        key = self._usable(ref, principal, Operation.GENERATE_DATA_KEY)
+        plaintext = self._hsm.random(bits // 8)
+        return DataKey(plaintext=plaintext, encrypted=self._seal(key, plaintext, context))
+
+    def reencrypt(
+        self,
+        principal: Principal,
+        ref: str,
+        text: str,
+        context: Context = None,
+        *,
+        destination: str | None = None,
+        destination_context: Context = None,
     ) -> Encrypted:
-        """Encrypt ``plaintext`` under the primary version of key ``ref``.
+        """The ciphertext's plaintext under the primary version of ``destination`` (default: key ``ref``).
 
-        Raises KeyNotFound, Forbidden, KeyDisabled (and other state errors), InvalidRequest for
-        an HMAC key, PayloadTooLarge over the plaintext limit, HsmUnavailable.
+        Needs ``reencrypt`` on key ``ref`` and, for another destination key, ``encrypt`` on it.
+        The plaintext never leaves the service.
         """
-        if len(plaintext) > self._max_plaintext:
-            raise PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
+        key, parsed = self._source(principal, text, ref, Operation.REENCRYPT)
+        target = key if destination is None else self._usable(destination, principal, Operation.ENCRYPT)
+        plaintext = self._open(key, parsed, context).plaintext
+        return self._seal(target, plaintext, context if destination_context is None else destination_context)
+
+    # -- batches ----------------------------------------------------------------------
+    def encrypt_batch(
+        self, principal: Principal, ref: str, items: Sequence[tuple[bytes | KeyManagerError, Context]]
+    ) -> BatchResults:
+        """Encrypt each ``(plaintext, context)``; an item that is already an error stays one."""
+        self._check_batch(items)
         key = self._usable(ref, principal, Operation.ENCRYPT)
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)
-        body = self._hsm.encrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
-        text = ct.Ciphertext(key.id, version.version, body).encode()
-        return Encrypted(ciphertext=text, key_id=key.id, key_version=version.version)
+        results: list[Encrypted | Decrypted | KeyManagerError] = []
+        todo: list[tuple[int, bytes, bytes]] = []
+        for index, (plaintext, context) in enumerate(items):
+            if not isinstance(plaintext, KeyManagerError) and len(plaintext) > self._max_plaintext:
+                plaintext = PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
+            if isinstance(plaintext, KeyManagerError):
+                results.append(plaintext)
+            else:
+                results.append(_PENDING)
+                todo.append((index, plaintext, ct.canonical_context(context)))
+        bodies = self._hsm.encrypt_many(version.hsm, key.algorithm, head, [(p, c) for _, p, c in todo])
+        for (index, _, _), body in zip(todo, bodies, strict=True):
+            text = ct.Ciphertext(key.id, version.version, body).encode()
+            results[index] = Encrypted(ciphertext=text, key_id=key.id, key_version=version.version)
+        return BatchResults(results=results, key_id=key.id)
 
-    def decrypt(
+    def decrypt_batch(self, principal: Principal, ref: str, items: Sequence[tuple[str, Context]]) -> BatchResults:
+        """Decrypt each ``(ciphertext, context)`` with key ``ref``; a bad item gets its own error."""
+        self._check_batch(items)
+        key = self._usable(ref, principal, Operation.DECRYPT)
+        results: list[Encrypted | Decrypted | KeyManagerError] = []
+        todo: list[tuple[int, int, tuple[HsmObjects, bytes, bytes, bytes]]] = []
+        for index, (text, context) in enumerate(items):
+            try:
+                parsed = ct.parse(text)
+                if parsed.key_id != key.id:
+                    raise DecryptionFailed()
+                version = _decryption_version(key, parsed.key_version)
+            except KeyManagerError as exc:
+                results.append(exc)
+                continue
+            results.append(_PENDING)
+            todo.append(
+                (index, version.version, (version.hsm, parsed.header, parsed.body, ct.canonical_context(context)))
+            )
+        opened = self._hsm.decrypt_many(key.algorithm, [args for _, _, args in todo])
+        for (index, number, _), plaintext in zip(todo, opened, strict=True):
+            results[index] = (
+                Decrypted(plaintext=plaintext, key_id=key.id, key_version=number)
+                if isinstance(plaintext, bytes)
+                else plaintext
+            )
+        return BatchResults(results=results, key_id=key.id)
+
+    # -- MACs -------------------------------------------------------------------------
+    def mac(self, principal: Principal, ref: str, data: bytes, context: Context = None) -> Mac:
+        """Deterministic HMAC-SHA256 of ``data`` (and the context) with the primary version of HMAC key ``ref``."""
+        self._check_size(data)
+        key = self._usable_for_mac(ref, principal)
+        version = key.versions[key.primary_version]
+        digest = self._hsm.mac(version.hsm, mac_message(data, context))
+        return Mac(mac=digest, key_id=key.id, key_version=version.version)
+
+    def verify_mac(
         self,
         principal: Principal,
-        text: str,
-        context: Mapping[str, str] | None = None,
-        *,
-        ref: str | None = None,
-    ) -> Decrypted:
-        """Decrypt a ciphertext string, with key ``ref`` when given, else the key it names.
+        ref: str,
+        data: bytes,
+        mac: bytes,
+        context: Context = None,
+        version: int | None = None,
+    ) -> bool:
+        """True when ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
+        self._check_size(data)
+        key = self._usable_for_mac(ref, principal)
+        number = key.primary_version if version is None else version
+        if key.version(number) is None:
+            raise InvalidRequest("the key has no such version")
+        if number < key.min_decryption_version:
+            raise VersionBelowMinimum()
+        expected = self._hsm.mac(key.versions[number].hsm, mac_message(data, context))
+        return hmac.compare_digest(expected, mac)
 
-        Every cryptographic failure (format, unknown key id, other key, bad tag, wrong
-        context) raises the same DecryptionFailed. Refusals read from the public header
-        alone have their own errors: Forbidden, KeyDisabled, VersionBelowMinimum.
-        """
-        if ref is not None:
-            key = self._usable(ref, principal, Operation.DECRYPT)
-            parsed = ct.parse(text)
-            if parsed.key_id != key.id:
-                raise DecryptionFailed()
-        else:
-            parsed = ct.parse(text)
-            try:
-                key = self._usable(parsed.key_id, principal, Operation.DECRYPT)
-            except KeyNotFound:
-                raise DecryptionFailed() from None
-        version = self._decryption_version(key, parsed.key_version)
+    # -- steps ------------------------------------------------------------------------
+    def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:
+        version = key.versions[key.primary_version]
+        head = ct.header(key.id, version.version)
+        body = self._hsm.encrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
+        return Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
+
+    def _open(self, key: Key, parsed: ct.Ciphertext, context: Context) -> Decrypted:
+        version = _decryption_version(key, parsed.key_version)
         plaintext = self._hsm.decrypt(
             version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context)
         )
         return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
 
+    def _source(
+        self, principal: Principal, text: str, ref: str | None, operation: Operation
+    ) -> tuple[Key, ct.Ciphertext]:
+        """The key a ciphertext is to be opened with (``ref``, or the one it names) and the parsed ciphertext."""
+        if ref is not None:
+            key = self._usable(ref, principal, operation)
+            parsed = ct.parse(text)
+            if parsed.key_id != key.id:
+                raise DecryptionFailed()
+            return key, parsed
+        parsed = ct.parse(text)
+        try:
+            return self._usable(parsed.key_id, principal, operation), parsed
+        except KeyNotFound:
+            raise DecryptionFailed() from None
+
     def _usable(self, ref: str, principal: Principal, operation: Operation) -> Key:
         key = self._keys.find(ref)
         require_use(key, principal, operation)
-        if key.state is not KeyState.ENABLED:
-            raise _STATE_ERRORS[key.state]()
+        _require_enabled(key)
         if key.algorithm is Algorithm.HMAC_SHA256:
             raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
         return key
 
-    @staticmethod
-    def _decryption_version(key: Key, number: int) -> KeyVersion:
-        version = key.version(number)
-        if version is None:
-            raise DecryptionFailed()
-        if number < key.min_decryption_version:
-            raise VersionBelowMinimum()
-        return version
+    def _usable_for_mac(self, ref: str, principal: Principal) -> Key:
+        key = self._keys.find(ref)
+        require_use(key, principal, Operation.MAC)
+        _require_enabled(key)
+        if key.algorithm is not Algorithm.HMAC_SHA256:
+            raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
+        return key
+
+    def _check_size(self, data: bytes) -> None:
+        if len(data) > self._max_plaintext:
+            raise PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
+
+    def _check_batch(self, items: Sequence[object]) -> None:
+        if len(items) > self._max_batch:
+            raise PayloadTooLarge(f"a batch holds at most {self._max_batch} items")
+
+
+def mac_message(data: bytes, context: Context) -> bytes:
+    """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical)."""
+    encoded = ct.canonical_context(context)
+    return len(encoded).to_bytes(8, "big") + encoded + data
+
+
+def _require_enabled(key: Key) -> None:
+    if key.state is not KeyState.ENABLED:
+        raise _STATE_ERRORS[key.state]()
+
+
+def _decryption_version(key: Key, number: int) -> KeyVersion:
+    version = key.version(number)
+    if version is None:
+        raise DecryptionFailed()
+    if number < key.min_decryption_version:
+        raise VersionBelowMinimum()
+    return version

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Query
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
@@ -60,3 +62,41 @@ def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep, trail: 
     )
     trail.recorded = True
     return KeyOut.of(updated)
+
+
+@router.post("/{key}/rotate", response_model=KeyOut)
+@audited("key.rotate")
+def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+    """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
+    trail.details["key"] = key
+    rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.entry("key.rotate", 200))
+    trail.recorded = True
+    return KeyOut.of(rotated)
+
+
+@router.delete("/{key}", response_model=KeyOut)
+@audited("key.schedule_deletion")
+def schedule_key_deletion(
+    key: str,
+    admin: Admin,
+    svc: ServicesDep,
+    trail: AuditDep,
+    pending_days: Annotated[int | None, Query(description="Waiting period in days (default 30, minimum 7).")] = None,
+) -> KeyOut:
+    """Stop all use of the key now and destroy its HSM objects after the waiting period."""
+    trail.details["key"] = key
+    pending = svc.lifecycle.schedule_deletion(
+        svc.keys.find(key), pending_days, audit=trail.entry("key.schedule_deletion", 200)
+    )
+    trail.recorded = True
+    return KeyOut.of(pending)
+
+
+@router.post("/{key}/cancel-deletion", response_model=KeyOut)
+@audited("key.cancel_deletion")
+def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+    """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
+    trail.details["key"] = key
+    cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.entry("key.cancel_deletion", 200))
+    trail.recorded = True
+    return KeyOut.of(cancelled)
