@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI
 
 from keymanager import __version__
-from keymanager.api import errors
+from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals
@@ -30,6 +30,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         app.state.services = services or Services.build(settings)
+        app.state.services.hsm.observer = metrics.observe_hsm
+        app.state.services.audit.observer = metrics.observe_audit_queue
         maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
         try:
             yield
@@ -51,6 +53,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     errors.install(app)
     for module in (health, principals, keys, crypto, mac, audit):
         app.include_router(module.router)
+    app.include_router(health.metrics_router)
+    app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(AuditTrail, log=lambda: app.state.services.audit, error_app=errors.render)
     app.add_middleware(
         RequestContext,

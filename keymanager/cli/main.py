@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -84,6 +85,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
     if settings.is_softhsm:
         settings.export_softhsm_conf()
+    _fresh_metrics_dir(settings.var_dir / "metrics")
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
     print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
@@ -117,6 +119,13 @@ def audit_verify(settings: Settings) -> int:
         return 0
     print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
     return 1
+
+
+def _fresh_metrics_dir(path: Path) -> None:
+    """Give the workers an empty shared directory for their Prometheus samples."""
+    shutil.rmtree(path, ignore_errors=True)
+    path.mkdir(mode=0o700, parents=True)
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path.resolve())
 
 
 def parser() -> argparse.ArgumentParser:

@@ -24,6 +24,7 @@ import logging
 import os
 import secrets
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -203,10 +204,29 @@ class Hsm:
     def __init__(self, module: str, token_label: str, pin: str) -> None:
         self._token = _Token(module, token_label, pin)
         self._executor = _hsm_thread()
+        self.observer: Callable[[str, float, bool], None] | None = None
+        """Called on the HSM thread after each call with (operation, seconds, failed)."""
 
     # -- dispatch -------------------------------------------------------------------
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(token, *args)`` on the HSM thread, mapping a lost session to HsmUnavailable."""
+        """Run ``fn(token, *args)`` on the HSM thread (timed for the observer)."""
+        observer = self.observer
+        if observer is None:
+            return self._mapped(fn, *args)
+        start = time.perf_counter()
+        failed = True
+        try:
+            result = self._mapped(fn, *args)
+            failed = False
+            return result
+        except DecryptionFailed:
+            failed = False  # the caller's ciphertext, not the HSM, failed
+            raise
+        finally:
+            observer(fn.__name__.lstrip("_"), time.perf_counter() - start, failed)
+
+    def _mapped(self, fn: Callable[..., T], *args: Any) -> T:
+        """Run ``fn(token, *args)``, mapping a lost session and other PKCS#11 errors to HsmUnavailable."""
         try:
             return fn(self._token, *args)
         except MissingKeyObject:

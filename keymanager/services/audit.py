@@ -14,7 +14,7 @@ import concurrent.futures
 import logging
 import queue
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from keymanager.db.audit import AuditStore
 from keymanager.domain.audit import AuditEntry
@@ -37,6 +37,8 @@ class AuditLog:
         self._thread: threading.Thread | None = None
         self.batches = 0
         """Transactions committed by this process's writer (for tests and metrics)."""
+        self.observer: Callable[[int], None] | None = None
+        """Called with the queue depth when the writer takes a batch."""
 
     def submit(self, entry: AuditEntry) -> concurrent.futures.Future[None]:
         """Queue ``entry``; the future resolves when it is committed, or fails with the store's error."""
@@ -94,6 +96,8 @@ class AuditLog:
                     stop = True
                     break
                 batch.append(item)
+            if self.observer is not None:
+                self.observer(self._queue.qsize())
             self._commit(batch)
             if stop:
                 return

@@ -120,6 +120,22 @@ def test_readme_walkthrough_runs_as_written(server: Server, tmp_path: Path) -> N
     assert re.search(r"km:1:[0-9a-f]{32}:1:", out)
 
 
+def test_metrics_add_up_every_worker(server: Server) -> None:
+    def health_count() -> float:
+        with server.client(server.admin_token) as admin:
+            text = admin.get("/metrics").text
+        for line in text.splitlines():
+            if line.startswith('km_requests_total{method="GET",route="/v1/health",status="200"}'):
+                return float(line.split()[-1])
+        return 0.0
+
+    before = health_count()
+    for _ in range(30):
+        with server.client() as fresh_connection:  # new connections spread over both workers
+            assert fresh_connection.get("/v1/health").status_code == 200
+    assert health_count() == before + 30
+
+
 def test_audit_verify_command(server: Server) -> None:
     verified = keymanager("audit", "verify", env=server.env, cwd=server.var_dir.parent)
     assert verified.returncode == 0, verified.stdout + verified.stderr

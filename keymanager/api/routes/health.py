@@ -1,15 +1,21 @@
-"""``/v1/health`` (liveness) and ``/v1/ready`` (HSM and database answer)."""
+"""``/v1/health`` (liveness), ``/v1/ready`` (HSM and database answer) and ``/metrics`` (Prometheus)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response
 from fastapi.responses import JSONResponse
 
-from keymanager.api.deps import ServicesDep
+from keymanager.api import metrics
+from keymanager.api.deps import ServicesDep, require_role
 from keymanager.api.schemas import Health, Readiness
+from keymanager.domain.models import Principal, Role
 from keymanager.errors import KeyManagerError
 
 router = APIRouter(prefix="/v1", tags=["health"])
+metrics_router = APIRouter()
+MetricsReader = Annotated[Principal, Depends(require_role(Role.ADMIN, Role.AUDITOR))]
 
 
 @router.get("/health", response_model=Health)
@@ -32,3 +38,10 @@ def ready(svc: ServicesDep) -> JSONResponse:
     ok = all(v == "ok" for v in status.values())
     body = Readiness(status="ok" if ok else "unavailable", **status)
     return JSONResponse(status_code=200 if ok else 503, content=body.model_dump())
+
+
+@metrics_router.get("/metrics", response_class=Response, tags=["health"])
+def prometheus_metrics(reader: MetricsReader) -> Response:
+    """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue."""
+    body, content_type = metrics.exposition()
+    return Response(content=body, media_type=content_type)

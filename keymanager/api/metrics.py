@@ -1,0 +1,80 @@
+"""Prometheus metrics: requests by route and status, latencies, HSM operations, the audit queue.
+
+With several worker processes, ``keymanager serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a
+fresh directory before the workers start; each worker then writes its samples there and
+``/metrics`` (in any worker) adds up every worker's. Without it, one process's registry is used.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+)
+from prometheus_client.multiprocess import MultiProcessCollector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
+_FAST = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
+
+REQUESTS = Counter("km_requests_total", "HTTP requests answered", ["route", "method", "status"])
+REQUEST_SECONDS = Histogram("km_request_duration_seconds", "Time to answer a request", ["route"], buckets=_FAST)
+HSM_SECONDS = Histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"], buckets=_FAST)
+HSM_ERRORS = Counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
+AUDIT_QUEUE = Gauge("km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum")
+
+
+def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
+    """Record one HSM call (the HSM adapter's observer)."""
+    HSM_SECONDS.labels(operation).observe(seconds)
+    if failed:
+        HSM_ERRORS.labels(operation).inc()
+
+
+def observe_audit_queue(depth: int) -> None:
+    """Record the audit writer's queue depth (the audit log's observer)."""
+    AUDIT_QUEUE.set(depth)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The Prometheus text of every worker's metrics, and its content type."""
+    if os.environ.get(MULTIPROC_ENV):
+        registry = CollectorRegistry()
+        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        return generate_latest(registry), CONTENT_TYPE_LATEST
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+class RequestMetrics:
+    """ASGI middleware counting requests by route template, method and status, and timing them."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        start = time.perf_counter()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            route = getattr(scope.get("route"), "path", "unmatched")
+            REQUESTS.labels(route, scope["method"], str(status)).inc()
+            REQUEST_SECONDS.labels(route).observe(time.perf_counter() - start)
