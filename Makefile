@@ -14,11 +14,12 @@ run: init
 	$(BIN)/keymanager serve
 
 lint: setup
-	$(BIN)/ruff check keymanager tests
-	$(BIN)/ruff format --check keymanager tests
+	$(BIN)/ruff check keymanager sdk tests
+	$(BIN)/ruff format --check keymanager sdk tests
 
 typecheck: setup
 	$(BIN)/mypy keymanager
+	$(BIN)/mypy sdk/keymanager_sdk
 
 pytest: setup
 	@mkdir -p var

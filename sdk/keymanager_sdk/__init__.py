@@ -1,0 +1,90 @@
+"""Python SDK of keymanager, a key manager backed by a PKCS#11 HSM.
+
+``KeyManager`` (sync) and ``AsyncKeyManager`` (asyncio) call the REST API; typed results are
+frozen dataclasses; every error is a ``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for
+the hierarchy). Large blobs are envelope-encrypted locally (``encrypt_stream`` / ``encrypt_file``)
+in the KMEV format described in ``docs/envelope-format.md``.
+"""
+
+from keymanager_sdk._async_client import AsyncKeyManager
+from keymanager_sdk._client import KeyManager
+from keymanager_sdk._core import RetryPolicy
+from keymanager_sdk._core import __version__ as __version__
+from keymanager_sdk._envelope import DataKeyProvider, EnvelopeHeader, decrypt_envelope, encrypt_envelope
+from keymanager_sdk._exceptions import (
+    APIError,
+    Conflict,
+    DatabaseUnavailable,
+    DecryptionFailed,
+    EnvelopeError,
+    Forbidden,
+    HsmUnavailable,
+    InvalidRequest,
+    KeyDestroyed,
+    KeyDisabled,
+    KeyManagerError,
+    KeyNotFound,
+    KeyPendingDeletion,
+    NotFound,
+    PayloadTooLarge,
+    RateLimited,
+    TransportError,
+    Unauthenticated,
+    VersionBelowMinimum,
+)
+from keymanager_sdk._models import (
+    AuditRecord,
+    AuditVerification,
+    DataKey,
+    Encrypted,
+    Health,
+    Key,
+    KeyVersion,
+    Mac,
+    NewPrincipal,
+    Policy,
+    Principal,
+    Readiness,
+)
+
+__all__ = [
+    "APIError",
+    "AsyncKeyManager",
+    "AuditRecord",
+    "AuditVerification",
+    "Conflict",
+    "DataKey",
+    "DataKeyProvider",
+    "DatabaseUnavailable",
+    "DecryptionFailed",
+    "Encrypted",
+    "EnvelopeError",
+    "EnvelopeHeader",
+    "Forbidden",
+    "Health",
+    "HsmUnavailable",
+    "InvalidRequest",
+    "Key",
+    "KeyDestroyed",
+    "KeyDisabled",
+    "KeyManager",
+    "KeyManagerError",
+    "KeyNotFound",
+    "KeyPendingDeletion",
+    "KeyVersion",
+    "Mac",
+    "NewPrincipal",
+    "NotFound",
+    "PayloadTooLarge",
+    "Policy",
+    "Principal",
+    "RateLimited",
+    "Readiness",
+    "RetryPolicy",
+    "TransportError",
+    "Unauthenticated",
+    "VersionBelowMinimum",
+    "__version__",
+    "decrypt_envelope",
+    "encrypt_envelope",
+]

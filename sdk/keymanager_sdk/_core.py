@@ -1,0 +1,418 @@
+"""The pure core shared by ``KeyManager`` and ``AsyncKeyManager``: no I/O here.
+
+Every API operation is described by a ``Call``: what to send (method, path, query, JSON body),
+whether it may be retried, and how to turn the answer into a typed result. The clients build
+the httpx request from the call, send it, and hand the response back to ``result``; between
+attempts they sleep for ``Core.retry_delay``.
+
+Retries (connection errors, 503, 429) are allowed only for reads and cryptographic calls,
+never for calls that create or change something (keys, principals, rotation, deletion, patch).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import ssl
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+
+from keymanager_sdk._exceptions import APIError, DecryptionFailed, api_error
+from keymanager_sdk._models import (
+    AuditPage,
+    AuditVerification,
+    Context,
+    DataKey,
+    Encrypted,
+    Health,
+    Key,
+    Mac,
+    NewPrincipal,
+    Policy,
+    Principal,
+    Readiness,
+    as_bytes,
+    b64decode,
+    b64encode,
+    context_json,
+    policy_json,
+)
+
+__version__ = "0.1.0"
+
+T = TypeVar("T")
+
+BATCH_MAX_ITEMS = 1000
+"""The service's limit on items per batch request."""
+BATCH_MAX_BODY = 768 * 1024
+"""Batches are also cut so that their JSON body stays well below the service's 1 MiB limit."""
+CONTEXT_HEADER = "X-KM-Context"
+"""Header carrying base64 of the JSON encryption context of an on-board stream."""
+STREAM_CHUNK = 256 * 1024
+RETRY_STATUSES = frozenset({429, 503})
+AUDIT_PAGE_MAX = 1000
+
+Plaintext = bytes | str
+BatchResult = list[T | APIError]
+PolicyArg = Policy | Mapping[str, Any] | None
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Exponential backoff with full jitter: attempt ``n`` (from 0) sleeps ``uniform(0, min(cap, base·2ⁿ))``.
+
+    A ``Retry-After`` header (seconds or an HTTP date) on a 429 or 503 is honoured instead,
+    up to ``max_retry_after`` seconds.
+    """
+
+    max_retries: int = 3
+    backoff_base: float = 0.1
+    backoff_cap: float = 5.0
+    max_retry_after: float = 60.0
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One API request and how to read its answer."""
+
+    method: str
+    path: str
+    parse: Callable[[httpx.Response], T]
+    json: Any = None
+    params: Mapping[str, str | int] | None = None
+    retryable: bool = False
+    accept: frozenset[int] = field(default_factory=lambda: frozenset({200, 201, 204}))
+
+
+def error_from(response: httpx.Response) -> APIError:
+    """The ``APIError`` for an error answer (a plain ``APIError`` when the body is not the API's)."""
+    request_id = response.headers.get("x-request-id", "")
+    try:
+        body = response.json()
+        error = body["error"]
+        request_id = str(body.get("request_id") or request_id)
+        return api_error(response.status_code, str(error["code"]), str(error["message"]), request_id)
+    except (ValueError, KeyError, TypeError):
+        return APIError(response.status_code, "http_error", response.reason_phrase or "error", request_id)
+
+
+def _json_parser(build: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
+    def parse(response: httpx.Response) -> T:
+        try:
+            return build(response.json())
+        except (ValueError, KeyError, TypeError) as exc:
+            raise APIError(response.status_code, "invalid_response", f"unexpected answer: {exc}") from exc
+
+    return parse
+
+
+def _no_content(response: httpx.Response) -> None:
+    return None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+    except (TypeError, ValueError):
+        return None
+
+
+def _path(*parts: str) -> str:
+    return "/v1/" + "/".join(quote(p, safe="") for p in parts)
+
+
+def _with_context(body: dict[str, Any], context: Context | None, name: str = "context") -> dict[str, Any]:
+    if context is not None:
+        body[name] = context_json(context)
+    return body
+
+
+def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in values.items() if v is not None}
+
+
+def ssl_context(ca: str | None = None, client_cert: str | None = None, client_key: str | None = None) -> ssl.SSLContext:
+    """A TLS context trusting ``ca`` (the system's CAs when None), with an optional client certificate."""
+    context = ssl.create_default_context(cafile=ca)
+    if client_cert is not None:
+        context.load_cert_chain(client_cert, client_key)
+    return context
+
+
+def batches(items: Iterable[bytes | str], size: Callable[[bytes | str], int]) -> Iterator[list[bytes | str]]:
+    """Cut ``items`` into lists of ≤ ``BATCH_MAX_ITEMS`` items and ≈ ≤ ``BATCH_MAX_BODY`` bytes of JSON."""
+    batch: list[bytes | str] = []
+    used = 0
+    for item in items:
+        cost = size(item) + 64
+        if batch and (len(batch) >= BATCH_MAX_ITEMS or used + cost > BATCH_MAX_BODY):
+            yield batch
+            batch, used = [], 0
+        batch.append(item)
+        used += cost
+    if batch:
+        yield batch
+
+
+def audit_page_size(limit: int | None) -> int | None:
+    """The page size to ask for when reading up to ``limit`` records (the service's default when None)."""
+    return None if limit is None else max(1, min(limit, AUDIT_PAGE_MAX))
+
+
+def _batch_results(build: Callable[[Any], T]) -> Callable[[Any], BatchResult[T]]:
+    def parse(data: Any) -> BatchResult[T]:
+        out: BatchResult[T] = []
+        for item in data["results"]:
+            if "error" in item:
+                error = item["error"]
+                out.append(api_error(None, str(error["code"]), str(error["message"]), str(data.get("request_id", ""))))
+            else:
+                out.append(build(item))
+        return out
+
+    return parse
+
+
+def _readiness(response: httpx.Response) -> Readiness:
+    body = response.json()
+    if "error" in body:
+        raise error_from(response)
+    return Readiness.from_json(body)
+
+
+class Core:
+    """Configuration and the request builders / answer parsers of every API operation."""
+
+    def __init__(self, retry: RetryPolicy | None = None, rand: Callable[[], float] = random.random) -> None:
+        self.retry = retry or RetryPolicy()
+        self._rand = rand
+
+    # --- sending -------------------------------------------------------------------------------
+
+    def retry_delay(self, call: Call[Any], attempt: int, response: httpx.Response | None) -> float | None:
+        """Seconds to wait before retrying ``call`` after attempt ``attempt`` (0-based), or None: do not retry.
+
+        ``response`` is None when the attempt failed with a transport error.
+        """
+        if not call.retryable or attempt >= self.retry.max_retries:
+            return None
+        if response is not None:
+            if response.status_code not in RETRY_STATUSES:
+                return None
+            after = _retry_after(response)
+            if after is not None:
+                return min(after, self.retry.max_retry_after)
+        return self._rand() * min(self.retry.backoff_cap, self.retry.backoff_base * 2.0**attempt)
+
+    @staticmethod
+    def result(call: Call[T], response: httpx.Response) -> T:
+        """The typed result of ``call`` from its answer; raises the ``APIError`` subclass of an error answer."""
+        if response.status_code not in call.accept:
+            raise error_from(response)
+        return call.parse(response)
+
+    # --- health --------------------------------------------------------------------------------
+
+    def health(self) -> Call[Health]:
+        return Call("GET", "/v1/health", _json_parser(Health.from_json), retryable=True)
+
+    def ready(self) -> Call[Readiness]:
+        return Call("GET", "/v1/ready", _readiness, accept=frozenset({200, 503}))
+
+    # --- principals ----------------------------------------------------------------------------
+
+    def create_principal(self, name: str, role: str, cert_subject: str | None) -> Call[NewPrincipal]:
+        body = _drop_none({"name": name, "role": role, "cert_subject": cert_subject})
+        return Call("POST", "/v1/principals", _json_parser(NewPrincipal.from_json), json=body)
+
+    def list_principals(self) -> Call[list[Principal]]:
+        parse = _json_parser(lambda data: [Principal.from_json(p) for p in data])
+        return Call("GET", "/v1/principals", parse, retryable=True)
+
+    def delete_principal(self, name: str) -> Call[None]:
+        return Call("DELETE", _path("principals", name), _no_content)
+
+    # --- keys ----------------------------------------------------------------------------------
+
+    def create_key(
+        self,
+        name: str,
+        algorithm: str | None,
+        description: str | None,
+        policy: PolicyArg,
+        rotation_period_days: int | None,
+    ) -> Call[Key]:
+        body = _drop_none(
+            {
+                "name": name,
+                "algorithm": algorithm,
+                "description": description,
+                "policy": policy_json(policy),
+                "rotation_period_days": rotation_period_days,
+            }
+        )
+        return Call("POST", "/v1/keys", _json_parser(Key.from_json), json=body)
+
+    def list_keys(self) -> Call[list[Key]]:
+        return Call("GET", "/v1/keys", _json_parser(lambda data: [Key.from_json(k) for k in data]), retryable=True)
+
+    def get_key(self, key: str) -> Call[Key]:
+        return Call("GET", _path("keys", key), _json_parser(Key.from_json), retryable=True)
+
+    def update_key(self, key: str, changes: Mapping[str, Any]) -> Call[Key]:
+        body = _drop_none(changes)
+        if "policy" in body:
+            body["policy"] = policy_json(body["policy"])
+        return Call("PATCH", _path("keys", key), _json_parser(Key.from_json), json=body)
+
+    def rotate_key(self, key: str) -> Call[Key]:
+        return Call("POST", _path("keys", key, "rotate"), _json_parser(Key.from_json))
+
+    def schedule_key_deletion(self, key: str, pending_days: int) -> Call[Key]:
+        params = {"pending_days": pending_days}
+        return Call("DELETE", _path("keys", key), _json_parser(Key.from_json), params=params)
+
+    def cancel_key_deletion(self, key: str) -> Call[Key]:
+        return Call("POST", _path("keys", key, "cancel-deletion"), _json_parser(Key.from_json))
+
+    # --- cryptography --------------------------------------------------------------------------
+
+    def encrypt(self, key: str, data: Plaintext, context: Context | None) -> Call[Encrypted]:
+        body = _with_context({"plaintext": b64encode(as_bytes(data))}, context)
+        return Call("POST", _path("keys", key, "encrypt"), _json_parser(Encrypted.from_json), json=body, retryable=True)
+
+    def decrypt(self, ciphertext: str, context: Context | None, key: str | None) -> Call[bytes]:
+        path = "/v1/decrypt" if key is None else _path("keys", key, "decrypt")
+        body = _with_context({"ciphertext": ciphertext}, context)
+        return Call("POST", path, _json_parser(lambda d: b64decode(d["plaintext"])), json=body, retryable=True)
+
+    def encrypt_batches(
+        self, key: str, items: Iterable[Plaintext], context: Context | None
+    ) -> Iterator[Call[BatchResult[Encrypted]]]:
+        """One call per batch of ``items``, in order."""
+        parse = _json_parser(_batch_results(Encrypted.from_json))
+        for batch in batches(items, lambda item: len(as_bytes(item)) * 4 // 3):
+            body_items = [_with_context({"plaintext": b64encode(as_bytes(p))}, context) for p in batch]
+            path = _path("keys", key, "encrypt", "batch")
+            yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
+
+    def decrypt_batches(
+        self, key: str, ciphertexts: Iterable[str], context: Context | None
+    ) -> Iterator[Call[BatchResult[bytes]]]:
+        """One call per batch of ``ciphertexts``, in order."""
+        parse = _json_parser(_batch_results(lambda d: b64decode(d["plaintext"])))
+        for batch in batches(ciphertexts, len):
+            body_items = [_with_context({"ciphertext": c}, context) for c in batch]
+            path = _path("keys", key, "decrypt", "batch")
+            yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
+
+    def generate_data_key(self, key: str, bits: int, context: Context | None, include_plaintext: bool) -> Call[DataKey]:
+        body = _with_context({"bits": bits, "include_plaintext": include_plaintext}, context)
+        return Call("POST", _path("keys", key, "datakey"), _json_parser(DataKey.from_json), json=body, retryable=True)
+
+    def reencrypt(
+        self,
+        key: str,
+        ciphertext: str,
+        context: Context | None,
+        destination_key: str | None,
+        destination_context: Context | None,
+    ) -> Call[Encrypted]:
+        body = _with_context({"ciphertext": ciphertext}, context)
+        _with_context(body, destination_context, "destination_context")
+        if destination_key is not None:
+            body["destination_key"] = destination_key
+        parse = _json_parser(Encrypted.from_json)
+        return Call("POST", _path("keys", key, "reencrypt"), parse, json=body, retryable=True)
+
+    def mac(self, key: str, data: Plaintext, context: Context | None) -> Call[Mac]:
+        body = _with_context({"data": b64encode(as_bytes(data))}, context)
+        return Call("POST", _path("keys", key, "mac"), _json_parser(Mac.from_json), json=body, retryable=True)
+
+    def verify_mac(
+        self, key: str, data: Plaintext, mac: bytes, context: Context | None, key_version: int | None
+    ) -> Call[bool]:
+        body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(mac)}, context)
+        if key_version is not None:
+            body["key_version"] = key_version
+        parse = _json_parser(lambda d: bool(d["valid"]))
+        return Call("POST", _path("keys", key, "mac", "verify"), parse, json=body, retryable=True)
+
+    # --- audit ---------------------------------------------------------------------------------
+
+    def audit_page(
+        self,
+        key: str | None,
+        principal: str | None,
+        action: str | None,
+        since: datetime | str | None,
+        limit: int | None,
+        after: int | None,
+    ) -> Call[AuditPage]:
+        since_text = since.isoformat() if isinstance(since, datetime) else since
+        params = _drop_none(
+            {"key": key, "principal": principal, "action": action, "since": since_text, "limit": limit, "after": after}
+        )
+        return Call("GET", "/v1/audit", _json_parser(AuditPage.from_json), params=params, retryable=True)
+
+    def verify_audit(self) -> Call[AuditVerification]:
+        return Call("GET", "/v1/audit/verify", _json_parser(AuditVerification.from_json), retryable=True)
+
+    # --- on-board streaming --------------------------------------------------------------------
+
+    @staticmethod
+    def stream_request(key: str, direction: str, context: Context | None) -> tuple[str, dict[str, str]]:
+        """Path and headers of ``POST /v1/keys/{key}/{direction}/stream`` (direction ``encrypt`` or ``decrypt``)."""
+        headers = {"Content-Type": "application/octet-stream"}
+        if context is not None:
+            headers[CONTEXT_HEADER] = b64encode(json.dumps(context_json(context), separators=(",", ":")).encode())
+        return _path("keys", key, direction, "stream"), headers
+
+
+_STREAM_END_MARKER = b""
+"""Bytes the service ends a complete on-board stream with; the SDK strips and checks them."""
+
+
+def _check_stream_end(tail: bytes) -> None:
+    """Raise ``DecryptionFailed`` unless ``tail`` (the last ``len(_STREAM_END_MARKER)`` bytes) is the end marker."""
+    if tail != _STREAM_END_MARKER:
+        raise DecryptionFailed.local()
+
+
+class StreamTail:
+    """Holds back the last ``len(_STREAM_END_MARKER)`` bytes of a streamed answer, releasing the rest."""
+
+    def __init__(self) -> None:
+        self._held = b""
+
+    def feed(self, chunk: bytes) -> bytes:
+        """Append ``chunk``; return the bytes that can no longer be part of the end marker."""
+        keep = len(_STREAM_END_MARKER)
+        data = self._held + chunk
+        if keep == 0:
+            return data
+        self._held = data[-keep:]
+        return data[:-keep]
+
+    def finish(self) -> None:
+        """Check the held-back bytes (raises ``DecryptionFailed`` when the stream was cut)."""
+        _check_stream_end(self._held)
+
+
+def chunks(src: Any, size: int = STREAM_CHUNK) -> Iterator[bytes]:
+    """Read a binary file object in chunks of ≤ ``size`` bytes until end of file."""
+    while chunk := src.read(size):
+        yield bytes(chunk)

@@ -1,0 +1,172 @@
+"""Every error the SDK raises.
+
+Hierarchy::
+
+    KeyManagerError
+    ├── TransportError                 no answer: connection refused or reset, TLS failure, timeout
+    ├── EnvelopeError                  a malformed envelope (bad magic, version, algorithm, header)
+    └── APIError                       the service answered with an error (status, code, message, request_id)
+        ├── InvalidRequest             400/422 invalid_request
+        ├── DecryptionFailed           400 decryption_failed (also: any envelope or stream authentication failure)
+        ├── Unauthenticated            401 unauthenticated
+        ├── Forbidden                  403 forbidden
+        ├── NotFound                   404 not_found
+        │   └── KeyNotFound            404 key_not_found
+        ├── Conflict                   409 conflict
+        ├── KeyDisabled                409 key_disabled
+        ├── KeyPendingDeletion         409 key_pending_deletion
+        ├── KeyDestroyed               409 key_destroyed
+        ├── VersionBelowMinimum        409 version_below_minimum
+        ├── PayloadTooLarge            413 payload_too_large
+        ├── RateLimited                429 rate_limited
+        ├── HsmUnavailable             503 hsm_unavailable
+        └── DatabaseUnavailable        503 database_unavailable
+
+An error code the SDK does not know becomes a plain ``APIError``. Transport errors are raised
+``from`` the httpx exception that caused them. Messages never carry plaintext or key material.
+"""
+
+from __future__ import annotations
+
+
+class KeyManagerError(Exception):
+    """Base of every exception raised by ``keymanager_sdk``."""
+
+
+class TransportError(KeyManagerError):
+    """The service could not be reached or did not answer in time (after any retries)."""
+
+
+class EnvelopeError(KeyManagerError):
+    """The input is not an envelope this SDK can read (before any authentication is attempted)."""
+
+
+class APIError(KeyManagerError):
+    """The service answered with an error body ``{"error": {"code", "message"}, "request_id"}``.
+
+    Attributes: ``status`` (HTTP status), ``code`` (API error code), ``message`` (the service's
+    message), ``request_id`` (for the service's logs and audit records; may be empty).
+    """
+
+    code_name: str | None = None
+    default_status = 500
+
+    def __init__(self, status: int, code: str, message: str, request_id: str = "") -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.request_id = request_id
+        super().__init__(f"{status} {code}: {message}" + (f" (request {request_id})" if request_id else ""))
+
+
+class InvalidRequest(APIError):
+    code_name = "invalid_request"
+    default_status = 400
+
+
+class DecryptionFailed(APIError):
+    """Any decryption failure; the message never says why (no padding or tag oracle)."""
+
+    code_name = "decryption_failed"
+    default_status = 400
+
+    @classmethod
+    def local(cls) -> DecryptionFailed:
+        """The error for a failure found by the SDK itself (envelope segment, stream end)."""
+        return cls(400, "decryption_failed", "decryption failed")
+
+
+class Unauthenticated(APIError):
+    code_name = "unauthenticated"
+    default_status = 401
+
+
+class Forbidden(APIError):
+    code_name = "forbidden"
+    default_status = 403
+
+
+class NotFound(APIError):
+    code_name = "not_found"
+    default_status = 404
+
+
+class KeyNotFound(NotFound):
+    code_name = "key_not_found"
+
+
+class Conflict(APIError):
+    code_name = "conflict"
+    default_status = 409
+
+
+class KeyDisabled(APIError):
+    code_name = "key_disabled"
+    default_status = 409
+
+
+class KeyPendingDeletion(APIError):
+    code_name = "key_pending_deletion"
+    default_status = 409
+
+
+class KeyDestroyed(APIError):
+    code_name = "key_destroyed"
+    default_status = 409
+
+
+class VersionBelowMinimum(APIError):
+    code_name = "version_below_minimum"
+    default_status = 409
+
+
+class PayloadTooLarge(APIError):
+    code_name = "payload_too_large"
+    default_status = 413
+
+
+class RateLimited(APIError):
+    code_name = "rate_limited"
+    default_status = 429
+
+
+class HsmUnavailable(APIError):
+    code_name = "hsm_unavailable"
+    default_status = 503
+
+
+class DatabaseUnavailable(APIError):
+    code_name = "database_unavailable"
+    default_status = 503
+
+
+_BY_CODE: dict[str, type[APIError]] = {
+    cls.code_name: cls
+    for cls in (
+        InvalidRequest,
+        DecryptionFailed,
+        Unauthenticated,
+        Forbidden,
+        NotFound,
+        KeyNotFound,
+        Conflict,
+        KeyDisabled,
+        KeyPendingDeletion,
+        KeyDestroyed,
+        VersionBelowMinimum,
+        PayloadTooLarge,
+        RateLimited,
+        HsmUnavailable,
+        DatabaseUnavailable,
+    )
+    if cls.code_name is not None
+}
+
+
+def api_error(status: int | None, code: str, message: str, request_id: str = "") -> APIError:
+    """The ``APIError`` subclass for ``code`` (plain ``APIError`` for an unknown code).
+
+    ``status`` None (an error of one item of a batch) takes the code's usual HTTP status.
+    """
+    cls = _BY_CODE.get(code, APIError)
+    return cls(cls.default_status if status is None else status, code, message, request_id)

@@ -1,0 +1,300 @@
+"""Typed results of the API: frozen dataclasses built from the service's JSON.
+
+Each ``from_json`` takes the decoded JSON object of one API answer and raises ``KeyError``,
+``TypeError`` or ``ValueError`` on a shape it does not expect (the core turns those into
+``APIError``). Secrets (tokens, data keys) are left out of ``repr``.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+Context = Mapping[str, str]
+"""An encryption context: string keys and values; decrypting needs the same context."""
+
+OPERATIONS = ("encrypt", "decrypt", "generate_data_key", "reencrypt", "mac")
+
+
+def _time(value: Any) -> datetime:
+    return datetime.fromisoformat(str(value))
+
+
+def _opt_time(value: Any) -> datetime | None:
+    return None if value is None else _time(value)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """Which principals may use a key for which operation; anything not granted is denied."""
+
+    encrypt: tuple[str, ...] = ()
+    decrypt: tuple[str, ...] = ()
+    generate_data_key: tuple[str, ...] = ()
+    reencrypt: tuple[str, ...] = ()
+    mac: tuple[str, ...] = ()
+    not_before: datetime | None = None
+    not_after: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Policy:
+        grants = {op: tuple(str(n) for n in data.get(op) or ()) for op in OPERATIONS}
+        return cls(**grants, not_before=_opt_time(data.get("not_before")), not_after=_opt_time(data.get("not_after")))
+
+    def to_json(self) -> dict[str, Any]:
+        """The API shape (times as ISO 8601, absent when unset)."""
+        out: dict[str, Any] = {op: list(getattr(self, op)) for op in OPERATIONS}
+        for name in ("not_before", "not_after"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value.isoformat()
+        return out
+
+
+@dataclass(frozen=True)
+class KeyVersion:
+    version: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class Key:
+    """A key's metadata. ``state`` is ``enabled``, ``disabled``, ``pending_deletion`` or ``destroyed``."""
+
+    id: str
+    name: str
+    algorithm: str
+    state: str
+    description: str
+    primary_version: int
+    min_decryption_version: int
+    rotation_period_days: int | None
+    policy: Policy
+    versions: tuple[KeyVersion, ...]
+    created_at: datetime
+    updated_at: datetime
+    deletion_date: datetime | None = None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Key:
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            algorithm=str(data["algorithm"]),
+            state=str(data["state"]),
+            description=str(data.get("description") or ""),
+            primary_version=int(data["primary_version"]),
+            min_decryption_version=int(data["min_decryption_version"]),
+            rotation_period_days=data.get("rotation_period_days"),
+            policy=Policy.from_json(data.get("policy") or {}),
+            versions=tuple(KeyVersion(int(v["version"]), _time(v["created_at"])) for v in data.get("versions") or ()),
+            created_at=_time(data["created_at"]),
+            updated_at=_time(data["updated_at"]),
+            deletion_date=_opt_time(data.get("deletion_date")),
+        )
+
+
+@dataclass(frozen=True)
+class Principal:
+    """A named caller with a role (``admin``, ``app`` or ``auditor``)."""
+
+    id: str
+    name: str
+    role: str
+    cert_subject: str | None
+    created_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Principal:
+        return cls(
+            id=str(data["id"]),
+            name=str(data["name"]),
+            role=str(data["role"]),
+            cert_subject=data.get("cert_subject"),
+            created_at=_time(data["created_at"]),
+        )
+
+
+@dataclass(frozen=True)
+class NewPrincipal(Principal):
+    """A principal just created, with its bearer token (shown by the service only once)."""
+
+    token: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NewPrincipal:
+        base = Principal.from_json(data)
+        return cls(**{**base.__dict__, "token": str(data["token"])})
+
+
+@dataclass(frozen=True)
+class Encrypted:
+    """A ciphertext string and the key version that made it."""
+
+    ciphertext: str
+    key_id: str
+    key_version: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Encrypted:
+        return cls(str(data["ciphertext"]), str(data["key_id"]), int(data["key_version"]))
+
+
+@dataclass(frozen=True)
+class DataKey:
+    """A data key: ``plaintext`` (None when not asked for) and the same key wrapped by the service."""
+
+    plaintext: bytes | None = field(repr=False)
+    ciphertext: str
+    key_id: str
+    key_version: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> DataKey:
+        plaintext = data.get("plaintext")
+        return cls(
+            plaintext=None if plaintext is None else b64decode(plaintext),
+            ciphertext=str(data["ciphertext"]),
+            key_id=str(data["key_id"]),
+            key_version=int(data["key_version"]),
+        )
+
+
+@dataclass(frozen=True)
+class Mac:
+    """A deterministic HMAC-SHA256 made in the HSM (e.g. a blind index)."""
+
+    mac: bytes
+    key_id: str
+    key_version: int
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Mac:
+        return cls(b64decode(data["mac"]), str(data["key_id"]), int(data["key_version"]))
+
+    def hex(self) -> str:
+        """The MAC as lowercase hex (handy as an indexed database column)."""
+        return self.mac.hex()
+
+
+@dataclass(frozen=True)
+class AuditRecord:
+    """One hash-chained audit record."""
+
+    seq: int
+    time: datetime
+    request_id: str
+    principal: str | None
+    action: str
+    key_id: str | None
+    key_version: int | None
+    outcome: str
+    status: int | None
+    client: str | None
+    details: Mapping[str, Any] | None
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditRecord:
+        return cls(
+            seq=int(data["seq"]),
+            time=_time(data["time"]),
+            request_id=str(data.get("request_id") or ""),
+            principal=data.get("principal"),
+            action=str(data["action"]),
+            key_id=data.get("key_id"),
+            key_version=data.get("key_version"),
+            outcome=str(data["outcome"]),
+            status=data.get("status"),
+            client=data.get("client"),
+            details=data.get("details"),
+            prev_hash=str(data.get("prev_hash") or ""),
+            hash=str(data.get("hash") or ""),
+        )
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """One page of audit records and the cursor of the next page (None at the end)."""
+
+    records: tuple[AuditRecord, ...]
+    next: int | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditPage:
+        cursor = data.get("next")
+        return cls(tuple(AuditRecord.from_json(r) for r in data["records"]), None if cursor is None else int(cursor))
+
+
+@dataclass(frozen=True)
+class AuditVerification:
+    """The result of checking the audit hash chain."""
+
+    ok: bool
+    records: int
+    first_broken_seq: int | None
+    reason: str | None
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AuditVerification:
+        broken = data.get("first_broken_seq")
+        return cls(
+            ok=bool(data["ok"]),
+            records=int(data["records"]),
+            first_broken_seq=None if broken is None else int(broken),
+            reason=data.get("reason"),
+        )
+
+
+@dataclass(frozen=True)
+class Health:
+    status: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Health:
+        return cls(str(data["status"]))
+
+
+@dataclass(frozen=True)
+class Readiness:
+    """``ok`` when both the HSM and the database answer; ``hsm`` / ``database`` say which does not."""
+
+    ok: bool
+    status: str
+    hsm: str
+    database: str
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Readiness:
+        status = str(data["status"])
+        return cls(status == "ok", status, str(data.get("hsm", "")), str(data.get("database", "")))
+
+
+def b64encode(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
+
+
+def b64decode(value: Any) -> bytes:
+    return base64.b64decode(str(value), validate=True)
+
+
+def as_bytes(data: bytes | str) -> bytes:
+    """``str`` is encoded as UTF-8; bytes-like values are taken as they are."""
+    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+
+
+def context_json(context: Context | None) -> dict[str, str] | None:
+    return None if context is None else {str(k): str(v) for k, v in context.items()}
+
+
+def policy_json(policy: Policy | Mapping[str, Sequence[str] | str] | None) -> dict[str, Any] | None:
+    """A policy given as ``Policy`` or as the API's plain mapping, in the API shape."""
+    if policy is None:
+        return None
+    if isinstance(policy, Policy):
+        return policy.to_json()
+    return dict(policy)

@@ -1,0 +1,74 @@
+"""Where kmctl finds the service and its credentials.
+
+Each setting is taken from the first place that has it: the command line (``--url``, ``--ca``),
+the environment (``KM_URL``, ``KM_TOKEN``, ``KM_CA``, ``KM_CLIENT_CERT``, ``KM_CLIENT_KEY``),
+then the profile file: ``--config`` / ``KMCTL_CONFIG`` / ``~/.config/kmctl/config.toml``, table
+``--profile`` / ``KMCTL_PROFILE`` / ``default``, with the keys ``url``, ``token``, ``token_file``,
+``ca``, ``client_cert``, ``client_key``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = Path("~/.config/kmctl/config.toml")
+ENVIRONMENT = {
+    "url": "KM_URL",
+    "token": "KM_TOKEN",
+    "ca": "KM_CA",
+    "client_cert": "KM_CLIENT_CERT",
+    "client_key": "KM_CLIENT_KEY",
+}
+
+
+class ConfigError(Exception):
+    """The configuration is missing or unreadable (kmctl exits 2)."""
+
+
+@dataclass(frozen=True)
+class Connection:
+    url: str
+    token: str | None
+    ca: str | None
+    client_cert: str | None
+    client_key: str | None
+
+
+def _profile(config: str | None, profile: str | None, env: Mapping[str, str]) -> dict[str, Any]:
+    path = Path(config or env.get("KMCTL_CONFIG") or DEFAULT_CONFIG).expanduser()
+    name = profile or env.get("KMCTL_PROFILE") or "default"
+    if not path.exists():
+        if config or profile:
+            raise ConfigError(f"profile file {path} not found")
+        return {}
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read {path}: {exc}") from exc
+    table = data.get(name)
+    if not isinstance(table, dict):
+        if profile:
+            raise ConfigError(f"no profile [{name}] in {path}")
+        return {}
+    if "token_file" in table and "token" not in table:
+        table["token"] = Path(str(table["token_file"])).expanduser().read_text().strip()
+    return table
+
+
+def resolve(
+    overrides: Mapping[str, str | None], config: str | None, profile: str | None, env: Mapping[str, str]
+) -> Connection:
+    """The connection settings; raises ``ConfigError`` when there is no URL or the file is bad."""
+    table = _profile(config, profile, env)
+    values: dict[str, str | None] = {}
+    for name, variable in ENVIRONMENT.items():
+        value = overrides.get(name) or env.get(variable) or table.get(name)
+        values[name] = None if value is None else str(value)
+    url = values.pop("url")
+    if not url:
+        raise ConfigError("no service URL: set KM_URL, pass --url, or write a profile")
+    return Connection(url=url, **values)

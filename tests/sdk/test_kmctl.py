@@ -1,0 +1,171 @@
+"""``kmctl`` as a subprocess against the real service: every command, JSON and tables, exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import Server
+from tests.sdk.conftest import App, unique
+
+
+def kmctl(
+    server: Server, *args: str, token: str | None = None, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[bytes]:
+    """Run kmctl with KM_URL / KM_TOKEN / KM_CA pointing at ``server`` (admin unless ``token``)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
+    base.update(KM_URL=server.url, KM_TOKEN=token or server.admin_token, KM_CA=str(server.ca))
+    base["KMCTL_CONFIG"] = "/nonexistent/kmctl.toml"
+    base.update(env or {})
+    command = [sys.executable, "-m", "keymanager_sdk.cli", *args]
+    return subprocess.run(command, input=stdin, capture_output=True, env=base, timeout=60, check=False)
+
+
+def ok_json(server: Server, *args: str, token: str | None = None) -> Any:
+    done = kmctl(server, *args, "--json", token=token)
+    assert done.returncode == 0, done.stderr.decode()
+    return json.loads(done.stdout)
+
+
+def test_keys_commands(server: Server, app_principal: App) -> None:
+    name = unique("cli-k")
+    policy = json.dumps({"encrypt": [app_principal.name], "decrypt": [app_principal.name]})
+    created = ok_json(server, "keys", "create", name, "--algorithm", "AES_256_GCM", "--policy", policy)
+    assert (created["name"], created["state"], created["policy"]["encrypt"]) == (name, "enabled", [app_principal.name])
+    table = kmctl(server, "keys", "list")
+    assert table.returncode == 0 and table.stdout.decode().startswith("NAME") and name in table.stdout.decode()
+    assert ok_json(server, "keys", "show", name)["id"] == created["id"]
+    assert ok_json(server, "keys", "update", name, "--description", "cli")["description"] == "cli"
+    assert ok_json(server, "keys", "rotate", name)["primary_version"] == 2
+    assert ok_json(server, "keys", "disable", name)["state"] == "disabled"
+    assert ok_json(server, "keys", "enable", name)["state"] == "enabled"
+    assert ok_json(server, "keys", "delete", name, "--pending-days", "30")["state"] == "pending_deletion"
+    assert ok_json(server, "keys", "cancel-deletion", name)["state"] == "disabled"
+    shown = kmctl(server, "keys", "show", name)
+    assert shown.returncode == 0 and b"state" in shown.stdout and b"disabled" in shown.stdout
+
+
+def test_principals_commands(server: Server) -> None:
+    name = unique("cli-p")
+    created = ok_json(server, "principals", "create", name, "--role", "auditor")
+    assert created["name"] == name and len(created["token"]) > 20
+    assert name in {p["name"] for p in ok_json(server, "principals", "list")}
+    assert name in kmctl(server, "principals", "list").stdout.decode()
+    assert kmctl(server, "principals", "delete", name).returncode == 0
+    assert name not in {p["name"] for p in ok_json(server, "principals", "list")}
+
+
+def test_encrypt_decrypt_small_fields(server: Server, app_principal: App, tmp_path: Path) -> None:
+    name = unique("cli-k")
+    ok_json(
+        server,
+        "keys",
+        "create",
+        name,
+        "--policy",
+        json.dumps({"encrypt": [app_principal.name], "decrypt": [app_principal.name]}),
+    )
+    token = app_principal.token
+    sealed = kmctl(server, "encrypt", name, "--context", "tenant=42", token=token, stdin=b"4111111111111111")
+    assert sealed.returncode == 0 and sealed.stdout.startswith(b"km:1:"), sealed.stderr
+    opened = kmctl(server, "decrypt", "--context", "tenant=42", token=token, stdin=sealed.stdout)
+    assert (opened.returncode, opened.stdout) == (0, b"4111111111111111")
+    (tmp_path / "ct").write_bytes(sealed.stdout)
+    kmctl(
+        server,
+        "decrypt",
+        "--in",
+        str(tmp_path / "ct"),
+        "--out",
+        str(tmp_path / "pt"),
+        "--context",
+        "tenant=42",
+        token=token,
+    )
+    assert (tmp_path / "pt").read_bytes() == b"4111111111111111"
+    refused = kmctl(server, "decrypt", "--context", "tenant=43", token=token, stdin=sealed.stdout)
+    assert refused.returncode == 1 and refused.stdout == b""
+    assert b"decryption_failed: decryption failed" in refused.stderr
+
+
+def test_envelope_files_and_pipes(server: Server, app_principal: App, tmp_path: Path) -> None:
+    name = unique("cli-k")
+    grant = [app_principal.name]
+    ok_json(server, "keys", "create", name, "--policy", json.dumps({"generate_data_key": grant, "decrypt": grant}))
+    blob = os.urandom(1_000_003)
+    (tmp_path / "blob").write_bytes(blob)
+    token = app_principal.token
+    done = kmctl(
+        server,
+        "encrypt",
+        name,
+        "--envelope",
+        "--in",
+        str(tmp_path / "blob"),
+        "--out",
+        str(tmp_path / "blob.kmev"),
+        token=token,
+    )
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "blob.kmev").read_bytes()[:4] == b"KMEV"
+    done = kmctl(
+        server,
+        "decrypt",
+        "--envelope",
+        "--in",
+        str(tmp_path / "blob.kmev"),
+        "--out",
+        str(tmp_path / "back"),
+        token=token,
+    )
+    assert done.returncode == 0 and (tmp_path / "back").read_bytes() == blob
+    piped = kmctl(server, "encrypt", name, "--envelope", "--segment-size", "64", token=token, stdin=blob)
+    back = kmctl(server, "decrypt", "--envelope", token=token, stdin=piped.stdout)
+    assert back.returncode == 0 and back.stdout == blob
+    broken = kmctl(server, "decrypt", "--envelope", token=token, stdin=piped.stdout[:-1])
+    assert broken.returncode == 1 and b"decryption_failed" in broken.stderr
+
+
+def test_audit_commands(server: Server) -> None:
+    records = ok_json(server, "audit", "list", "--limit", "5")
+    assert 0 < len(records) <= 5 and {"seq", "action", "hash"} <= set(records[0])
+    assert kmctl(server, "audit", "list", "--limit", "3").stdout.decode().startswith("SEQ")
+    verified = ok_json(server, "audit", "verify")
+    assert verified["ok"] is True
+    assert kmctl(server, "audit", "verify").returncode == 0
+
+
+def test_errors_and_exit_codes(server: Server, app_principal: App) -> None:
+    missing = kmctl(server, "keys", "show", unique("none"))
+    assert missing.returncode == 1 and missing.stderr.decode().startswith("kmctl: key_not_found:")
+    forbidden = kmctl(server, "principals", "list", token=app_principal.token)
+    assert forbidden.returncode == 1 and b"forbidden" in forbidden.stderr
+    unauthenticated = kmctl(server, "keys", "list", token="not-a-token")
+    assert unauthenticated.returncode == 1 and b"unauthenticated" in unauthenticated.stderr
+    unreachable = kmctl(server, "keys", "list", env={"KM_URL": "https://127.0.0.1:9"})
+    assert unreachable.returncode == 3 and b"cannot reach" in unreachable.stderr
+    assert kmctl(server, "keys", "list", env={"KM_URL": ""}).returncode == 2
+    assert kmctl(server, "keys", "frobnicate").returncode == 2
+
+
+def test_profile_file(server: Server, tmp_path: Path) -> None:
+    token_file = tmp_path / "admin.token"
+    token_file.write_text(server.admin_token + "\n")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[prod]\nurl = "{server.url}"\nca = "{server.ca}"\ntoken_file = "{token_file}"\n')
+    env = {"KM_URL": "", "KM_TOKEN": "", "KM_CA": ""}
+    listed = kmctl(server, "--config", str(config), "--profile", "prod", "keys", "list", "--json", env=env)
+    assert listed.returncode == 0 and isinstance(json.loads(listed.stdout), list)
+    other = kmctl(server, "keys", "list", "--config", str(config), "--profile", "staging", env=env)
+    assert other.returncode == 2 and b"no profile [staging]" in other.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["keys", "--help"], ["encrypt", "--help"]])
+def test_help(server: Server, args: list[str]) -> None:
+    assert kmctl(server, *args).returncode == 0
