@@ -33,6 +33,8 @@ class Settings(BaseSettings):
     softhsm2_conf: Path | None = None
     """SoftHSM configuration file; default ``<var_dir>/softhsm2.conf`` (written by ``keymanager init``)."""
 
+    log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
+
     host: str = "127.0.0.1"
     port: int = 8443
     tls_cert: Path | None = None
@@ -44,6 +46,9 @@ class Settings(BaseSettings):
     max_batch_items: int = Field(default=1000, gt=0)
     max_batch_request_bytes: int = Field(default=128 * 1024 * 1024, gt=0)
     """Body limit of the ``…/batch`` routes (1,000 items of 64 KiB, base64, fit)."""
+
+    stream_segment_bytes: int = Field(default=256 * 1024, ge=4096, le=4 * 1024 * 1024)
+    """Plaintext bytes per segment of an on-board stream."""
 
     min_pending_days: int = Field(default=7, ge=0)
     """Shortest waiting period before a key is destroyed (7, as AWS KMS; tests may lower it)."""
@@ -86,6 +91,11 @@ class Settings(BaseSettings):
     @property
     def tls_dir(self) -> Path:
         return self.var_dir / "tls"
+
+    @property
+    def spool_dir(self) -> Path:
+        """Where streams keep their ciphertext while the upload completes (never plaintext)."""
+        return self.var_dir / "spool"
 
     def resolved_tls_cert(self) -> Path:
         return self.tls_cert or self.tls_dir / "server.pem"

@@ -15,7 +15,7 @@ from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, keys, mac, principals
+from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
 from keymanager.services.container import Services
 
@@ -51,11 +51,16 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, mac, audit):
+    for module in (health, principals, keys, crypto, mac, streams, audit):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     app.add_middleware(metrics.RequestMetrics)
-    app.add_middleware(AuditTrail, log=lambda: app.state.services.audit, error_app=errors.render)
+    app.add_middleware(
+        AuditTrail,
+        log=lambda: app.state.services.audit,
+        key_id=lambda ref: app.state.services.keys.id_of(ref),
+        error_app=errors.render,
+    )
     app.add_middleware(
         RequestContext,
         max_body=settings.max_request_bytes,
@@ -80,4 +85,16 @@ async def _maintain(services: Services, interval: float) -> None:
 
 def app_from_env() -> FastAPI:
     """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
-    return create_app(Settings())
+    settings = Settings()
+    _log_to_stderr(settings.log_level)
+    return create_app(settings)
+
+
+def _log_to_stderr(level: str) -> None:
+    """Send the service's own log records (never secrets) to stderr, beside uvicorn's."""
+    logger = logging.getLogger("keymanager")
+    if not logger.handlers:
+        handler = logging.StreamHandler()
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        logger.addHandler(handler)
+    logger.setLevel(level.upper())

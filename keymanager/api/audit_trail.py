@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from fastapi import Request
+from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keymanager.domain.audit import AuditEntry, Outcome
@@ -90,9 +91,17 @@ def action_of(request: Request) -> str:
 class AuditTrail:
     """ASGI middleware writing the audit record of each audited request (see the module docstring)."""
 
-    def __init__(self, app: ASGIApp, *, log: Callable[[], AuditLog], error_app: Callable[..., ASGIApp]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        log: Callable[[], AuditLog],
+        key_id: Callable[[str], str | None],
+        error_app: Callable[..., ASGIApp],
+    ) -> None:
         self.app = app
         self.log = log
+        self.key_id = key_id
         self.error_app = error_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -122,13 +131,16 @@ class AuditTrail:
             await self.app(scope, receive, send_after_audit)
         except Exception:
             with contextlib.suppress(KeyManagerError):  # the request failed already; its error goes on
-                await self._record(scope, context, 500)
+                await self._record(scope, context, 400 if "aborted" in context.details else 500)
             raise
 
     async def _record(self, scope: Scope, context: AuditContext, status: int) -> None:
         action = getattr(scope.get("endpoint"), _ATTRIBUTE, None)
         if action is None or (context.recorded and status < 400):
             return
+        if context.key_id is None and isinstance(context.details.get("key"), str):
+            # Refused before the route learnt the key's id: name the key by id all the same.
+            context.key_id = await run_in_threadpool(self.key_id, context.details["key"])
         try:
             await self.log().awrite(context.entry(action, status))
         except KeyManagerError:

@@ -86,6 +86,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     if settings.is_softhsm:
         settings.export_softhsm_conf()
     _fresh_metrics_dir(settings.var_dir / "metrics")
+    log_level = args.log_level or settings.log_level
+    os.environ["KM_LOG_LEVEL"] = log_level
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
     print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
@@ -97,7 +99,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
             tls_cert=cert_path,
             tls_key=key_path,
             client_ca=client_ca,
-            log_level=args.log_level,
+            log_level=log_level,
         )
     )
     return 0
@@ -137,7 +139,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--host", help="address to bind (default KM_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="port (default KM_PORT or 8443)")
     run.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (for measurements only)")
-    run.add_argument("--log-level", default="warning", choices=["critical", "error", "warning", "info", "debug"])
+    run.add_argument(
+        "--log-level", choices=["critical", "error", "warning", "info", "debug"], help="default KM_LOG_LEVEL"
+    )
     audit = commands.add_parser("audit", help="audit log tools")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     audit_commands.add_parser("verify", help="verify the hash chain of the audit log")

@@ -18,9 +18,9 @@ from keymanager import errors
 logger = logging.getLogger(__name__)
 
 _SQLITE_PRAGMAS = (
+    "PRAGMA busy_timeout=5000",
     "PRAGMA journal_mode=WAL",
     "PRAGMA foreign_keys=ON",
-    "PRAGMA busy_timeout=5000",
     "PRAGMA synchronous=NORMAL",
 )
 

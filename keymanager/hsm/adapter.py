@@ -368,12 +368,28 @@ def _generate_version(token: _Token, key_id: str, version: int, algorithm: Algor
 def _destroy_version(token: _Token, objects: HsmObjects) -> None:
     session = token.session()
     for label in (objects.enc_label, objects.mac_label):
-        if label is None:
-            continue
-        token.forget(label)
-        for obj in list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label})):
-            with contextlib.suppress(p11.ObjectHandleInvalid):  # destroyed meanwhile elsewhere: as wanted
+        if label is not None:
+            token.forget(label)
+            _destroy_label(session, label)
+
+
+# What SoftHSM answers when another process destroyed an object between our search and our call.
+_DESTROYED_ELSEWHERE = (p11.ObjectHandleInvalid, p11.FunctionFailed, p11.GeneralError)
+
+
+def _destroy_label(session: Any, label: str, attempts: int = 5) -> None:
+    """Destroy every secret key labelled ``label``; idempotent, also against another process doing it too."""
+    template = {Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label}
+    for _ in range(attempts):
+        try:
+            found = list(session.get_objects(template))
+            if not found:
+                return
+            for obj in found:
                 obj.destroy()
+        except _DESTROYED_ELSEWHERE:
+            continue  # look again: it is gone, or it is still there and we try once more
+    raise p11.FunctionFailed()
 
 
 def _find_labels(token: _Token, prefix: str) -> list[str]:

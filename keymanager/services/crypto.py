@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal
 from keymanager.domain.policy import Operation
+from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
     DecryptionFailed,
     InvalidRequest,
@@ -22,6 +23,7 @@ from keymanager.errors import (
 )
 from keymanager.hsm import Hsm
 from keymanager.services.keys import KeyService, require_use
+from keymanager.services.streams import StreamOpener, StreamSealer
 
 Context = Mapping[str, str] | None
 
@@ -208,6 +210,19 @@ class CryptoService:
             raise VersionBelowMinimum()
         expected = self._hsm.mac(key.versions[number].hsm, mac_message(data, context))
         return hmac.compare_digest(expected, mac)
+
+    # -- streams ----------------------------------------------------------------------
+    def stream_sealer(self, principal: Principal, ref: str, segment_size: int, context: Context = None) -> StreamSealer:
+        """A sealer for an on-board encrypted stream under key ``ref`` (checks policy and state now)."""
+        key = self._usable(ref, principal, Operation.ENCRYPT)
+        return StreamSealer.for_key(self._hsm, key, segment_size, context)
+
+    def stream_opener(
+        self, principal: Principal, ref: str, header: StreamHeader, context: Context = None
+    ) -> StreamOpener:
+        """An opener of an on-board stream made with key ``ref`` (checks policy, state and the header now)."""
+        key = self._usable(ref, principal, Operation.DECRYPT)
+        return StreamOpener.for_key(self._hsm, key, header, context)
 
     # -- steps ------------------------------------------------------------------------
     def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:

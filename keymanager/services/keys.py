@@ -96,6 +96,14 @@ class KeyService:
             raise KeyNotFound()
         return key
 
+    def id_of(self, ref: str) -> str | None:
+        """The id of the key named or identified by ``ref``; None when there is none or it cannot be told."""
+        try:
+            key = self._store.get_key(ref)
+        except KeyManagerError:
+            return None
+        return None if key is None else key.id
+
     def list(self, principal: Principal) -> list[Key]:
         """Every key for an admin; otherwise the keys whose policy names the principal."""
         keys = self._store.list_keys()

@@ -18,7 +18,7 @@ import httpx
 
 from keymanager_sdk import _core
 from keymanager_sdk._client import DEFAULT_TIMEOUT, envelope_key, http_options
-from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, RetryPolicy, StreamTail
+from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, RetryPolicy
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
     EnvelopeHeader,
@@ -357,7 +357,6 @@ class AsyncKeyManager:
         self, key: str, direction: str, src: BinaryIO, dst: BinaryIO, context: Context | None
     ) -> None:
         path, headers = self._core.stream_request(key, direction, context)
-        tail = StreamTail()
 
         async def upload() -> AsyncIterator[bytes]:
             while chunk := await asyncio.to_thread(src.read, _core.STREAM_CHUNK):
@@ -369,9 +368,8 @@ class AsyncKeyManager:
                     await response.aread()
                     raise _core.error_from(response)
                 async for chunk in response.aiter_bytes():
-                    dst.write(tail.feed(chunk))
+                    dst.write(chunk)
         except httpx.TransportError as exc:
             if direction == "decrypt":
                 raise DecryptionFailed.local() from exc
             raise TransportError(f"POST {path}: {exc}") from exc
-        tail.finish()

@@ -13,7 +13,7 @@ from typing import Any, BinaryIO, TypeVar
 import httpx
 
 from keymanager_sdk import _core
-from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, RetryPolicy, StreamTail
+from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, RetryPolicy
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
     EnvelopeHeader,
@@ -364,22 +364,22 @@ class KeyManager:
         self._stream_onboard(key, "encrypt", src, dst, context)
 
     def decrypt_stream_onboard(self, key: str, src: BinaryIO, dst: BinaryIO, context: Context | None = None) -> None:
-        """Stream a ciphertext made by ``encrypt_stream_onboard`` back; ``DecryptionFailed`` on a non-200 answer
-        or a cut stream (then discard ``dst``). Not retried."""
+        """Stream a ciphertext made by ``encrypt_stream_onboard`` back. Not retried.
+
+        The service releases each segment only once authenticated and cuts the response when one
+        fails; a cut response raises ``DecryptionFailed``, and then ``dst`` must be discarded."""
         self._stream_onboard(key, "decrypt", src, dst, context)
 
     def _stream_onboard(self, key: str, direction: str, src: BinaryIO, dst: BinaryIO, context: Context | None) -> None:
         path, headers = self._core.stream_request(key, direction, context)
-        tail = StreamTail()
         try:
             with self._http.stream("POST", path, content=_core.chunks(src), headers=headers) as response:
                 if response.status_code != 200:
                     response.read()
                     raise _core.error_from(response)
                 for chunk in response.iter_bytes():
-                    dst.write(tail.feed(chunk))
+                    dst.write(chunk)
         except httpx.TransportError as exc:
             if direction == "decrypt":
                 raise DecryptionFailed.local() from exc
             raise TransportError(f"POST {path}: {exc}") from exc
-        tail.finish()

@@ -23,7 +23,7 @@ from urllib.parse import quote
 
 import httpx
 
-from keymanager_sdk._exceptions import APIError, DecryptionFailed, api_error
+from keymanager_sdk._exceptions import APIError, api_error
 from keymanager_sdk._models import (
     AuditPage,
     AuditVerification,
@@ -380,36 +380,6 @@ class Core:
         if context is not None:
             headers[CONTEXT_HEADER] = b64encode(json.dumps(context_json(context), separators=(",", ":")).encode())
         return _path("keys", key, direction, "stream"), headers
-
-
-_STREAM_END_MARKER = b""
-"""Bytes the service ends a complete on-board stream with; the SDK strips and checks them."""
-
-
-def _check_stream_end(tail: bytes) -> None:
-    """Raise ``DecryptionFailed`` unless ``tail`` (the last ``len(_STREAM_END_MARKER)`` bytes) is the end marker."""
-    if tail != _STREAM_END_MARKER:
-        raise DecryptionFailed.local()
-
-
-class StreamTail:
-    """Holds back the last ``len(_STREAM_END_MARKER)`` bytes of a streamed answer, releasing the rest."""
-
-    def __init__(self) -> None:
-        self._held = b""
-
-    def feed(self, chunk: bytes) -> bytes:
-        """Append ``chunk``; return the bytes that can no longer be part of the end marker."""
-        keep = len(_STREAM_END_MARKER)
-        data = self._held + chunk
-        if keep == 0:
-            return data
-        self._held = data[-keep:]
-        return data[:-keep]
-
-    def finish(self) -> None:
-        """Check the held-back bytes (raises ``DecryptionFailed`` when the stream was cut)."""
-        _check_stream_end(self._held)
 
 
 def chunks(src: Any, size: int = STREAM_CHUNK) -> Iterator[bytes]:

@@ -31,6 +31,12 @@ class Server:
     admin_token: str
     log: Path
     env: dict[str, str]
+    pid: int
+
+    def worker_pids(self) -> list[int]:
+        """The worker processes of ``keymanager serve --workers N`` (children running the app)."""
+        children = Path(f"/proc/{self.pid}/task/{self.pid}/children").read_text().split()
+        return [int(c) for c in children if b"resource_tracker" not in Path(f"/proc/{c}/cmdline").read_bytes()]
 
     def client(self, token: str | None = None, cert: tuple[str, str] | None = None) -> httpx.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -106,7 +112,15 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     try:
         wait_ready(url, var_dir / "tls" / "ca.pem", process, log)
         admin = (var_dir / "admin.token").read_text().strip()
-        yield Server(url=url, var_dir=var_dir, ca=var_dir / "tls" / "ca.pem", admin_token=admin, log=log, env=env)
+        yield Server(
+            url=url,
+            var_dir=var_dir,
+            ca=var_dir / "tls" / "ca.pem",
+            admin_token=admin,
+            log=log,
+            env=env,
+            pid=process.pid,
+        )
     finally:
         process.terminate()
         try:

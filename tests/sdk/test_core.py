@@ -302,12 +302,20 @@ def test_refused_onboard_stream_raises_its_error() -> None:
         c.decrypt_stream_onboard("k", io.BytesIO(b"abc"), io.BytesIO())
 
 
-def test_stream_end_marker_check() -> None:
-    tail = _core.StreamTail()
-    assert tail.feed(b"abc") == b"abc"[: len(b"abc") - len(_core._STREAM_END_MARKER)]
-    tail.finish()
+class _CutStream(httpx.SyncByteStream):
+    """A response body the server aborts after its first segment."""
+
+    def __iter__(self) -> Iterator[bytes]:
+        yield b"authentic segment"
+        raise httpx.RemoteProtocolError("peer closed connection without sending complete message body")
+
+
+def test_a_cut_onboard_decrypt_stream_raises_decryption_failed() -> None:
+    km_client = client(lambda request: httpx.Response(200, stream=_CutStream()))
+    out = io.BytesIO()
     with pytest.raises(km.DecryptionFailed):
-        _core._check_stream_end(b"not the marker")
+        km_client.decrypt_stream_onboard("blobs", io.BytesIO(b"stream"), out)
+    assert out.getvalue() == b"authentic segment"  # what came before the cut was authenticated; discard it all
 
 
 def test_async_client_retries_and_maps_errors() -> None:

@@ -56,8 +56,9 @@ def run_race(kind: str, settings_kwargs: dict[str, object], moment: datetime) ->
         process.start()
     for process in racers:
         process.join(timeout=120)
-        assert process.exitcode == 0
-    return [results.get(timeout=5) for _ in racers]
+    outcomes = [results.get(timeout=5) for _ in racers]
+    assert [p.exitcode for p in racers] == [0, 0], outcomes
+    return outcomes
 
 
 def actions(services: Services, action: str) -> list[str | None]:

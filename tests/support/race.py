@@ -3,6 +3,7 @@ so a spawned child keeps the parent's SOFTHSM2_CONF)."""
 
 from __future__ import annotations
 
+import traceback
 from datetime import datetime
 from multiprocessing.synchronize import Barrier
 from typing import Any
@@ -13,6 +14,14 @@ from keymanager.services.container import Services
 
 def race(kind: str, settings: dict[str, Any], moment: datetime, barrier: Barrier, results: Any) -> None:
     """Build this process's services, wait for the other racer, then sweep or rotate due keys."""
+    try:
+        _race(kind, settings, moment, barrier, results)
+    except BaseException:
+        results.put(traceback.format_exc())
+        raise
+
+
+def _race(kind: str, settings: dict[str, Any], moment: datetime, barrier: Barrier, results: Any) -> None:
     services = Services.build(Settings(**settings), run_migrations=False)
     try:
         services.hsm.ping()
