@@ -6,14 +6,16 @@ import asyncio
 import contextlib
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import FastAPI
 
 from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
+from keymanager.api.fastpath import FastPath, fast_routes
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
@@ -54,6 +56,14 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     for module in (health, principals, keys, crypto, mac, streams, audit):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
+    hot: list[Callable[..., Any]] = [
+        crypto.encrypt,
+        crypto.decrypt_with_key,
+        crypto.decrypt,
+        crypto.encrypt_batch,
+        crypto.decrypt_batch,
+    ]
+    app.add_middleware(FastPath, routes=fast_routes(crypto.router, hot), error_app=errors.render)
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,

@@ -75,7 +75,7 @@ def outcome_of(status: int) -> Outcome:
     return Outcome.ERROR
 
 
-def audit_context(request: Request) -> AuditContext:
+async def audit_context(request: Request) -> AuditContext:
     """The request's audit context (made by :class:`AuditTrail`)."""
     context = request.scope.get("state", {}).get("audit")
     if context is None:  # an app without the trail (should not happen): a throwaway context

@@ -94,6 +94,7 @@ def serve(options: ServeOptions) -> None:
         log_level=options.log_level,
         access_log=False,
         server_header=False,
+        proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         **tls,
     )

@@ -9,12 +9,13 @@ change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import cast
 
-from sqlalchemy import Engine, Select, insert, select, update
+from sqlalchemy import Connection, Engine, Select, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import AuditHeadRow, AuditRecordRow
+from keymanager.db.models import AuditHeadRow, AuditRecordRow, MetadataVersionRow
 from keymanager.domain.audit import (
     AuditEntry,
     AuditQuery,
@@ -25,18 +26,26 @@ from keymanager.domain.audit import (
     chain,
 )
 
+# Built once: the append runs for every request, and SQLAlchemy's statement building is
+# what an append would otherwise spend most of its time on.
+_HEAD = cast(Table, AuditHeadRow.__table__)
+_LOCK_HEAD = update(_HEAD).where(_HEAD.c.id == 1).values(last_seq=_HEAD.c.last_seq)
+_READ_HEAD = select(_HEAD.c.last_seq, _HEAD.c.last_hash).where(_HEAD.c.id == 1)
+_MOVE_HEAD = update(_HEAD).where(_HEAD.c.id == 1).values(last_seq=bindparam("seq"), last_hash=bindparam("hash"))
+_INSERT_RECORDS = insert(cast(Table, AuditRecordRow.__table__))
+_METADATA = cast(Table, MetadataVersionRow.__table__)
+_READ_VERSION = select(_METADATA.c.version).where(_METADATA.c.id == 1)
 
-def append(session: Session, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
-    """Append ``entries`` to the chain inside ``session``'s transaction; the records made."""
+
+def append(connection: Connection, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+    """Append ``entries`` to the chain inside ``connection``'s transaction; the records made."""
     if not entries:
         return []
-    session.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(last_seq=AuditHeadRow.last_seq))
-    head = session.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash).where(AuditHeadRow.id == 1)).one()
-    records = chain(entries, head.last_seq, head.last_hash)
-    session.execute(insert(AuditRecordRow), [_row_values(r) for r in records])
-    session.execute(
-        update(AuditHeadRow).where(AuditHeadRow.id == 1).values(last_seq=records[-1].seq, last_hash=records[-1].hash)
-    )
+    connection.execute(_LOCK_HEAD)
+    last_seq, last_hash = connection.execute(_READ_HEAD).one()
+    records = chain(entries, last_seq, last_hash)
+    connection.execute(_INSERT_RECORDS, [_row_values(r) for r in records])
+    connection.execute(_MOVE_HEAD, {"seq": records[-1].seq, "hash": records[-1].hash})
     return records
 
 
@@ -44,12 +53,27 @@ class AuditStore:
     """Reads and appends audit records over one engine."""
 
     def __init__(self, engine: Engine) -> None:
+        self._engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         """Append ``entries`` in one transaction of their own."""
-        with connection_errors_as_unavailable(), self._sessions.begin() as session:
-            return append(session, entries)
+        with connection_errors_as_unavailable(), self._engine.begin() as connection:
+            return append(connection, entries)
+
+    def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
+        """Append, in one transaction, each entry whose expected metadata version is None or current.
+
+        Returns the current metadata version and, per item, whether it was written. A request that
+        relied on cached principals or keys expects the version its cache was filled under; any
+        change to a principal or key anywhere increments it (see ``Store``).
+        """
+        with connection_errors_as_unavailable(), self._engine.begin() as connection:
+            connection.execute(_LOCK_HEAD)
+            version = int(connection.execute(_READ_VERSION).scalar_one())
+            accepted = [expected is None or expected == version for _, expected in items]
+            append(connection, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
+            return version, accepted
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Records matching ``query`` with ``seq > query.after``, in sequence order."""

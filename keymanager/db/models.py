@@ -126,3 +126,12 @@ class AuditHeadRow(Base):
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     last_seq: Mapped[int] = mapped_column(BigInteger)
     last_hash: Mapped[str] = mapped_column(String(64))
+
+
+class MetadataVersionRow(Base):
+    """One row (id 1): incremented in the transaction of every change to a principal or a key."""
+
+    __tablename__ = "metadata_version"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    version: Mapped[int] = mapped_column(BigInteger)

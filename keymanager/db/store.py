@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 from keymanager import errors
 from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
+from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import (
     Algorithm,
@@ -57,6 +57,13 @@ class Store:
         """Close the pooled database connections; a later call opens new ones."""
         self._engine.dispose()
 
+    def metadata_version(self) -> int:
+        """The current metadata version (see :func:`_changed`)."""
+        with self._transaction() as session:
+            return int(
+                session.execute(select(MetadataVersionRow.version).where(MetadataVersionRow.id == 1)).scalar_one()
+            )
+
     def ping(self) -> None:
         """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""
         with self._transaction() as session:
@@ -73,7 +80,7 @@ class Store:
             with self._transaction() as session:
                 session.add(_principal_row(principal, token_hash))
                 session.flush()
-                _audit(session, audit)
+                _changed(session, audit)
         except IntegrityError:
             raise self._principal_conflict(principal) from None
 
@@ -101,7 +108,7 @@ class Store:
             statement = delete(PrincipalRow).where(PrincipalRow.name == name)
             if _rowcount(session, statement) == 0:
                 return False
-            _audit(session, audit)
+            _changed(session, audit)
             return True
 
     # -- keys ---------------------------------------------------------------
@@ -112,7 +119,7 @@ class Store:
             with self._transaction() as session:
                 session.add(_key_row(key))
                 session.flush()
-                _audit(session, audit)
+                _changed(session, audit)
         except IntegrityError:
             raise errors.Conflict(f"a key named {key.name!r} exists") from None
 
@@ -155,7 +162,7 @@ class Store:
         with self._transaction() as session:
             if not _update_keys(session, KeyRow.id == key_id, values):
                 raise errors.KeyNotFound()
-            _audit(session, audit)
+            _changed(session, audit)
             return _load_key(session, key_id)
 
     def add_key_version(
@@ -175,7 +182,7 @@ class Store:
                     raise _rotation_refusal(session, key_id, expected_primary)
                 session.add(_version_row(key_id, version))
                 session.flush()
-                _audit(session, audit)
+                _changed(session, audit)
                 return _load_key(session, key_id)
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
@@ -190,7 +197,7 @@ class Store:
         with self._transaction() as session:
             if not _update_keys(session, movable, values):
                 raise _state_refusal(session, key_id, "only an enabled or disabled key can be scheduled for deletion")
-            _audit(session, audit)
+            _changed(session, audit)
             return _load_key(session, key_id)
 
     def cancel_deletion(self, key_id: str, *, now: datetime, audit: AuditEntry | None = None) -> Key:
@@ -207,7 +214,7 @@ class Store:
                 raise _state_refusal(
                     session, key_id, "the key is not pending deletion, or its deletion date has passed"
                 )
-            _audit(session, audit)
+            _changed(session, audit)
             return _load_key(session, key_id)
 
     def keys_to_destroy(self, now: datetime) -> list[Key]:
@@ -227,7 +234,7 @@ class Store:
                 update(KeyVersionRow).where(KeyVersionRow.key_id == key_id).values(destroyed_at=now),
                 execution_options={"synchronize_session": False},
             )
-            _audit(session, audit)
+            _changed(session, audit)
             return True
 
     def keys_with_rotation_period(self) -> list[Key]:
@@ -255,9 +262,13 @@ class Store:
         return errors.Conflict(f"a principal named {principal.name!r} exists")
 
 
-def _audit(session: Session, entry: AuditEntry | None) -> None:
+def _changed(session: Session, entry: AuditEntry | None) -> None:
+    """Close a change: bump the metadata version (caches everywhere notice) and record ``entry``."""
+    session.execute(
+        update(MetadataVersionRow).where(MetadataVersionRow.id == 1).values(version=MetadataVersionRow.version + 1)
+    )
     if entry is not None:
-        append_audit(session, [entry])
+        append_audit(session.connection(), [entry])
 
 
 def _now() -> datetime:

@@ -283,6 +283,18 @@ class Hsm:
         """:meth:`encrypt` of each ``(plaintext, context)``, in one trip to the HSM thread."""
         return self.call(_encrypt_many, objects, algorithm, head, items)
 
+    async def aencrypt_many(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
+    ) -> list[bytes]:
+        """:meth:`encrypt_many` for the event loop."""
+        return await self.acall(_encrypt_many, objects, algorithm, head, items)
+
+    async def adecrypt_many(
+        self, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
+    ) -> list[bytes | DecryptionFailed]:
+        """:meth:`decrypt_many` for the event loop."""
+        return await self.acall(_decrypt_many, algorithm, items)
+
     def decrypt_many(
         self, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
     ) -> list[bytes | DecryptionFailed]:

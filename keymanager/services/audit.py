@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import queue
 import threading
 from collections.abc import Callable, Sequence
+from typing import TypeAlias
 
 from keymanager.db.audit import AuditStore
 from keymanager.domain.audit import AuditEntry
@@ -22,11 +24,21 @@ from keymanager.errors import DatabaseUnavailable, KeyManagerError
 
 log = logging.getLogger(__name__)
 
-_Item = tuple[AuditEntry, "concurrent.futures.Future[None]"]
+_Waiter: TypeAlias = "concurrent.futures.Future[int] | asyncio.Future[int]"
+_Item: TypeAlias = tuple[AuditEntry, int | None, _Waiter]
+
+
+class StaleMetadata(Exception):
+    """The request used cached principals or keys, and they changed before its audit commit."""
 
 
 class AuditLog:
-    """Appends audit entries to the chain; :meth:`write` returns once the entry is committed."""
+    """Appends audit entries to the chain; :meth:`write` returns once the entry is committed.
+
+    An entry may carry the metadata version its request relied on: at commit, if the version
+    has moved on, the entry is not written and its writer gets :class:`StaleMetadata` (the
+    request then checks again against the database and writes what really happened).
+    """
 
     def __init__(self, store: AuditStore, *, max_batch: int = 1000, timeout: float = 30.0) -> None:
         self._store = store
@@ -40,26 +52,30 @@ class AuditLog:
         self.observer: Callable[[int], None] | None = None
         """Called with the queue depth when the writer takes a batch."""
 
-    def submit(self, entry: AuditEntry) -> concurrent.futures.Future[None]:
-        """Queue ``entry``; the future resolves when it is committed, or fails with the store's error."""
+    def submit(self, entry: AuditEntry, expected_version: int | None = None) -> concurrent.futures.Future[int]:
+        """Queue ``entry``; the future gives the metadata version at commit, or the store's error,
+        or StaleMetadata when ``expected_version`` is given and no longer current."""
         self._start()
-        future: concurrent.futures.Future[None] = concurrent.futures.Future()
-        self._queue.put((entry, future))
+        future: concurrent.futures.Future[int] = concurrent.futures.Future()
+        self._queue.put((entry, expected_version, future))
         return future
 
-    def write(self, entry: AuditEntry) -> None:
+    def write(self, entry: AuditEntry) -> int:
         """Append ``entry`` and wait for the commit; raises DatabaseUnavailable when it cannot be written."""
         try:
-            self.submit(entry).result(timeout=self._timeout)
+            return self.submit(entry).result(timeout=self._timeout)
         except concurrent.futures.TimeoutError:
             raise DatabaseUnavailable("the audit record could not be written") from None
 
-    async def awrite(self, entry: AuditEntry) -> None:
-        """:meth:`write` for the event loop."""
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(self.submit(entry)), self._timeout)
-        except TimeoutError:
-            raise DatabaseUnavailable("the audit record could not be written") from None
+    async def awrite(self, entry: AuditEntry, expected_version: int | None = None) -> int:
+        """:meth:`write` for the event loop, with the optional version check of :meth:`submit`.
+
+        The writer resolves the waiting requests of one event loop with one wake-up per commit.
+        """
+        self._start()
+        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._queue.put((entry, expected_version, waiter))
+        return await waiter
 
     def depth(self) -> int:
         """Entries waiting for the writer."""
@@ -103,17 +119,39 @@ class AuditLog:
                 return
 
     def _commit(self, batch: Sequence[_Item]) -> None:
-        error: BaseException | None = None
+        outcomes: list[tuple[_Waiter, int | BaseException]]
         try:
-            self._store.append([entry for entry, _ in batch])
+            version, accepted = self._store.append_current([(entry, expected) for entry, expected, _ in batch])
             self.batches += 1
+            outcomes = [(w, version if ok else StaleMetadata()) for (_, _, w), ok in zip(batch, accepted, strict=True)]
         except KeyManagerError as exc:
-            error = exc
-        except Exception as exc:  # any other failure must still fail the waiting requests closed
+            outcomes = [(w, exc) for _, _, w in batch]
+        except Exception as exc:  # every failure must fail the waiting requests closed
             log.error("audit append failed: %s", type(exc).__name__)
-            error = DatabaseUnavailable("the audit record could not be written")
-        for _, future in batch:
-            if error is None:
-                future.set_result(None)
-            else:
-                future.set_exception(error)
+            outcomes = [(w, DatabaseUnavailable("the audit record could not be written")) for _, _, w in batch]
+        _resolve(outcomes)
+
+
+def _resolve(outcomes: Sequence[tuple[_Waiter, int | BaseException]]) -> None:
+    """Settle every waiter: thread futures directly, each event loop's futures in one call on that loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int | BaseException]]] = {}
+    for waiter, outcome in outcomes:
+        if isinstance(waiter, asyncio.Future):
+            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
+        elif isinstance(outcome, BaseException):
+            waiter.set_exception(outcome)
+        else:
+            waiter.set_result(outcome)
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, settled)
+
+
+def _settle(settled: list[tuple[asyncio.Future[int], int | BaseException]]) -> None:
+    for future, outcome in settled:
+        if future.done():
+            continue
+        if isinstance(outcome, BaseException):
+            future.set_exception(outcome)
+        else:
+            future.set_result(outcome)

@@ -13,6 +13,7 @@ from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
+from keymanager.services.snapshot import MetadataCache
 
 
 @dataclass
@@ -28,6 +29,7 @@ class Services:
     lifecycle: LifecycleService
     audit_store: AuditStore
     audit: AuditLog
+    cache: MetadataCache
     owns_hsm: bool = True
 
     @classmethod
@@ -58,6 +60,7 @@ class Services:
             lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
             audit_store=audit_store,
             audit=AuditLog(audit_store),
+            cache=MetadataCache(store),
             owns_hsm=owns_hsm,
         )
 

@@ -23,6 +23,7 @@ from keymanager.errors import (
 )
 from keymanager.hsm import Hsm
 from keymanager.services.keys import KeyService, require_use
+from keymanager.services.snapshot import Snapshot
 from keymanager.services.streams import StreamOpener, StreamSealer
 
 Context = Mapping[str, str] | None
@@ -90,16 +91,39 @@ class CryptoService:
         self._max_plaintext = max_plaintext_bytes
         self._max_batch = max_batch_items
 
-    # -- single fields ----------------------------------------------------------------
-    def encrypt(self, principal: Principal, ref: str, plaintext: bytes, context: Context = None) -> Encrypted:
+    # -- single fields (hot path: keys from a snapshot, HSM awaited) ----------------------
+    async def encrypt(
+        self, keys: Snapshot, principal: Principal, ref: str, plaintext: bytes, context: Context = None
+    ) -> Encrypted:
         """Encrypt ``plaintext`` under the primary version of key ``ref``."""
         self._check_size(plaintext)
-        return self._seal(self._usable(ref, principal, Operation.ENCRYPT), plaintext, context)
+        key = _usable(await keys.key(ref), principal, Operation.ENCRYPT)
+        version = key.versions[key.primary_version]
+        head = ct.header(key.id, version.version)
+        body = await self._hsm.aencrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
+        return Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
 
-    def decrypt(self, principal: Principal, text: str, context: Context = None, *, ref: str | None = None) -> Decrypted:
+    async def decrypt(
+        self, keys: Snapshot, principal: Principal, text: str, context: Context = None, *, ref: str | None = None
+    ) -> Decrypted:
         """Decrypt a ciphertext string, with key ``ref`` when given, else the key it names."""
-        key, parsed = self._source(principal, text, ref, Operation.DECRYPT)
-        return self._open(key, parsed, context)
+        if ref is not None:
+            key = _usable(await keys.key(ref), principal, Operation.DECRYPT)
+            parsed = ct.parse(text)
+            if parsed.key_id != key.id:
+                raise DecryptionFailed()
+        else:
+            parsed = ct.parse(text)
+            try:
+                found = await keys.key(parsed.key_id)
+            except KeyNotFound:
+                raise DecryptionFailed() from None
+            key = _usable(found, principal, Operation.DECRYPT)
+        version = _decryption_version(key, parsed.key_version)
+        plaintext = await self._hsm.adecrypt(
+            version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context)
+        )
+        return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
 
     def generate_data_key(self, principal: Principal, ref: str, bits: int = 256, context: Context = None) -> DataKey:
         """A new random data key from the HSM, with its ciphertext under key ``ref``."""
@@ -130,12 +154,12 @@ class CryptoService:
         return self._seal(target, plaintext, context if destination_context is None else destination_context)
 
     # -- batches ----------------------------------------------------------------------
-    def encrypt_batch(
-        self, principal: Principal, ref: str, items: Sequence[tuple[bytes | KeyManagerError, Context]]
+    async def encrypt_batch(
+        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[tuple[bytes | KeyManagerError, Context]]
     ) -> BatchResults:
         """Encrypt each ``(plaintext, context)``; an item that is already an error stays one."""
         self._check_batch(items)
-        key = self._usable(ref, principal, Operation.ENCRYPT)
+        key = _usable(await keys.key(ref), principal, Operation.ENCRYPT)
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)
         results: list[Encrypted | Decrypted | KeyManagerError] = []
@@ -148,16 +172,18 @@ class CryptoService:
             else:
                 results.append(_PENDING)
                 todo.append((index, plaintext, ct.canonical_context(context)))
-        bodies = self._hsm.encrypt_many(version.hsm, key.algorithm, head, [(p, c) for _, p, c in todo])
+        bodies = await self._hsm.aencrypt_many(version.hsm, key.algorithm, head, [(p, c) for _, p, c in todo])
         for (index, _, _), body in zip(todo, bodies, strict=True):
             text = ct.Ciphertext(key.id, version.version, body).encode()
             results[index] = Encrypted(ciphertext=text, key_id=key.id, key_version=version.version)
         return BatchResults(results=results, key_id=key.id)
 
-    def decrypt_batch(self, principal: Principal, ref: str, items: Sequence[tuple[str, Context]]) -> BatchResults:
+    async def decrypt_batch(
+        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[tuple[str, Context]]
+    ) -> BatchResults:
         """Decrypt each ``(ciphertext, context)`` with key ``ref``; a bad item gets its own error."""
         self._check_batch(items)
-        key = self._usable(ref, principal, Operation.DECRYPT)
+        key = _usable(await keys.key(ref), principal, Operation.DECRYPT)
         results: list[Encrypted | Decrypted | KeyManagerError] = []
         todo: list[tuple[int, int, tuple[HsmObjects, bytes, bytes, bytes]]] = []
         for index, (text, context) in enumerate(items):
@@ -173,7 +199,7 @@ class CryptoService:
             todo.append(
                 (index, version.version, (version.hsm, parsed.header, parsed.body, ct.canonical_context(context)))
             )
-        opened = self._hsm.decrypt_many(key.algorithm, [args for _, _, args in todo])
+        opened = await self._hsm.adecrypt_many(key.algorithm, [args for _, _, args in todo])
         for (index, number, _), plaintext in zip(todo, opened, strict=True):
             results[index] = (
                 Decrypted(plaintext=plaintext, key_id=key.id, key_version=number)
@@ -255,12 +281,7 @@ class CryptoService:
             raise DecryptionFailed() from None
 
     def _usable(self, ref: str, principal: Principal, operation: Operation) -> Key:
-        key = self._keys.find(ref)
-        require_use(key, principal, operation)
-        _require_enabled(key)
-        if key.algorithm is Algorithm.HMAC_SHA256:
-            raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
-        return key
+        return _usable(self._keys.find(ref), principal, operation)
 
     def _usable_for_mac(self, ref: str, principal: Principal) -> Key:
         key = self._keys.find(ref)
@@ -283,6 +304,15 @@ def mac_message(data: bytes, context: Context) -> bytes:
     """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical)."""
     encoded = ct.canonical_context(context)
     return len(encoded).to_bytes(8, "big") + encoded + data
+
+
+def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
+    """``key`` if ``principal`` may use it for ``operation`` now and it encrypts; else the refusal."""
+    require_use(key, principal, operation)
+    _require_enabled(key)
+    if key.algorithm is Algorithm.HMAC_SHA256:
+        raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    return key
 
 
 def _require_enabled(key: Key) -> None:

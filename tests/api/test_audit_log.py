@@ -103,7 +103,7 @@ def test_a_request_whose_record_cannot_be_written_fails_closed(
     def refuse(entries: object) -> None:
         raise DatabaseUnavailable()
 
-    monkeypatch.setattr(services.audit_store, "append", refuse)
+    monkeypatch.setattr(services.audit_store, "append_current", refuse)
     refused = encrypt(client, billing)
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "database_unavailable"

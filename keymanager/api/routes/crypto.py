@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Any
 
-from keymanager.api.audit_trail import audited
-from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+
+from keymanager.api.audit_trail import AuditContext, audited
+from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep, authenticate, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -18,49 +21,64 @@ from keymanager.api.schemas import (
     EncryptBatchResponse,
     EncryptRequest,
     EncryptResponse,
-    ErrorDetail,
-    ItemError,
     ReencryptRequest,
     decode_base64,
     encode_base64,
 )
+from keymanager.domain.audit import AuditEntry
 from keymanager.errors import KeyManagerError
-from keymanager.services.crypto import Decrypted, Encrypted
+from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
+from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES)
 
 
 @router.post("/keys/{key}/encrypt", response_model=EncryptResponse)
 @audited("key.encrypt")
-def encrypt(
-    key: str, body: EncryptRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> EncryptResponse:
+async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
+    svc = services_of(request)
     trail.details["key"] = key
-    result = svc.crypto.encrypt(principal, key, body.plaintext_bytes(), body.context)
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    return EncryptResponse(ciphertext=result.ciphertext, key_id=result.key_id, key_version=result.key_version)
+
+    async def attempt(keys: Snapshot) -> Encrypted:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.encrypt(keys, principal, key, body.plaintext_bytes(), body.context)
+
+    result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.encrypt", r))
+    return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
 
 
 @router.post("/keys/{key}/decrypt", response_model=DecryptResponse)
 @audited("key.decrypt")
-def decrypt_with_key(
-    key: str, body: DecryptRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> DecryptResponse:
+async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt a ciphertext made with this key. Every cryptographic failure is 400 ``decryption_failed``."""
     trail.details["key"] = key
-    result = svc.crypto.decrypt(principal, body.ciphertext, body.context, ref=key)
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    return DecryptResponse(plaintext=encode_base64(result.plaintext))
+    return await _decrypt(request, body, trail, key)
 
 
 @router.post("/decrypt", response_model=DecryptResponse)
 @audited("key.decrypt")
-def decrypt(body: DecryptRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep) -> DecryptResponse:
+async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt a ciphertext with the key it names. Every cryptographic failure is 400 ``decryption_failed``."""
-    result = svc.crypto.decrypt(principal, body.ciphertext, body.context)
+    return await _decrypt(request, body, trail, None)
+
+
+async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, key: str | None) -> JSONResponse:
+    svc = services_of(request)
+
+    async def attempt(keys: Snapshot) -> Decrypted:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.decrypt(keys, principal, body.ciphertext, body.context, ref=key)
+
+    result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.decrypt", r))
+    return JSONResponse({"plaintext": encode_base64(result.plaintext)})
+
+
+def _entry(trail: AuditContext, action: str, result: Encrypted | Decrypted) -> AuditEntry:
+    """The audit entry of a successful request (written by the route itself, see ``run_validated``)."""
     trail.key_id, trail.key_version = result.key_id, result.key_version
-    return DecryptResponse(plaintext=encode_base64(result.plaintext))
+    trail.recorded = True
+    return trail.entry(action, 200)
 
 
 @router.post("/keys/{key}/datakey", response_model=DataKeyResponse, response_model_exclude_none=True)
@@ -102,29 +120,41 @@ def reencrypt(
 
 @router.post("/keys/{key}/encrypt/batch", response_model=EncryptBatchResponse)
 @audited("key.encrypt_batch")
-def encrypt_batch(
-    key: str, body: EncryptBatchRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> EncryptBatchResponse:
+async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt up to 1,000 items: one result or one error per item, in order."""
+    svc = services_of(request)
     trail.details.update(key=key, items=len(body.items))
     items = [(_decoded(item.plaintext), item.context) for item in body.items]
-    batch = svc.crypto.encrypt_batch(principal, key, items)
-    trail.key_id = batch.key_id
-    trail.details["failed"] = batch.failed
-    return EncryptBatchResponse(results=[_encrypt_result(r) for r in batch.results])
+
+    async def attempt(keys: Snapshot) -> BatchResults:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.encrypt_batch(keys, principal, key, items)
+
+    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.encrypt_batch", b))
+    return JSONResponse({"results": [_encrypt_result(r) for r in batch.results]})
 
 
 @router.post("/keys/{key}/decrypt/batch", response_model=DecryptBatchResponse)
 @audited("key.decrypt_batch")
-def decrypt_batch(
-    key: str, body: DecryptBatchRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> DecryptBatchResponse:
+async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt up to 1,000 items with this key: one result or one error per item, in order."""
+    svc = services_of(request)
     trail.details.update(key=key, items=len(body.items))
-    batch = svc.crypto.decrypt_batch(principal, key, [(item.ciphertext, item.context) for item in body.items])
+    items = [(item.ciphertext, item.context) for item in body.items]
+
+    async def attempt(keys: Snapshot) -> BatchResults:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.decrypt_batch(keys, principal, key, items)
+
+    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.decrypt_batch", b))
+    return JSONResponse({"results": [_decrypt_result(r) for r in batch.results]})
+
+
+def _batch_entry(trail: AuditContext, action: str, batch: BatchResults) -> AuditEntry:
     trail.key_id = batch.key_id
     trail.details["failed"] = batch.failed
-    return DecryptBatchResponse(results=[_decrypt_result(r) for r in batch.results])
+    trail.recorded = True
+    return trail.entry(action, 200)
 
 
 def _decoded(value: str) -> bytes | KeyManagerError:
@@ -134,17 +164,17 @@ def _decoded(value: str) -> bytes | KeyManagerError:
         return exc
 
 
-def _item_error(error: KeyManagerError) -> ItemError:
-    return ItemError(error=ErrorDetail(code=error.code, message=error.message))
+def _item_error(error: KeyManagerError) -> dict[str, Any]:
+    return {"error": {"code": error.code, "message": error.message}}
 
 
-def _encrypt_result(result: Encrypted | Decrypted | KeyManagerError) -> EncryptResponse | ItemError:
+def _encrypt_result(result: Encrypted | Decrypted | KeyManagerError) -> dict[str, Any]:
     if isinstance(result, Encrypted):
-        return EncryptResponse(ciphertext=result.ciphertext, key_id=result.key_id, key_version=result.key_version)
+        return {"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version}
     return _item_error(result if isinstance(result, KeyManagerError) else KeyManagerError())
 
 
-def _decrypt_result(result: Encrypted | Decrypted | KeyManagerError) -> DecryptResponse | ItemError:
+def _decrypt_result(result: Encrypted | Decrypted | KeyManagerError) -> dict[str, Any]:
     if isinstance(result, Decrypted):
-        return DecryptResponse(plaintext=encode_base64(result.plaintext))
+        return {"plaintext": encode_base64(result.plaintext)}
     return _item_error(result if isinstance(result, KeyManagerError) else KeyManagerError())

@@ -1,0 +1,62 @@
+"""Smoke test of ``python -m bench``: tiny sizes against a spawned service and the KMS emulator.
+
+Checks that the reports and plots are produced and well-formed; never asserts on timings.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+QUICK = ["--duration", "0.4", "--warmup", "0.1"]
+
+
+def bench(*args: str) -> subprocess.CompletedProcess[str]:
+    """Run ``python -m bench`` from the checkout."""
+    return subprocess.run(
+        [sys.executable, "-m", "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        check=False,
+    )
+
+
+def test_blobs_writes_json_and_plots(tmp_path: Path) -> None:
+    done = bench("blobs", "--spawn", "--sizes", "1K,100K", "--concurrency", "2", "--out", str(tmp_path), *QUICK)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "AWS KMS API (local emulator)" in done.stdout
+    report = json.loads((tmp_path / "blobs.json").read_text())
+    assert report["ok"] is True and report["errors_total"] == 0
+    assert {"cpu_model", "logical_cores", "python", "versions", "tls", "load_generator"} <= report["environment"].keys()
+    assert report["environment"]["tls"]["version"].startswith("TLS")
+    assert {"keymanager", "keymanager-sdk", "boto3", "moto"} <= report["environment"]["versions"].keys()
+    targets = {row["target"] for row in report["rows"]}
+    assert targets == {"km", "km-batch", "km-envelope", "aws-kms"}
+    emulated = [row for row in report["rows"] if row["target"] == "aws-kms"]
+    assert all("AWS KMS API (local emulator)" in row["label"] for row in emulated)
+    for row in report["rows"]:
+        assert {"ops_per_s", "mb_per_s", "encrypt", "decrypt", "all", "errors", "ops_per_s_spread"} <= row.keys()
+        assert {"mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"} <= row["encrypt"].keys()
+        assert row["ops_per_s"] > 0
+    for m in report["measurements"]:
+        assert m["checked"] > 0 and len(m["latencies_ms"]["encrypt"]) > 0
+    for name in ("latency-small.png", "throughput-large.png", "ops-vs-concurrency.png"):
+        assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC, name
+
+
+def test_targets_prints_the_summary(tmp_path: Path) -> None:
+    args = ["--stream-size", "1M", "--field-size", "1K", "--high-concurrency", "2", "--out", str(tmp_path)]
+    done = bench("targets", "--spawn", *args, *QUICK)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "targets" in done.stdout and "service CPU per request" in done.stdout
+    report = json.loads((tmp_path / "targets.json").read_text())
+    assert report["ok"] is True
+    names = {t["name"] for t in report["targets"]}
+    assert {"sequential encrypt p50", "batches of 100 x 1 KB", "peak RSS per worker (stream)"} <= names
+    assert all(t["measured"] is not None for t in report["targets"])
