@@ -156,14 +156,31 @@ class _Token:
         cached = self._keys.get(label)
         if cached is not None:
             return cached
-        session = self.session()
-        try:
-            token_key = session.get_key(object_class=ObjectClass.SECRET_KEY, label=label)
-        except p11.NoSuchKey:
-            raise MissingKeyObject() from None
+        token_key = self._find(label)
         copy = token_key.copy({Attribute.TOKEN: False})
         self._keys[label] = copy
         return copy
+
+    def _find(self, label: str) -> Any:
+        """The token object ``label``; MissingKeyObject if it is not in the token.
+
+        SoftHSM may not show an object another process (worker or replica) made: once this
+        process has written to the token itself, it can miss the other's changes until the
+        library is initialised again. So when a label is not found, the library is
+        re-initialised once (sessions reopened, key copies made again) and the label looked up
+        again. Real HSMs show every object at once; for them this costs one extra search.
+        """
+        try:
+            return self.session().get_key(object_class=ObjectClass.SECRET_KEY, label=label)
+        except p11.NoSuchKey:
+            pass
+        self.reset()
+        if self._lib is not None:
+            self._lib.reinitialize()
+        try:
+            return self.session().get_key(object_class=ObjectClass.SECRET_KEY, label=label)
+        except p11.NoSuchKey:
+            raise MissingKeyObject() from None
 
     def forget(self, label: str) -> None:
         copy = self._keys.pop(label, None)
