@@ -14,8 +14,8 @@ run: init
 	$(BIN)/keymanager serve
 
 lint: setup
-	$(BIN)/ruff check keymanager sdk tests
-	$(BIN)/ruff format --check keymanager sdk tests
+	$(BIN)/ruff check keymanager sdk bench tests
+	$(BIN)/ruff format --check keymanager sdk bench tests
 
 typecheck: setup
 	$(BIN)/mypy keymanager

@@ -1,0 +1,268 @@
+"""``python -m bench app``: an application's transactions per second with and without encryption.
+
+Shaped like a sysbench OLTP run on a ``bench_customers`` table (id, name, card number) in SQLite
+(default) or PostgreSQL (``--db-url``). A read transaction selects ``--fields`` random rows and
+decrypts their card numbers; a write transaction encrypts that many card numbers and updates
+the rows. Modes: ``plain`` (no encryption), ``onboard`` (one service call per field), ``batch``
+(one ``encrypt_many``/``decrypt_many`` per transaction) and ``envelope`` (local AES-256-GCM per
+field under a data key fetched once and cached by the application). Every decrypted card number
+is compared with the one expected for its row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import os
+import random
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from keymanager_sdk import KeyManager
+from rich.console import Console
+from rich.table import Table
+from sqlalchemy import Column, Engine, Integer, MetaData, String, create_engine, select, update
+from sqlalchemy import Table as SqlTable
+
+from bench import environment, output
+from bench.clients import unwrap
+from bench.rig import service_from
+from bench.service import Endpoint, provision
+from bench.stats import Distribution
+
+MODES = ("plain", "onboard", "batch", "envelope")
+AAD = b"bench_customers.card"
+metadata = MetaData()
+customers = SqlTable(
+    "bench_customers",
+    metadata,
+    Column("id", Integer, primary_key=True),
+    Column("name", String(100)),
+    Column("card", String(400)),
+)
+
+
+def card_of(row_id: int) -> bytes:
+    """The card number of a row (known, so decryptions can be checked)."""
+    return f"4{row_id:015d}".encode()
+
+
+class Cipher:
+    """How a mode turns card numbers into the stored column and back, many at a time."""
+
+    def __init__(self, mode: str, km: KeyManager | None, key: str, data_key: bytes | None) -> None:
+        self.mode, self.km, self.key = mode, km, key
+        self.aead = AESGCM(data_key) if data_key else None
+
+    def seal(self, cards: Sequence[bytes]) -> list[str]:
+        """Stored values of ``cards``."""
+        if self.mode == "plain":
+            return [c.decode() for c in cards]
+        if self.mode == "envelope":
+            assert self.aead is not None
+            return [self.local_seal(c) for c in cards]
+        assert self.km is not None
+        if self.mode == "batch":
+            return [unwrap(r).ciphertext for r in self.km.encrypt_many(self.key, cards)]
+        return [self.km.encrypt(self.key, c) for c in cards]
+
+    def open(self, stored: Sequence[str]) -> list[bytes]:
+        """Card numbers of stored values."""
+        if self.mode == "plain":
+            return [s.encode() for s in stored]
+        if self.mode == "envelope":
+            assert self.aead is not None
+            aead = self.aead
+            return [aead.decrypt(raw[:12], raw[12:], AAD) for raw in (base64.b64decode(s) for s in stored)]
+        assert self.km is not None
+        if self.mode == "batch":
+            return [unwrap(r) for r in self.km.decrypt_many(self.key, stored)]
+        return [self.km.decrypt(s) for s in stored]
+
+    def local_seal(self, card: bytes) -> str:
+        """AES-256-GCM under the cached data key: base64 of nonce ‖ ciphertext ‖ tag."""
+        assert self.aead is not None
+        nonce = os.urandom(12)
+        return base64.b64encode(nonce + self.aead.encrypt(nonce, card, AAD)).decode()
+
+
+@dataclass
+class Tps:
+    """Transactions of one kind, mode and concurrency."""
+
+    mode: str
+    kind: str
+    concurrency: int
+    elapsed: float = 0.0
+    latencies: list[float] = field(default_factory=list)
+    errors: Counter[str] = field(default_factory=Counter)
+
+    @property
+    def tps(self) -> float:
+        """Transactions per second."""
+        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+
+    def as_json(self) -> dict[str, Any]:
+        """Figures for the report."""
+        return {
+            "mode": self.mode,
+            "kind": self.kind,
+            "concurrency": self.concurrency,
+            "tps": self.tps,
+            "transactions": len(self.latencies),
+            "elapsed_s": self.elapsed,
+            "latency": Distribution.of(self.latencies).as_ms(),
+            "errors": dict(self.errors),
+        }
+
+
+def populate(engine: Engine, cipher: Cipher, rows: int) -> None:
+    """Recreate the table with ``rows`` customers, card numbers stored as the mode stores them."""
+    metadata.drop_all(engine)
+    metadata.create_all(engine)
+    with engine.begin() as conn:
+        for start in range(1, rows + 1, 500):
+            ids = list(range(start, min(rows, start + 499) + 1))
+            stored = cipher.seal([card_of(i) for i in ids])
+            conn.execute(
+                customers.insert(),
+                [{"id": i, "name": f"customer {i}", "card": s} for i, s in zip(ids, stored, strict=True)],
+            )
+
+
+def read_txn(engine: Engine, cipher: Cipher, ids: list[int]) -> None:
+    """Select the rows, decrypt their cards, check them."""
+    with engine.begin() as conn:
+        found = conn.execute(select(customers.c.id, customers.c.card).where(customers.c.id.in_(ids))).all()
+    cards = cipher.open([row.card for row in found])
+    if [card_of(row.id) for row in found] != cards or len(found) != len(set(ids)):
+        raise ValueError("mismatch")
+
+
+def write_txn(engine: Engine, cipher: Cipher, ids: list[int]) -> None:
+    """Encrypt the rows' cards and update them in one transaction."""
+    stored = cipher.seal([card_of(i) for i in ids])
+    with engine.begin() as conn:
+        for row_id, value in zip(ids, stored, strict=True):
+            conn.execute(update(customers).where(customers.c.id == row_id).values(card=value))
+
+
+def drive(
+    txn: Callable[[list[int]], None], result: Tps, rows: int, fields: int, end: float, lock: threading.Lock
+) -> None:
+    """One client thread: transactions on random rows until ``end``."""
+    rng = random.Random()  # noqa: S311 (row choice, not security)
+    while time.monotonic() < end:
+        ids = rng.sample(range(1, rows + 1), fields)
+        start = time.perf_counter()
+        try:
+            txn(ids)
+        except Exception as exc:
+            with lock:
+                result.errors[type(exc).__name__] += 1
+            continue
+        with lock:
+            result.latencies.append(time.perf_counter() - start)
+
+
+def run_kind(make: Callable[[], Callable[[list[int]], None]], result: Tps, args: argparse.Namespace) -> Tps:
+    """Warm up, then ``result.concurrency`` threads for ``--duration`` seconds."""
+    lock = threading.Lock()
+    warm = Tps(result.mode, result.kind, result.concurrency)
+    drive(make(), warm, args.rows, args.fields, time.monotonic() + args.warmup, lock)
+    end = time.monotonic() + args.duration
+    start = time.monotonic()
+    threads = [
+        threading.Thread(target=drive, args=(make(), result, args.rows, args.fields, end, lock))
+        for _ in range(result.concurrency)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    result.elapsed = time.monotonic() - start
+    return result
+
+
+def run_mode(engine: Engine, endpoint: Endpoint, mode: str, args: argparse.Namespace) -> list[Tps]:
+    """Populate for ``mode``, then read and write transactions at every concurrency."""
+    with ExitStack() as stack:
+        data_key = None
+        if mode == "envelope":
+            with endpoint.client() as km:
+                data_key = km.generate_data_key(endpoint.key).plaintext
+        clients: list[KeyManager] = []
+
+        def cipher() -> Cipher:
+            km = None if mode in ("plain", "envelope") else endpoint.client()
+            if km is not None:
+                clients.append(km)
+                stack.callback(km.close)
+            return Cipher(mode, km, endpoint.key, data_key)
+
+        populate(engine, cipher(), args.rows)
+        results = []
+        for concurrency in args.concurrency:
+            for kind, txn in (("read", read_txn), ("write", write_txn)):
+
+                def make(txn: Callable[..., None] = txn) -> Callable[[list[int]], None]:
+                    c = cipher()
+                    return lambda ids: txn(engine, c, ids)
+
+                results.append(run_kind(make, Tps(mode, kind, concurrency), args))
+        return results
+
+
+def app_table(results: Sequence[Tps]) -> Table:
+    """TPS per mode, kind and concurrency, with the loss against ``plain``."""
+    table = Table(title="application scenario (sysbench-like): transactions per second", title_justify="left")
+    for column in ("mode", "kind", "clients", "TPS", "overhead", "p50 ms", "p99 ms", "errors"):
+        table.add_column(column, justify="right")
+    for r in results:
+        base = next(
+            (b for b in results if b.mode == "plain" and b.kind == r.kind and b.concurrency == r.concurrency), None
+        )
+        overhead = "—" if base is None or r is base or not base.tps else f"{(1 - r.tps / base.tps) * 100:.1f}%"
+        dist = Distribution.of(r.latencies)
+        errors = sum(r.errors.values())
+        table.add_row(
+            r.mode,
+            r.kind,
+            str(r.concurrency),
+            f"{r.tps:,.1f}",
+            overhead,
+            f"{dist.p50 * 1e3:.2f}",
+            f"{dist.p99 * 1e3:.2f}",
+            f"[bold red]{errors}[/]" if errors else "0",
+        )
+    return table
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Run every mode; print the TPS table; write ``app.json``; 1 on errors."""
+    out = output.directory(args)
+    url = args.db_url or f"sqlite:///{(out / 'app.db').resolve()}"
+    engine = create_engine(url, connect_args={"timeout": 30} if url.startswith("sqlite") else {})
+    results: list[Tps] = []
+    try:
+        with service_from(args) as service:
+            endpoint = provision(service)
+            for mode in MODES:
+                console.print(f"app: {mode} …")
+                results += run_mode(engine, endpoint, mode, args)
+            env = environment.describe(service.url, service.ca, database=engine.dialect.name)
+    finally:
+        metadata.drop_all(engine)
+        engine.dispose()
+    console.print(app_table(results))
+    errors = sum(sum(r.errors.values()) for r in results)
+    document = {"ok": errors == 0, "errors_total": errors, "environment": env, "command": output.command_line()}
+    output.save(out / "app.json", {**document, "results": [r.as_json() for r in results]})
+    console.print(f"results: {out / 'app.json'}")
+    return 1 if errors else 0

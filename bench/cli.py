@@ -1,0 +1,114 @@
+"""Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from collections.abc import Callable, Sequence
+
+from rich.console import Console
+
+from bench.clients import TARGET_NAMES
+
+SUBCOMMANDS = ("blobs", "transport", "app", "targets")
+SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
+FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
+
+
+def parse_size(text: str) -> int:
+    """``512``, ``1K`` / ``1KB`` (1,000), ``1KiB`` (1,024), ``70M`` / ``70MB`` (10⁶), ``1MiB`` → bytes."""
+    match = SIZE.match(text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
+    return int(float(match.group(1)) * FACTORS[(match.group(2) or "").lower()])
+
+
+def comma_list(item: Callable[[str], object]) -> Callable[[str], list[object]]:
+    """An argparse type for comma-separated lists of ``item``."""
+
+    def parse(text: str) -> list[object]:
+        return [item(part) for part in text.split(",") if part.strip()]
+
+    return parse
+
+
+def target_name(text: str) -> str:
+    """A known target name."""
+    if text.strip() not in TARGET_NAMES:
+        raise argparse.ArgumentTypeError(f"unknown target {text!r} (known: {', '.join(TARGET_NAMES)})")
+    return text.strip()
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options every subcommand takes: the service, the window, the load generator, the output."""
+    p = argparse.ArgumentParser(add_help=False)
+    service = p.add_argument_group("service under test")
+    service.add_argument("--spawn", action="store_true", help="start keymanager locally on SoftHSM in a temp dir")
+    service.add_argument("--workers", type=int, default=2, help="workers of a spawned service (default 2)")
+    service.add_argument("--url", help="a running service, e.g. https://127.0.0.1:8443")
+    service.add_argument("--token", help="an ADMIN token of --url (or @FILE); the bench creates its own principal")
+    service.add_argument("--ca", help="CA bundle of --url (e.g. var/tls/ca.pem)")
+    service.add_argument("--server-pid", type=int, help="PID of --url's `keymanager serve` (CPU and RSS probes)")
+    load = p.add_argument_group("load")
+    load.add_argument("--concurrency", type=comma_list(int), default=[1], help="client counts, e.g. 1,8,32")
+    load.add_argument("--duration", type=float, default=5.0, help="seconds per measurement (default 5)")
+    load.add_argument("--requests", type=int, help="operations per measurement instead of --duration")
+    load.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds before each measurement")
+    load.add_argument("--repeat", type=int, default=1, help="repeat each measurement N times; report the spread")
+    load.add_argument("--client-procs", type=int, help="load processes (default: one per core, at least 2)")
+    load.add_argument("--driver", choices=("python", "wrk"), default="python", help="load generator for km fields")
+    load.add_argument("--batch", type=int, default=100, help="fields per batch of km-batch (default 100)")
+    kms = p.add_argument_group("AWS KMS (default: a local KMS-API emulator, moto)")
+    kms.add_argument("--aws-region", help="run aws-kms against real AWS KMS in this region")
+    kms.add_argument("--aws-profile", help="AWS profile for real AWS KMS")
+    kms.add_argument("--aws-key-id", help="existing KMS key (default: create one, scheduled for deletion after)")
+    p.add_argument("--out", help="output directory (default bench-out/<timestamp>)")
+    return p
+
+
+def parser() -> argparse.ArgumentParser:
+    """The parser of every subcommand."""
+    from bench import app, blobs, goals, transport
+
+    common = common_options()
+    top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+    b = commands.add_parser("blobs", parents=[common], help="small and large blob rates per target (default)")
+    b.add_argument("--targets", type=comma_list(target_name), default=list(TARGET_NAMES), help="targets to measure")
+    b.add_argument("--sizes", type=comma_list(parse_size), default=blobs.default_sizes(), help="e.g. 512,1K,1M,70M")
+    b.set_defaults(func=blobs.run)
+    t = commands.add_parser("transport", parents=[common], help="HTTP vs HTTPS vs mTLS, small-field encrypt")
+    t.add_argument("--size", type=parse_size, default=1_000, help="field size (default 1K)")
+    t.add_argument("--modes", type=comma_list(str), default=list(transport.MODES), help="http,https,mtls")
+    t.set_defaults(func=transport.run)
+    a = commands.add_parser("app", parents=[common], help="sysbench-like customers table with card numbers")
+    a.add_argument("--db-url", help="SQLAlchemy URL (default: a SQLite file in the output directory)")
+    a.add_argument("--rows", type=int, default=1000, help="customers in the table (default 1000)")
+    a.add_argument("--fields", type=int, default=10, help="rows read or written per transaction (default 10)")
+    a.set_defaults(func=app.run)
+    g = commands.add_parser("targets", parents=[common], help="the performance targets, measured and compared")
+    g.add_argument("--stream-size", type=parse_size, default=70_000_000, help="blob of the stream targets")
+    g.add_argument("--field-size", type=parse_size, default=1_000, help="field of the ops/s targets (1K)")
+    g.add_argument("--high-concurrency", type=int, default=32, help="connections of the ops/s targets")
+    g.set_defaults(func=goals.run)
+    return top
+
+
+def with_default_command(argv: Sequence[str]) -> list[str]:
+    """``blobs`` when no subcommand is named (``-h`` alone still shows the top help)."""
+    argv = list(argv)
+    if argv and argv[0] in ("-h", "--help"):
+        return argv
+    return argv if argv and argv[0] in SUBCOMMANDS else ["blobs", *argv]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run a subcommand; its exit code (1 when a measurement had errors)."""
+    args = parser().parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
+    if args.driver == "wrk":
+        from bench.wrk import available
+
+        if not available():
+            raise SystemExit("--driver wrk: wrk is not installed (apt-get install wrk)")
+    return int(args.func(args, Console(width=None if sys.stdout.isatty() else 160)))

@@ -1,0 +1,207 @@
+"""The four targets as blob operations: what one encrypt and one decrypt of a blob cost a client.
+
+- ``km``: the service encrypts on board: ``/encrypt`` for small fields, the on-board stream
+  (``/encrypt/stream``) for blobs above ``SMALL_LIMIT``.
+- ``km-batch``: fields in batches (``encrypt_many`` / ``decrypt_many``); one operation is a batch.
+- ``km-envelope``: the SDK's ``encrypt_stream`` / ``decrypt_stream``: a data key per blob from the
+  service, framed AES-256-GCM locally.
+- ``aws-kms``: boto3 ``Encrypt`` / ``Decrypt`` up to 4 KB; above, ``GenerateDataKey`` per blob and the
+  same framed AES-256-GCM locally (as the AWS Encryption SDK does).
+
+Nothing is cached between operations that a real client would not cache: every envelope gets a
+fresh data key, and every decryption unwraps its data key again.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from keymanager_sdk import APIError, KeyManager, decrypt_envelope, encrypt_envelope
+
+from bench.aws import AwsConfig
+from bench.service import Endpoint
+
+SMALL_LIMIT = 64 * 1024
+"""Largest field the service encrypts with ``/encrypt`` (its default plaintext limit)."""
+KMS_DIRECT_LIMIT = 4096
+"""Largest plaintext AWS KMS ``Encrypt`` takes."""
+TARGET_NAMES = ("km", "km-batch", "km-envelope", "aws-kms")
+
+
+class Operation(Protocol):
+    """One target's encryption of one payload, opened in the thread that uses it."""
+
+    items: int
+    """Fields per operation (the batch size for ``km-batch``, else 1)."""
+
+    def payload(self, size: int) -> Any:
+        """A random payload of ``size``-byte blob(s)."""
+        ...
+
+    def encrypt(self, payload: Any) -> Any:
+        """Encrypt the payload; what ``decrypt`` takes."""
+        ...
+
+    def decrypt(self, sealed: Any) -> Any:
+        """Decrypt what ``encrypt`` returned; comparable with the payload."""
+        ...
+
+    def close(self) -> None:
+        """Release connections."""
+        ...
+
+
+@dataclass(frozen=True)
+class TargetSpec:
+    """A target as load processes receive it: its name, label and how to reach its service."""
+
+    name: str
+    label: str
+    endpoint: Endpoint | None = None
+    aws: AwsConfig | None = None
+    batch: int = 100
+
+    def open(self, size: int) -> Operation:
+        """A fresh operation (its own connections) for blobs of ``size`` bytes."""
+        if self.name == "aws-kms":
+            assert self.aws is not None
+            return AwsField(self.aws) if size <= KMS_DIRECT_LIMIT else AwsEnvelope(self.aws)
+        assert self.endpoint is not None
+        km, key = self.endpoint.client(), self.endpoint.key
+        if self.name == "km-batch":
+            return KmBatch(km, key, self.batch)
+        if self.name == "km-envelope":
+            return KmEnvelope(km, key)
+        return KmField(km, key) if size <= SMALL_LIMIT else KmStream(km, key)
+
+
+class KmOperation:
+    """Shared parts of the keymanager operations: one SDK client, single payloads."""
+
+    items = 1
+
+    def __init__(self, km: KeyManager, key: str) -> None:
+        self.km, self.key = km, key
+
+    def payload(self, size: int) -> Any:
+        return os.urandom(size)
+
+    def close(self) -> None:
+        self.km.close()
+
+
+class KmField(KmOperation):
+    """``POST /v1/keys/{key}/encrypt`` and ``POST /v1/decrypt``."""
+
+    def encrypt(self, payload: bytes) -> str:
+        return self.km.encrypt(self.key, payload)
+
+    def decrypt(self, sealed: str) -> bytes:
+        return self.km.decrypt(sealed)
+
+
+class KmStream(KmOperation):
+    """On-board streaming: ``/encrypt/stream`` and ``/decrypt/stream``, memory to memory."""
+
+    def encrypt(self, payload: bytes) -> bytes:
+        out = io.BytesIO()
+        self.km.encrypt_stream_onboard(self.key, io.BytesIO(payload), out)
+        return out.getvalue()
+
+    def decrypt(self, sealed: bytes) -> bytes:
+        out = io.BytesIO()
+        self.km.decrypt_stream_onboard(self.key, io.BytesIO(sealed), out)
+        return out.getvalue()
+
+
+class KmEnvelope(KmOperation):
+    """The SDK's envelope streams: a data key from the service per blob, AES-256-GCM locally."""
+
+    def encrypt(self, payload: bytes) -> bytes:
+        out = io.BytesIO()
+        self.km.encrypt_stream(self.key, io.BytesIO(payload), out)
+        return out.getvalue()
+
+    def decrypt(self, sealed: bytes) -> bytes:
+        out = io.BytesIO()
+        self.km.decrypt_stream(io.BytesIO(sealed), out)
+        return out.getvalue()
+
+
+class KmBatch(KmOperation):
+    """``encrypt_many`` / ``decrypt_many`` of ``batch`` fields per operation; an item's error raises."""
+
+    def __init__(self, km: KeyManager, key: str, batch: int) -> None:
+        super().__init__(km, key)
+        self.items = batch
+
+    def payload(self, size: int) -> list[bytes]:
+        return [os.urandom(size) for _ in range(self.items)]
+
+    def encrypt(self, payload: list[bytes]) -> list[str]:
+        return [unwrap(r).ciphertext for r in self.km.encrypt_many(self.key, payload)]
+
+    def decrypt(self, sealed: list[str]) -> list[bytes]:
+        return [unwrap(r) for r in self.km.decrypt_many(self.key, sealed)]
+
+
+def unwrap(result: Any) -> Any:
+    """A batch item's result, raising the ``APIError`` returned in its place."""
+    if isinstance(result, APIError):
+        raise result
+    return result
+
+
+class AwsField:
+    """AWS KMS ``Encrypt`` / ``Decrypt`` of the payload itself (≤ 4 KB)."""
+
+    items = 1
+
+    def __init__(self, aws: AwsConfig) -> None:
+        self.kms, self.key_id = aws.client(), aws.key_id
+
+    def payload(self, size: int) -> bytes:
+        return os.urandom(size)
+
+    def encrypt(self, payload: bytes) -> bytes:
+        return bytes(self.kms.encrypt(KeyId=self.key_id, Plaintext=payload)["CiphertextBlob"])
+
+    def decrypt(self, sealed: bytes) -> bytes:
+        return bytes(self.kms.decrypt(CiphertextBlob=sealed, KeyId=self.key_id)["Plaintext"])
+
+    def close(self) -> None:
+        self.kms.close()
+
+
+class KmsDataKeys:
+    """A ``DataKeyProvider`` backed by AWS KMS ``GenerateDataKey`` / ``Decrypt``."""
+
+    def __init__(self, kms: Any, key_id: str) -> None:
+        self.kms, self.key_id = kms, key_id
+
+    def generate_data_key(self, context: Any) -> tuple[bytes, str]:
+        answer = self.kms.generate_data_key(KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=context or {})
+        return bytes(answer["Plaintext"]), base64.b64encode(answer["CiphertextBlob"]).decode()
+
+    def decrypt_data_key(self, wrapped_key: str, context: Any) -> bytes:
+        blob = base64.b64decode(wrapped_key)
+        answer = self.kms.decrypt(CiphertextBlob=blob, KeyId=self.key_id, EncryptionContext=dict(context or {}))
+        return bytes(answer["Plaintext"])
+
+
+class AwsEnvelope(AwsField):
+    """``GenerateDataKey`` per blob, then the same framed AES-256-GCM as ``km-envelope``."""
+
+    def encrypt(self, payload: bytes) -> bytes:
+        out = io.BytesIO()
+        encrypt_envelope(KmsDataKeys(self.kms, self.key_id), io.BytesIO(payload), out)
+        return out.getvalue()
+
+    def decrypt(self, sealed: bytes) -> bytes:
+        out = io.BytesIO()
+        decrypt_envelope(KmsDataKeys(self.kms, self.key_id), io.BytesIO(sealed), out)
+        return out.getvalue()

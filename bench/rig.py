@@ -1,0 +1,115 @@
+"""The rig of a run: the service under test, the KMS to compare with, and the load processes."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import aws
+from bench.clients import TargetSpec
+from bench.load import LoadPool
+from bench.probes import ServerProbe
+from bench.service import Endpoint, Service, provision, spawned
+
+KM_LABELS = {
+    "km": "keymanager on board (/encrypt; stream above 64 KiB)",
+    "km-batch": "keymanager batches (encrypt_many/decrypt_many)",
+    "km-envelope": "keymanager envelope (data key + local AES-256-GCM)",
+}
+
+
+@dataclass
+class Rig:
+    """What a run measures with: service, endpoint, optional KMS, load pool, probes."""
+
+    service: Service | None
+    endpoint: Endpoint | None
+    aws: aws.AwsConfig | None
+    pool: LoadPool
+    probe: ServerProbe
+    emulator_probe: ServerProbe
+    batch: int = 100
+
+    def target(self, name: str) -> TargetSpec:
+        """The spec of target ``name`` (``km``, ``km-batch``, ``km-envelope`` or ``aws-kms``)."""
+        if name == "aws-kms":
+            assert self.aws is not None
+            return TargetSpec(name, f"aws-kms — {self.aws.label}", aws=self.aws)
+        return TargetSpec(name, KM_LABELS[name], endpoint=self.endpoint, batch=self.batch)
+
+    def probe_of(self, target: str) -> ServerProbe:
+        """Whose processes serve ``target``: the emulator's for ``aws-kms``, else the service's."""
+        return self.emulator_probe if target == "aws-kms" else self.probe
+
+
+def client_processes(args: argparse.Namespace) -> int:
+    """Load processes: ``--client-procs``, else one per core (at least two), at most the top concurrency."""
+    if args.client_procs:
+        return int(args.client_procs)
+    top: int = max(args.concurrency)
+    return max(1, min(max(2, os.cpu_count() or 2), top))
+
+
+@contextmanager
+def service_from(args: argparse.Namespace) -> Iterator[Service]:
+    """The service of ``--spawn`` (started here, stopped afterwards) or of ``--url``/``--token``."""
+    if args.spawn:
+        with spawned(args.workers) as service:
+            yield service
+        return
+    if not args.url or not args.token:
+        raise SystemExit("give --spawn, or --url with --token (an admin token) and usually --ca")
+    yield Service(url=args.url, ca=args.ca, admin_token=token_value(args.token), pid=args.server_pid, workers=None)
+
+
+def token_value(token: str) -> str:
+    """``--token``: the token itself, or ``@FILE`` to read it from a file."""
+    return Path(token[1:]).read_text().strip() if token.startswith("@") else token
+
+
+@contextmanager
+def kms_from(args: argparse.Namespace) -> Iterator[aws.AwsConfig]:
+    """The emulator (default) or real AWS KMS when ``--aws-region``/``--aws-profile`` is given; with a key."""
+    with ExitStack() as stack:
+        if args.aws_region or args.aws_profile:
+            config = aws.real_aws(args.aws_region, args.aws_profile)
+        else:
+            config = stack.enter_context(aws.emulator())
+        config, created = aws.with_key(config, args.aws_key_id)
+        yield config
+        if created:
+            aws.retire_key(config)
+
+
+def server_probe(service: Service | None) -> ServerProbe:
+    """CPU and RSS probes of a service whose processes are known."""
+    if service is None or service.pid is None:
+        return ServerProbe.none()
+    return ServerProbe(service.pids, service.worker_pids)
+
+
+def emulator_probe(kms: aws.AwsConfig | None) -> ServerProbe:
+    """CPU probe of the local KMS emulator (nothing to probe for real AWS)."""
+    if kms is None or kms.pid is None:
+        return ServerProbe.none()
+    pids = [kms.pid]
+    return ServerProbe(lambda: pids, list)
+
+
+@contextmanager
+def rig(args: argparse.Namespace, targets: list[str]) -> Iterator[Rig]:
+    """Set up what ``targets`` need; tear it down afterwards."""
+    with ExitStack() as stack:
+        service = endpoint = None
+        if any(t != "aws-kms" for t in targets):
+            service = stack.enter_context(service_from(args))
+            endpoint = provision(service)
+        kms = stack.enter_context(kms_from(args)) if "aws-kms" in targets else None
+        pool = LoadPool(client_processes(args))
+        stack.callback(pool.close)
+        emulator = emulator_probe(kms)
+        yield Rig(service, endpoint, kms, pool, server_probe(service), emulator, args.batch)
