@@ -8,9 +8,13 @@ change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
-from typing import cast
+from dataclasses import dataclass
+from datetime import UTC
+from typing import Any, cast
 
+from psycopg.types.json import Jsonb
 from sqlalchemy import Connection, Engine, Select, Table, bindparam, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -69,11 +73,11 @@ class AuditStore:
         change to a principal or key anywhere increments it (see ``Store``).
         """
         with connection_errors_as_unavailable(), self._engine.begin() as connection:
-            connection.execute(_LOCK_HEAD)
-            version = int(connection.execute(_READ_VERSION).scalar_one())
-            accepted = [expected is None or expected == version for _, expected in items]
-            append(connection, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
-            return version, accepted
+            cursor = connection.connection.cursor()
+            try:
+                return _append_current(cursor, _RawSql.of(connection.dialect.name), items)
+            finally:
+                cursor.close()
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Records matching ``query`` with ``seq > query.after``, in sequence order."""
@@ -115,6 +119,79 @@ def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
         for row in rows:
             yield _record(row)
         after = rows[-1].seq
+
+
+@dataclass(frozen=True)
+class _RawSql:
+    """The statements of the hot append, in the driver's own dialect and parameter style.
+
+    Every request's record goes through here, and SQLAlchemy's per-statement work would cost
+    more than the database does; the values are written exactly as SQLAlchemy writes them
+    (``test_audit`` reads them back through SQLAlchemy and verifies the chain on both databases).
+    """
+
+    lock: str
+    version: str
+    head: str
+    insert: str
+    move: str
+    sqlite: bool
+
+    @classmethod
+    def of(cls, dialect: str) -> _RawSql:
+        mark = "?" if dialect == "sqlite" else "%s"
+        columns = "seq, time, request_id, principal, action, key_id, key_version, outcome, status, client, details, "
+        return cls(
+            lock="UPDATE audit_head SET last_seq = last_seq WHERE id = 1",
+            version="SELECT version FROM metadata_version WHERE id = 1",
+            head="SELECT last_seq, last_hash FROM audit_head WHERE id = 1",
+            # Only parameter marks are formatted in, never values.
+            insert=f"INSERT INTO audit_records ({columns}prev_hash, hash) VALUES ({', '.join([mark] * 13)})",  # noqa: S608
+            move=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
+            sqlite=dialect == "sqlite",
+        )
+
+    def row(self, record: AuditRecord) -> tuple[object, ...]:
+        entry = record.entry
+        moment: object = entry.time.astimezone(UTC)
+        details: object = dict(entry.details)
+        if self.sqlite:
+            moment = entry.time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
+            details = json.dumps(details)
+        else:
+            details = Jsonb(details)
+        return (
+            record.seq,
+            moment,
+            entry.request_id,
+            entry.principal,
+            entry.action,
+            entry.key_id,
+            entry.key_version,
+            entry.outcome.value,
+            entry.status,
+            entry.client,
+            details,
+            record.prev_hash,
+            record.hash,
+        )
+
+
+def _append_current(
+    cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]]
+) -> tuple[int, list[bool]]:
+    cursor.execute(sql.lock)
+    cursor.execute(sql.version)
+    version = int(cursor.fetchone()[0])
+    accepted = [expected is None or expected == version for _, expected in items]
+    entries = [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok]
+    if entries:
+        cursor.execute(sql.head)
+        last_seq, last_hash = cursor.fetchone()
+        records = chain(entries, int(last_seq), str(last_hash))
+        cursor.executemany(sql.insert, [sql.row(r) for r in records])
+        cursor.execute(sql.move, (records[-1].seq, records[-1].hash))
+    return version, accepted
 
 
 def _row_values(record: AuditRecord) -> dict[str, object]:
