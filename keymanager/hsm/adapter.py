@@ -294,29 +294,17 @@ class Hsm:
         """HMAC-SHA256 of ``message`` with the version's HMAC key (computed in the HSM)."""
         return self.call(_mac, objects, message)
 
-    def encrypt_many(
-        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
-    ) -> list[bytes]:
-        """:meth:`encrypt` of each ``(plaintext, context)``, in one trip to the HSM thread."""
-        return self.call(_encrypt_many, objects, algorithm, head, items)
-
     async def aencrypt_many(
         self, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
     ) -> list[bytes]:
-        """:meth:`encrypt_many` for the event loop."""
+        """:meth:`aencrypt` of each ``(plaintext, context)``, in one trip to the HSM thread."""
         return await self.acall(_encrypt_many, objects, algorithm, head, items)
 
     async def adecrypt_many(
         self, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
     ) -> list[bytes | DecryptionFailed]:
-        """:meth:`decrypt_many` for the event loop."""
+        """:meth:`adecrypt` of each ``(objects, head, body, context)``; a failed item gives DecryptionFailed."""
         return await self.acall(_decrypt_many, algorithm, items)
-
-    def decrypt_many(
-        self, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
-    ) -> list[bytes | DecryptionFailed]:
-        """:meth:`decrypt` of each ``(objects, head, body, context)``; a failed item gives DecryptionFailed."""
-        return self.call(_decrypt_many, algorithm, items)
 
     def random(self, nbytes: int) -> bytes:
         """``nbytes`` random bytes from the HSM's generator."""
