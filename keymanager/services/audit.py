@@ -33,7 +33,7 @@ class StaleMetadata(Exception):
 
 
 class AuditLog:
-    """Appends audit entries to the chain; :meth:`write` returns once the entry is committed.
+    """Appends audit entries to the chain; :meth:`awrite` returns once the entry is committed.
 
     An entry may carry the metadata version its request relied on: at commit, if the version
     has moved on, the entry is not written and its writer gets :class:`StaleMetadata` (the
@@ -60,26 +60,20 @@ class AuditLog:
         self._queue.put((entry, expected_version, future))
         return future
 
-    def write(self, entry: AuditEntry) -> int:
-        """Append ``entry`` and wait for the commit; raises DatabaseUnavailable when it cannot be written."""
-        try:
-            return self.submit(entry).result(timeout=self._timeout)
-        except concurrent.futures.TimeoutError:
-            raise DatabaseUnavailable("the audit record could not be written") from None
-
     async def awrite(self, entry: AuditEntry, expected_version: int | None = None) -> int:
-        """:meth:`write` for the event loop, with the optional version check of :meth:`submit`.
+        """Append ``entry`` and wait for the commit, with the optional version check of :meth:`submit`.
 
         The writer resolves the waiting requests of one event loop with one wake-up per commit.
         """
         self._start()
-        waiter: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[int] = loop.create_future()
         self._queue.put((entry, expected_version, waiter))
-        return await waiter
-
-    def depth(self) -> int:
-        """Entries waiting for the writer."""
-        return self._queue.qsize()
+        deadline = loop.call_later(self._timeout, _expire, waiter)  # fail closed if the writer is stuck
+        try:
+            return await waiter
+        finally:
+            deadline.cancel()
 
     def close(self) -> None:
         """Write what is queued, then stop the writer."""
@@ -113,7 +107,8 @@ class AuditLog:
                     break
                 batch.append(item)
             if self.observer is not None:
-                self.observer(self._queue.qsize())
+                with contextlib.suppress(Exception):  # a metrics failure must not stop the writer
+                    self.observer(self._queue.qsize())
             self._commit(batch)
             if stop:
                 return
@@ -145,6 +140,11 @@ def _resolve(outcomes: Sequence[tuple[_Waiter, int | BaseException]]) -> None:
     for loop, settled in by_loop.items():
         with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
             loop.call_soon_threadsafe(_settle, settled)
+
+
+def _expire(waiter: asyncio.Future[int]) -> None:
+    if not waiter.done():
+        waiter.set_exception(DatabaseUnavailable("the audit record could not be written in time"))
 
 
 def _settle(settled: list[tuple[asyncio.Future[int], int | BaseException]]) -> None:
