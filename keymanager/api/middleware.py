@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-import uuid
+import itertools
+import os
+import secrets
 from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -10,6 +12,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 
 ErrorResponder = Callable[[KeyManagerError, str], ASGIApp]
+
+_PROCESS_PREFIX = secrets.token_hex(8)
+_SEQUENCE = itertools.count()
+
+
+def _new_prefix_after_fork() -> None:
+    global _PROCESS_PREFIX
+    _PROCESS_PREFIX = secrets.token_hex(8)
+
+
+os.register_at_fork(after_in_child=_new_prefix_after_fork)
+
+
+def next_request_id() -> str:
+    """A request id: 32 hex digits, a random per-process prefix and a counter (uuid4 per request
+    costs a system call; ids need to be unique, not secret)."""
+    return f"{_PROCESS_PREFIX}{next(_SEQUENCE) & 0xFFFF_FFFF_FFFF_FFFF:016x}"
+
 
 REQUEST_ID_HEADER = b"x-request-id"
 
@@ -30,7 +50,7 @@ class RequestContext:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        request_id = uuid.uuid4().hex
+        request_id = next_request_id()
         scope.setdefault("state", {})["request_id"] = request_id
         header = (REQUEST_ID_HEADER, request_id.encode())
         started = False

@@ -22,6 +22,7 @@ import contextlib
 import hmac
 import logging
 import os
+import queue
 import secrets
 import threading
 import time
@@ -189,16 +190,73 @@ class _Token:
                 copy.destroy()
 
 
+class _HsmThread:
+    """The one thread of this process that calls PKCS#11; work comes in through a queue.
+
+    Results go back to a waiting thread through a ``concurrent.futures.Future`` and to an event
+    loop through one of its own futures, woken with ``call_soon_threadsafe`` (lighter than an
+    executor's chained futures on every request).
+    """
+
+    def __init__(self) -> None:
+        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Any, asyncio.AbstractEventLoop | None]] = (
+            queue.SimpleQueue()
+        )
+        self._thread = threading.Thread(target=self._run, name="hsm", daemon=True)
+        self._thread.start()
+
+    def here(self) -> bool:
+        return threading.current_thread() is self._thread
+
+    def run(self, work: Callable[[], T], timeout: float | None = None) -> T:
+        """Run ``work`` on the HSM thread and wait for its result (or exception)."""
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._queue.put((work, future, None))
+        return future.result(timeout)
+
+    async def arun(self, work: Callable[[], T]) -> T:
+        """Run ``work`` on the HSM thread; the event loop goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((work, future, loop))
+        return await future
+
+    def _run(self) -> None:
+        while True:
+            work, future, loop = self._queue.get()
+            try:
+                outcome, failed = work(), False
+            except BaseException as exc:  # handed to the caller, whatever it is
+                outcome, failed = exc, True
+            if loop is None:
+                if failed:
+                    future.set_exception(outcome)
+                else:
+                    future.set_result(outcome)
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
+                    loop.call_soon_threadsafe(_settle, future, outcome, failed)
+
+
+def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
+    if future.done():
+        return
+    if failed:
+        future.set_exception(outcome)
+    else:
+        future.set_result(outcome)
+
+
 _thread_lock = threading.Lock()
-_thread: concurrent.futures.ThreadPoolExecutor | None = None
+_thread: _HsmThread | None = None
 
 
-def _hsm_thread() -> concurrent.futures.ThreadPoolExecutor:
+def _hsm_thread() -> _HsmThread:
     """This process's single PKCS#11 thread, shared by every :class:`Hsm`; made anew after fork."""
     global _thread
     with _thread_lock:
         if _thread is None:
-            _thread = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="hsm")
+            _thread = _HsmThread()
         return _thread
 
 
@@ -220,7 +278,7 @@ class Hsm:
 
     def __init__(self, module: str, token_label: str, pin: str) -> None:
         self._token = _Token(module, token_label, pin)
-        self._executor = _hsm_thread()
+        self._thread = _hsm_thread()
         self.observer: Callable[[str, float, bool], None] | None = None
         """Called on the HSM thread after each call with (operation, seconds, failed)."""
 
@@ -261,17 +319,17 @@ class Hsm:
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
         """Run ``fn(token, *args)`` on the HSM thread and wait for its result."""
-        if threading.current_thread().name.startswith("hsm"):
+        if self._thread.here():
             return self._guarded(fn, *args)
-        return self._executor.submit(self._guarded, fn, *args).result()
+        return self._thread.run(lambda: self._guarded(fn, *args))
 
     async def acall(self, fn: Callable[..., T], *args: Any) -> T:
         """Await ``fn(token, *args)`` run on the HSM thread, without blocking the event loop."""
-        return await asyncio.wrap_future(self._executor.submit(self._guarded, fn, *args))
+        return await self._thread.arun(lambda: self._guarded(fn, *args))
 
     def close(self) -> None:
         """Close this adapter's session (the process's HSM thread stays for other adapters)."""
-        self._executor.submit(self._token.close).result(timeout=10)
+        self._thread.run(self._token.close, timeout=10)
 
     # -- operations -----------------------------------------------------------------
     def ping(self) -> None:
