@@ -62,8 +62,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         crypto.decrypt,
         crypto.encrypt_batch,
         crypto.decrypt_batch,
+        crypto.generate_data_key,
+        mac.mac,
+        mac.verify_mac,
     ]
-    app.add_middleware(FastPath, routes=fast_routes(crypto.router, hot), error_app=errors.render)
+    fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot)
+    app.add_middleware(FastPath, routes=fast, error_app=errors.render)
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,

@@ -364,6 +364,16 @@ class Hsm:
         """:meth:`adecrypt` of each ``(objects, head, body, context)``; a failed item gives DecryptionFailed."""
         return await self.acall(_decrypt_many, algorithm, items)
 
+    async def amac(self, objects: HsmObjects, message: bytes) -> bytes:
+        """:meth:`mac` for the event loop."""
+        return await self.acall(_mac, objects, message)
+
+    async def adata_key(
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, nbytes: int, context: bytes
+    ) -> tuple[bytes, bytes]:
+        """``nbytes`` from the HSM's generator and their ciphertext body under ``objects``, in one trip."""
+        return await self.acall(_data_key, objects, algorithm, head, nbytes, context)
+
     def random(self, nbytes: int) -> bytes:
         """``nbytes`` random bytes from the HSM's generator."""
         return self.call(_random, nbytes)
@@ -403,6 +413,13 @@ def _ping(token: _Token) -> None:
 
 def _random(token: _Token, nbytes: int) -> bytes:
     return bytes(token.session().generate_random(nbytes * 8))
+
+
+def _data_key(
+    token: _Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, nbytes: int, context: bytes
+) -> tuple[bytes, bytes]:
+    plaintext = _random(token, nbytes)
+    return plaintext, _encrypt(token, objects, algorithm, head, plaintext, context)
 
 
 def _generate_version(token: _Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:

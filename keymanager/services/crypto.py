@@ -125,13 +125,20 @@ class CryptoService:
         )
         return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
 
-    def generate_data_key(self, principal: Principal, ref: str, bits: int = 256, context: Context = None) -> DataKey:
-        """A new random data key from the HSM, with its ciphertext under key ``ref``."""
+    async def generate_data_key(
+        self, keys: Snapshot, principal: Principal, ref: str, bits: int = 256, context: Context = None
+    ) -> DataKey:
+        """A new random data key from the HSM, with its ciphertext under key ``ref`` (one trip to the HSM)."""
         if bits not in DATA_KEY_BITS:
             raise InvalidRequest("bits must be 128 or 256")
-        key = self._usable(ref, principal, Operation.GENERATE_DATA_KEY)
-        plaintext = self._hsm.random(bits // 8)
-        return DataKey(plaintext=plaintext, encrypted=self._seal(key, plaintext, context))
+        key = _usable(await keys.key(ref), principal, Operation.GENERATE_DATA_KEY)
+        version = key.versions[key.primary_version]
+        head = ct.header(key.id, version.version)
+        plaintext, body = await self._hsm.adata_key(
+            version.hsm, key.algorithm, head, bits // 8, ct.canonical_context(context)
+        )
+        encrypted = Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
+        return DataKey(plaintext=plaintext, encrypted=encrypted)
 
     def reencrypt(
         self,
@@ -209,16 +216,17 @@ class CryptoService:
         return BatchResults(results=results, key_id=key.id)
 
     # -- MACs -------------------------------------------------------------------------
-    def mac(self, principal: Principal, ref: str, data: bytes, context: Context = None) -> Mac:
+    async def mac(self, keys: Snapshot, principal: Principal, ref: str, data: bytes, context: Context = None) -> Mac:
         """Deterministic HMAC-SHA256 of ``data`` (and the context) with the primary version of HMAC key ``ref``."""
         self._check_size(data)
-        key = self._usable_for_mac(ref, principal)
+        key = _usable_for_mac(await keys.key(ref), principal)
         version = key.versions[key.primary_version]
-        digest = self._hsm.mac(version.hsm, mac_message(data, context))
+        digest = await self._hsm.amac(version.hsm, mac_message(data, context))
         return Mac(mac=digest, key_id=key.id, key_version=version.version)
 
-    def verify_mac(
+    async def verify_mac(
         self,
+        keys: Snapshot,
         principal: Principal,
         ref: str,
         data: bytes,
@@ -228,13 +236,13 @@ class CryptoService:
     ) -> bool:
         """True when ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
         self._check_size(data)
-        key = self._usable_for_mac(ref, principal)
+        key = _usable_for_mac(await keys.key(ref), principal)
         number = key.primary_version if version is None else version
         if key.version(number) is None:
             raise InvalidRequest("the key has no such version")
         if number < key.min_decryption_version:
             raise VersionBelowMinimum()
-        expected = self._hsm.mac(key.versions[number].hsm, mac_message(data, context))
+        expected = await self._hsm.amac(key.versions[number].hsm, mac_message(data, context))
         return hmac.compare_digest(expected, mac)
 
     # -- streams ----------------------------------------------------------------------
@@ -283,14 +291,6 @@ class CryptoService:
     def _usable(self, ref: str, principal: Principal, operation: Operation) -> Key:
         return _usable(self._keys.find(ref), principal, operation)
 
-    def _usable_for_mac(self, ref: str, principal: Principal) -> Key:
-        key = self._keys.find(ref)
-        require_use(key, principal, Operation.MAC)
-        _require_enabled(key)
-        if key.algorithm is not Algorithm.HMAC_SHA256:
-            raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
-        return key
-
     def _check_size(self, data: bytes) -> None:
         if len(data) > self._max_plaintext:
             raise PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
@@ -312,6 +312,15 @@ def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
     _require_enabled(key)
     if key.algorithm is Algorithm.HMAC_SHA256:
         raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    return key
+
+
+def _usable_for_mac(key: Key, principal: Principal) -> Key:
+    """``key`` if ``principal`` may compute MACs with it now and it is an HMAC key; else the refusal."""
+    require_use(key, principal, Operation.MAC)
+    _require_enabled(key)
+    if key.algorithm is not Algorithm.HMAC_SHA256:
+        raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
     return key
 
 

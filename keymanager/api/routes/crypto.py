@@ -27,7 +27,7 @@ from keymanager.api.schemas import (
 )
 from keymanager.domain.audit import AuditEntry
 from keymanager.errors import KeyManagerError
-from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
+from keymanager.services.crypto import BatchResults, DataKey, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES)
@@ -83,20 +83,23 @@ def _entry(trail: AuditContext, action: str, result: Encrypted | Decrypted) -> A
 
 @router.post("/keys/{key}/datakey", response_model=DataKeyResponse, response_model_exclude_none=True)
 @audited("key.generate_data_key")
-def generate_data_key(
-    key: str, body: DataKeyRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> DataKeyResponse:
+async def generate_data_key(key: str, body: DataKeyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """A data key from the HSM's generator: its plaintext (unless declined) and its ciphertext under the key."""
+    svc = services_of(request)
     trail.details.update(key=key, bits=body.bits)
-    data_key = svc.crypto.generate_data_key(principal, key, body.bits, body.context)
-    encrypted = data_key.encrypted
-    trail.key_id, trail.key_version = encrypted.key_id, encrypted.key_version
-    return DataKeyResponse(
-        plaintext=encode_base64(data_key.plaintext) if body.include_plaintext else None,
-        ciphertext=encrypted.ciphertext,
-        key_id=encrypted.key_id,
-        key_version=encrypted.key_version,
+
+    async def attempt(keys: Snapshot) -> DataKey:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.generate_data_key(keys, principal, key, body.bits, body.context)
+
+    made = await run_validated(
+        svc.cache, svc.audit, attempt, lambda d: _entry(trail, "key.generate_data_key", d.encrypted)
     )
+    answer: dict[str, Any] = {"ciphertext": made.encrypted.ciphertext}
+    if body.include_plaintext:
+        answer["plaintext"] = encode_base64(made.plaintext)
+    answer.update(key_id=made.encrypted.key_id, key_version=made.encrypted.key_version)
+    return JSONResponse(answer)
 
 
 @router.post("/keys/{key}/reencrypt", response_model=EncryptResponse)

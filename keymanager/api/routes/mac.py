@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep
+from keymanager.api.deps import AuditDep, authenticate, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     MacRequest,
@@ -16,34 +17,51 @@ from keymanager.api.schemas import (
     MacVerifyResponse,
     decode_base64,
 )
+from keymanager.domain.audit import AuditEntry
+from keymanager.services.crypto import Mac
+from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
 
 
 @router.post("/{key}/mac", response_model=MacResponse)
 @audited("key.mac")
-def mac(key: str, body: MacRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep) -> MacResponse:
+async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """HMAC-SHA256 of ``data`` with the primary version of an ``HMAC_SHA256`` key: equal inputs, equal MACs."""
+    svc = services_of(request)
     trail.details["key"] = key
-    result = svc.crypto.mac(principal, key, decode_base64(body.data, "data"), body.context)
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    return MacResponse(mac=base64.b64encode(result.mac).decode(), key_id=result.key_id, key_version=result.key_version)
+
+    async def attempt(keys: Snapshot) -> Mac:
+        principal = await authenticate(request, keys, trail)
+        return await svc.crypto.mac(keys, principal, key, decode_base64(body.data, "data"), body.context)
+
+    def entry(result: Mac) -> AuditEntry:
+        trail.key_id, trail.key_version, trail.recorded = result.key_id, result.key_version, True
+        return trail.entry("key.mac", 200)
+
+    made = await run_validated(svc.cache, svc.audit, attempt, entry)
+    return JSONResponse(
+        {"mac": base64.b64encode(made.mac).decode(), "key_id": made.key_id, "key_version": made.key_version}
+    )
 
 
 @router.post("/{key}/mac/verify", response_model=MacVerifyResponse)
 @audited("key.mac_verify")
-def verify_mac(
-    key: str, body: MacVerifyRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> MacVerifyResponse:
+async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Whether ``mac`` is the HMAC of ``data`` (compared in constant time)."""
+    svc = services_of(request)
     trail.details["key"] = key
-    valid = svc.crypto.verify_mac(
-        principal,
-        key,
-        decode_base64(body.data, "data"),
-        decode_base64(body.mac, "mac"),
-        body.context,
-        body.key_version,
-    )
-    trail.details["valid"] = valid
-    return MacVerifyResponse(valid=valid)
+
+    async def attempt(keys: Snapshot) -> tuple[str, bool]:
+        principal = await authenticate(request, keys, trail)
+        data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
+        valid = await svc.crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version)
+        return (await keys.key(key)).id, valid
+
+    def entry(result: tuple[str, bool]) -> AuditEntry:
+        trail.key_id, trail.recorded = result[0], True
+        trail.details["valid"] = result[1]
+        return trail.entry("key.mac_verify", 200)
+
+    _, valid = await run_validated(svc.cache, svc.audit, attempt, entry)
+    return JSONResponse({"valid": valid})
