@@ -9,6 +9,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
@@ -153,8 +155,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = Settings()
-    except ValueError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
+    except ValidationError as exc:
+        # Never the input values: they may hold a PIN.
+        for error in exc.errors(include_input=False, include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "settings"
+            print(f"configuration error: {where}: {error['msg']}", file=sys.stderr)
         return 2
     try:
         if args.command == "init":
