@@ -17,6 +17,7 @@ Hierarchy::
     ├── PayloadTooLarge           413 payload_too_large
     ├── RateLimited               429 rate_limited
     ├── HsmUnavailable            503 hsm_unavailable
+    │   └── KeyMaterialMissing    503 hsm_unavailable (a key version's object is not in the token)
     └── DatabaseUnavailable       503 database_unavailable
 
 Messages are fixed or built from public identifiers only: never plaintext,
@@ -124,6 +125,12 @@ class HsmUnavailable(KeyManagerError):
     code = "hsm_unavailable"
     status = 503
     default_message = "the HSM is unavailable"
+
+
+class KeyMaterialMissing(HsmUnavailable):
+    """A key version's object is not in the token: destroyed meanwhile, or a token that is not ours."""
+
+    default_message = "a key object is missing from the HSM"
 
 
 class DatabaseUnavailable(KeyManagerError):

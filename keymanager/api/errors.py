@@ -11,7 +11,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp
 
-from keymanager.errors import KeyManagerError
+from keymanager.errors import KeyManagerError, KeyMaterialMissing
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,14 @@ def error_response(status: int, code: str, message: str, request_id: str) -> JSO
 
 def render(exc: KeyManagerError, request_id: str) -> ASGIApp:
     """The response for a service error (also used by middleware before routing)."""
+    _log_ours(exc)
     return error_response(exc.status, exc.code, exc.message, request_id)
+
+
+def _log_ours(exc: KeyManagerError) -> None:
+    """Errors that point at an inconsistency an operator must look at."""
+    if isinstance(exc, KeyMaterialMissing):
+        log.error("a key object named in the database is missing from the HSM token (request refused)")
 
 
 def request_id_of(request: Request) -> str:
@@ -57,6 +64,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(KeyManagerError)
     async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
+        _log_ours(exc)
         return error_response(exc.status, exc.code, exc.message, request_id_of(request))
 
     @app.exception_handler(RequestValidationError)

@@ -35,7 +35,7 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.models import Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed, HsmUnavailable
+from keymanager.errors import DecryptionFailed, HsmUnavailable, KeyMaterialMissing
 
 log = logging.getLogger(__name__)
 
@@ -305,8 +305,7 @@ class Hsm:
         try:
             return fn(self._token, *args)
         except MissingKeyObject:
-            log.error("a key object named in the database is missing from the HSM token")
-            raise HsmUnavailable("a key object is missing from the HSM") from None
+            raise KeyMaterialMissing() from None
         except _LOST as exc:
             self._token.reset()
             log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)

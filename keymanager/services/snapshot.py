@@ -21,7 +21,7 @@ from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import token_hash
 from keymanager.domain.models import Key, Principal
-from keymanager.errors import KeyManagerError, KeyNotFound, Unauthenticated
+from keymanager.errors import KeyManagerError, KeyMaterialMissing, KeyNotFound, Unauthenticated
 from keymanager.services.audit import AuditLog, StaleMetadata
 
 T = TypeVar("T")
@@ -155,7 +155,9 @@ async def run_validated(
         try:
             result = await attempt(snapshot)
         except KeyManagerError as exc:
-            if snapshot.fresh or exc.status >= 500:  # only a refusal may come from stale data
+            # A refusal, or a key whose objects are gone (destroyed since it was cached), may
+            # come from stale data; other failures of the HSM or the database are raised at once.
+            if snapshot.fresh or (exc.status >= 500 and not isinstance(exc, KeyMaterialMissing)):
                 raise
             continue
         last = number == ATTEMPTS - 1
