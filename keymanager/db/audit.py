@@ -10,16 +10,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
-from typing import Any, cast
+from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, Select, Table, bindparam, insert, select, update
+from sqlalchemy import Connection, Engine, Select, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import AuditHeadRow, AuditRecordRow, MetadataVersionRow
+from keymanager.db.models import AuditHeadRow, AuditRecordRow
 from keymanager.domain.audit import (
     AuditEntry,
     AuditQuery,
@@ -30,27 +31,14 @@ from keymanager.domain.audit import (
     chain,
 )
 
-# Built once: the append runs for every request, and SQLAlchemy's statement building is
-# what an append would otherwise spend most of its time on.
-_HEAD = cast(Table, AuditHeadRow.__table__)
-_LOCK_HEAD = update(_HEAD).where(_HEAD.c.id == 1).values(last_seq=_HEAD.c.last_seq)
-_READ_HEAD = select(_HEAD.c.last_seq, _HEAD.c.last_hash).where(_HEAD.c.id == 1)
-_MOVE_HEAD = update(_HEAD).where(_HEAD.c.id == 1).values(last_seq=bindparam("seq"), last_hash=bindparam("hash"))
-_INSERT_RECORDS = insert(cast(Table, AuditRecordRow.__table__))
-_METADATA = cast(Table, MetadataVersionRow.__table__)
-_READ_VERSION = select(_METADATA.c.version).where(_METADATA.c.id == 1)
-
 
 def append(connection: Connection, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
     """Append ``entries`` to the chain inside ``connection``'s transaction; the records made."""
     if not entries:
         return []
-    connection.execute(_LOCK_HEAD)
-    last_seq, last_hash = connection.execute(_READ_HEAD).one()
-    records = chain(entries, last_seq, last_hash)
-    connection.execute(_INSERT_RECORDS, [_row_values(r) for r in records])
-    connection.execute(_MOVE_HEAD, {"seq": records[-1].seq, "hash": records[-1].hash})
-    return records
+    with _cursor(connection) as (cursor, sql):
+        cursor.execute(sql.lock)
+        return _append_locked(cursor, sql, entries)
 
 
 class AuditStore:
@@ -72,12 +60,20 @@ class AuditStore:
         relied on cached principals or keys expects the version its cache was filled under; any
         change to a principal or key anywhere increments it (see ``Store``).
         """
-        with connection_errors_as_unavailable(), self._engine.begin() as connection:
-            cursor = connection.connection.cursor()
-            try:
-                return _append_current(cursor, _RawSql.of(connection.dialect.name), items)
-            finally:
-                cursor.close()
+        with (
+            connection_errors_as_unavailable(),
+            self._engine.begin() as connection,
+            _cursor(connection) as (
+                cursor,
+                sql,
+            ),
+        ):
+            cursor.execute(sql.lock)
+            cursor.execute(sql.version)
+            version = int(cursor.fetchone()[0])
+            accepted = [expected is None or expected == version for _, expected in items]
+            _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
+            return version, accepted
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Records matching ``query`` with ``seq > query.after``, in sequence order."""
@@ -123,7 +119,7 @@ def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
 
 @dataclass(frozen=True)
 class _RawSql:
-    """The statements of the hot append, in the driver's own dialect and parameter style.
+    """The statements of an append, in the driver's own dialect and parameter style.
 
     Every request's record goes through here, and SQLAlchemy's per-statement work would cost
     more than the database does; the values are written exactly as SQLAlchemy writes them
@@ -177,40 +173,26 @@ class _RawSql:
         )
 
 
-def _append_current(
-    cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]]
-) -> tuple[int, list[bool]]:
-    cursor.execute(sql.lock)
-    cursor.execute(sql.version)
-    version = int(cursor.fetchone()[0])
-    accepted = [expected is None or expected == version for _, expected in items]
-    entries = [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok]
-    if entries:
-        cursor.execute(sql.head)
-        last_seq, last_hash = cursor.fetchone()
-        records = chain(entries, int(last_seq), str(last_hash))
-        cursor.executemany(sql.insert, [sql.row(r) for r in records])
-        cursor.execute(sql.move, (records[-1].seq, records[-1].hash))
-    return version, accepted
+@contextmanager
+def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
+    """The driver's cursor of ``connection`` (in its transaction) and the statements for its dialect."""
+    cursor = connection.connection.cursor()
+    try:
+        yield cursor, _RawSql.of(connection.dialect.name)
+    finally:
+        cursor.close()
 
 
-def _row_values(record: AuditRecord) -> dict[str, object]:
-    entry = record.entry
-    return {
-        "seq": record.seq,
-        "time": entry.time,
-        "request_id": entry.request_id,
-        "principal": entry.principal,
-        "action": entry.action,
-        "key_id": entry.key_id,
-        "key_version": entry.key_version,
-        "outcome": entry.outcome.value,
-        "status": entry.status,
-        "client": entry.client,
-        "details": dict(entry.details),
-        "prev_hash": record.prev_hash,
-        "hash": record.hash,
-    }
+def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
+    """Append ``entries`` after the chain head, which this transaction has locked."""
+    if not entries:
+        return []
+    cursor.execute(sql.head)
+    last_seq, last_hash = cursor.fetchone()
+    records = chain(entries, int(last_seq), str(last_hash))
+    cursor.executemany(sql.insert, [sql.row(r) for r in records])
+    cursor.execute(sql.move, (records[-1].seq, records[-1].hash))
+    return records
 
 
 def _record(row: AuditRecordRow) -> AuditRecord:

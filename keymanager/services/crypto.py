@@ -66,6 +66,13 @@ class Mac:
 
 
 @dataclass(frozen=True)
+class MacCheck:
+    valid: bool
+    key_id: str
+    key_version: int
+
+
+@dataclass(frozen=True)
 class BatchResults:
     """One result or one error per item, in order; the key they used."""
 
@@ -233,8 +240,8 @@ class CryptoService:
         mac: bytes,
         context: Context = None,
         version: int | None = None,
-    ) -> bool:
-        """True when ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
+    ) -> MacCheck:
+        """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
         self._check_size(data)
         key = _usable_for_mac(await keys.key(ref), principal)
         number = key.primary_version if version is None else version
@@ -243,7 +250,7 @@ class CryptoService:
         if number < key.min_decryption_version:
             raise VersionBelowMinimum()
         expected = await self._hsm.amac(key.versions[number].hsm, mac_message(data, context))
-        return hmac.compare_digest(expected, mac)
+        return MacCheck(valid=hmac.compare_digest(expected, mac), key_id=key.id, key_version=number)
 
     # -- streams ----------------------------------------------------------------------
     def stream_sealer(self, principal: Principal, ref: str, segment_size: int, context: Context = None) -> StreamSealer:

@@ -18,7 +18,7 @@ from keymanager.api.schemas import (
     decode_base64,
 )
 from keymanager.domain.audit import AuditEntry
-from keymanager.services.crypto import Mac
+from keymanager.services.crypto import Mac, MacCheck
 from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
@@ -52,16 +52,15 @@ async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: 
     svc = services_of(request)
     trail.details["key"] = key
 
-    async def attempt(keys: Snapshot) -> tuple[str, bool]:
+    async def attempt(keys: Snapshot) -> MacCheck:
         principal = await authenticate(request, keys, trail)
         data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
-        valid = await svc.crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version)
-        return (await keys.key(key)).id, valid
+        return await svc.crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version)
 
-    def entry(result: tuple[str, bool]) -> AuditEntry:
-        trail.key_id, trail.recorded = result[0], True
-        trail.details["valid"] = result[1]
+    def entry(check: MacCheck) -> AuditEntry:
+        trail.key_id, trail.key_version, trail.recorded = check.key_id, check.key_version, True
+        trail.details["valid"] = check.valid
         return trail.entry("key.mac_verify", 200)
 
-    _, valid = await run_validated(svc.cache, svc.audit, attempt, entry)
-    return JSONResponse({"valid": valid})
+    checked = await run_validated(svc.cache, svc.audit, attempt, entry)
+    return JSONResponse({"valid": checked.valid})
