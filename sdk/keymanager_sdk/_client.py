@@ -24,6 +24,7 @@ from keymanager_sdk._envelope import (
     write_atomically,
 )
 from keymanager_sdk._exceptions import APIError, DecryptionFailed, TransportError
+from keymanager_sdk._lane import JsonLane
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -71,8 +72,9 @@ class KeyManager:
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
     TLS client certificate (``client_cert`` / ``client_key`` PEM paths); ``ca`` is the CA bundle
     that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead).
-    One connection pool per instance, kept alive between calls: create one and share it; close
-    it (or use ``with``) when done.
+    Connections are pooled per instance and kept alive between calls (JSON calls over lean
+    HTTP/1.1 connections, see ``_lane``; streams, proxies and custom transports through httpx):
+    create one, share it between threads, and close it (or use ``with``) when done.
 
     Reads and cryptographic calls are retried on connection errors, 429 and 503 (honouring
     ``Retry-After``) up to ``max_retries`` times with full-jitter backoff; calls that create or
@@ -99,16 +101,26 @@ class KeyManager:
     ) -> None:
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
-        self._http = httpx.Client(
-            base_url=base_url,
-            timeout=timeout,
-            limits=limits or httpx.Limits(max_keepalive_connections=20, keepalive_expiry=30),
-            transport=transport,
-            **http_options(token, ca, client_cert, client_key, verify),
-        )
+        options = http_options(token, ca, client_cert, client_key, verify)
+        if not isinstance(options["verify"], ssl.SSLContext):
+            options["verify"] = httpx.create_ssl_context(verify=options["verify"])
+        limits = limits or httpx.Limits(max_keepalive_connections=20, keepalive_expiry=30)
+        self._http = httpx.Client(base_url=base_url, timeout=timeout, limits=limits, transport=transport, **options)
+        self._lane: JsonLane | None = None
+        if JsonLane.usable(self._http.base_url, transport, trust_env=True):
+            self._lane = JsonLane(
+                self._http.base_url,
+                options["headers"],
+                options["verify"],
+                self._http.timeout,
+                max_idle=limits.max_keepalive_connections or 20,
+                keepalive_expiry=limits.keepalive_expiry or 30.0,
+            )
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pools."""
+        if self._lane is not None:
+            self._lane.close()
         self._http.close()
 
     def __enter__(self) -> KeyManager:
@@ -123,7 +135,10 @@ class KeyManager:
         attempt = 0
         while True:
             try:
-                response = self._http.request(call.method, call.path, json=call.json, params=call.params)
+                if self._lane is not None:
+                    response = self._lane.request(call.method, call.path, call.json, call.params)
+                else:
+                    response = self._http.request(call.method, call.path, json=call.json, params=call.params)
             except httpx.TransportError as exc:
                 delay = self._core.retry_delay(call, attempt, None)
                 if delay is None:
