@@ -50,6 +50,11 @@ class Settings(BaseSettings):
     stream_segment_bytes: int = Field(default=256 * 1024, ge=4096, le=4 * 1024 * 1024)
     """Plaintext bytes per segment of an on-board stream."""
 
+    cpu_affinity: bool = False
+    """Pin each worker process to a CPU of its own while there are free CPUs (``api/affinity.py``).
+    For a host or VM that runs keymanager alone: containers sharing a node would all pin to the
+    same first CPUs."""
+
     min_pending_days: int = Field(default=7, ge=0)
     """Shortest waiting period before a key is destroyed (7, as AWS KMS; tests may lower it)."""
     maintenance_interval_seconds: float = Field(default=60.0, gt=0)
@@ -91,6 +96,11 @@ class Settings(BaseSettings):
     @property
     def tls_dir(self) -> Path:
         return self.var_dir / "tls"
+
+    @property
+    def run_dir(self) -> Path:
+        """Per-process runtime files (the CPU claims of the workers)."""
+        return self.var_dir / "run"
 
     @property
     def spool_dir(self) -> Path:

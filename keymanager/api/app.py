@@ -14,6 +14,7 @@ from fastapi import FastAPI
 
 from keymanager import __version__
 from keymanager.api import errors, metrics
+from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, fast_routes
 from keymanager.api.middleware import RequestContext
@@ -101,6 +102,9 @@ def app_from_env() -> FastAPI:
     """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
     settings = Settings()
     _log_to_stderr(settings.log_level)
+    if settings.cpu_affinity:
+        cpu = pin_worker(settings.run_dir)
+        log.info("worker pinned to CPU %s", cpu)
     return create_app(settings)
 
 
