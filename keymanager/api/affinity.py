@@ -2,10 +2,11 @@
 
 A worker's threads hand every request to one another (event loop → HSM thread → event loop →
 audit writer → event loop). When the kernel spreads them over several CPUs, each hand-over
-wakes another CPU and the data moves between caches; pinned to one CPU, the same work costs far
-less (on the 2-core development machine, 2 workers: 1 KB encrypt 1,547 → 2,109 requests/s,
-1,034 → 833 µs of service CPU per request; ``bench/README.md``). The GIL lets only one of a
-worker's threads run Python at a time anyway, so little parallelism is lost.
+wakes another CPU and the data moves between caches; pinned to one CPU, the same work costs
+less. On the 2-core development machine, 2 workers, 1 KB fields over HTTPS with wrk (4 pairs of
+interleaved runs, a noisy VM): +4 to +26 % requests/s, up to 15 % less service CPU per request.
+The GIL lets only one of a worker's threads run Python at a time anyway, so little parallelism
+is lost.
 
 Each worker claims the first free CPU of the process's allowed set by locking
 ``<var_dir>/run/cpu-<n>.lock`` for as long as it lives; the kernel drops the lock when the
