@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -55,9 +57,27 @@ def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor = dbapi_connection.cursor()
     try:
         for pragma in _SQLITE_PRAGMAS:
-            cursor.execute(pragma)
+            _execute_when_unlocked(cursor, pragma)
     finally:
         cursor.close()
+
+
+def _execute_when_unlocked(cursor: Any, statement: str, timeout: float = 5.0) -> None:
+    """Run ``statement``, trying again for up to ``timeout`` seconds while the database is locked.
+
+    Switching a new database file to WAL needs it alone, and SQLite answers "database is locked"
+    at once, without waiting in its busy handler, while another connection holds a lock (two
+    workers starting on a blank database at the same moment).
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            cursor.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
 
 
 @contextmanager
