@@ -8,7 +8,10 @@ change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`
 
 from __future__ import annotations
 
+import contextlib
 import json
+import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -47,6 +50,9 @@ class AuditStore:
     def __init__(self, engine: Engine) -> None:
         self._engine = engine
         self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._writer: Any = None
+        """SQLite: the connection :meth:`append_current` keeps (see there)."""
+        self._writer_lock = threading.Lock()
 
     def append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         """Append ``entries`` in one transaction of their own."""
@@ -60,6 +66,8 @@ class AuditStore:
         relied on cached principals or keys expects the version its cache was filled under; any
         change to a principal or key anywhere increments it (see ``Store``).
         """
+        if self._engine.dialect.name == "sqlite":
+            return self._append_current_sqlite(items)
         with (
             connection_errors_as_unavailable(),
             self._engine.begin() as connection,
@@ -68,12 +76,43 @@ class AuditStore:
                 sql,
             ),
         ):
-            cursor.execute(sql.lock)
-            cursor.execute(sql.version)
-            version = int(cursor.fetchone()[0])
-            accepted = [expected is None or expected == version for _, expected in items]
-            _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
-            return version, accepted
+            return _append_current(cursor, sql, items)
+
+    def _append_current_sqlite(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
+        """SQLite: on a connection of its own, kept, in an explicit ``BEGIN IMMEDIATE`` transaction.
+
+        A checkout from the pool, its reset and SQLAlchemy's transaction cost about 130 µs of CPU
+        per commit, more than the statements; PostgreSQL keeps the pool for its pre-ping (a
+        server restart must not fail a batch). ``BEGIN IMMEDIATE`` takes the write lock first,
+        waiting up to the busy timeout, as the lock statement does elsewhere.
+        """
+        with self._writer_lock:
+            if self._writer is None:
+                with connection_errors_as_unavailable():
+                    writer = self._engine.raw_connection()  # with the engine's pragmas
+                writer.detach()  # never back to the pool: its transactions are begun by hand, below
+                writer.dbapi_connection.isolation_level = None  # type: ignore[union-attr]
+                self._writer = writer
+            cursor = self._writer.dbapi_connection.cursor()
+            try:
+                cursor.execute("BEGIN IMMEDIATE")
+                try:
+                    result = _append_current(cursor, _SQLITE, items)
+                    cursor.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):  # none may be open any more
+                        cursor.execute("ROLLBACK")
+                    raise
+                return result
+            finally:
+                cursor.close()
+
+    def close(self) -> None:
+        """Give back the connection :meth:`append_current` kept, if any."""
+        with self._writer_lock:
+            writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Records matching ``query`` with ``seq > query.after``, in sequence order."""
@@ -173,6 +212,9 @@ class _RawSql:
         )
 
 
+_SQLITE = _RawSql.of("sqlite")
+
+
 @contextmanager
 def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
     """The driver's cursor of ``connection`` (in its transaction) and the statements for its dialect."""
@@ -181,6 +223,18 @@ def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
         yield cursor, _RawSql.of(connection.dialect.name)
     finally:
         cursor.close()
+
+
+def _append_current(
+    cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]]
+) -> tuple[int, list[bool]]:
+    """Lock the chain, then append each entry whose expected metadata version is None or current."""
+    cursor.execute(sql.lock)
+    cursor.execute(sql.version)
+    version = int(cursor.fetchone()[0])
+    accepted = [expected is None or expected == version for _, expected in items]
+    _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
+    return version, accepted
 
 
 def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry]) -> list[AuditRecord]:

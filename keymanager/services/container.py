@@ -72,6 +72,7 @@ class Services:
     def close(self) -> None:
         """Flush the audit log, close the HSM session (when this object opened it) and the database pool."""
         self.audit.close()
+        self.audit_store.close()
         if self.owns_hsm:
             self.hsm.close()
         self.store.close()

@@ -122,3 +122,19 @@ def test_group_commit_batches_waiting_records(engine: Engine) -> None:
     log.close()
     assert log.batches < 500
     assert AuditStore(engine).verify().records == 500
+
+
+def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditStore, engine: Engine) -> None:
+    unwritable = entry(100)
+    object.__setattr__(unwritable, "details", {"n": object()})  # fails when the row is built, after the lock
+    with pytest.raises(TypeError):
+        audit.append_current([(entry(99), None), (unwritable, None)])
+    _, accepted = audit.append_current([(entry(6), None)])
+    assert accepted == [True]
+    audit.close()
+    result = audit.verify()
+    assert (result.ok, result.records) == (True, 6)
+    with engine.begin() as connection:  # the pool's connections still run in transactions
+        connection.execute(text("UPDATE audit_head SET last_seq = last_seq + 1000"))
+        connection.rollback()
+    assert audit.verify().ok
