@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import http.client
 import json
+import os
 import select
 import ssl
 import threading
@@ -55,6 +56,7 @@ class JsonLane:
         self._idle: list[tuple[http.client.HTTPConnection, float]] = []
         self._lock = threading.Lock()
         self._closed = False
+        self._pid = os.getpid()
 
     @staticmethod
     def usable(base_url: httpx.URL, transport: object, trust_env: bool) -> bool:
@@ -109,6 +111,10 @@ class JsonLane:
             with self._lock:
                 if self._closed:
                     raise httpx.ConnectError("the client is closed")
+                if self._pid != os.getpid():  # a forked child: the parent's connections are not its own
+                    self._pid, inherited, self._idle = os.getpid(), self._idle, []
+                    for connection, _ in inherited:
+                        connection.close()  # this process's copy of the descriptor only: nothing is sent
                 if not self._idle:
                     break
                 connection, since = self._idle.pop()

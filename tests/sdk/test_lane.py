@@ -3,6 +3,7 @@ and against a scripted socket server for the connection faults a real server sel
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import socket
 import threading
@@ -14,6 +15,7 @@ import pytest
 from keymanager_sdk import APIError, Key, KeyManager, TransportError
 
 from tests.e2e.conftest import Server
+from tests.sdk.conftest import App
 
 MakeKey = Callable[..., Key]
 
@@ -162,3 +164,24 @@ def test_an_error_answer_without_json_keeps_its_status(scripted: Callable[[list[
     with KeyManager(f"http://127.0.0.1:{server.port}", max_retries=0) as client, pytest.raises(APIError) as failed:
         client.health()
     assert (failed.value.status, failed.value.code) == (502, "http_error")
+
+
+def test_a_forked_child_does_not_share_the_parents_connections(
+    server: Server, app_principal: App, make_key: MakeKey
+) -> None:
+    key = make_key()
+    with KeyManager(server.url, token=app_principal.token, ca=str(server.ca), max_retries=0) as client:
+        ciphertext = client.encrypt(key.name, b"parent")  # the parent now holds an idle keep-alive connection
+        child = multiprocessing.get_context("fork").Process(target=_decrypt_in_child, args=(client, ciphertext))
+        child.start()
+        child.join(timeout=60)
+        assert child.exitcode == 0
+        for _ in range(3):  # no retries: a connection disturbed by the child would fail here
+            assert client.decrypt(ciphertext) == b"parent"
+
+
+def _decrypt_in_child(client: KeyManager, ciphertext: str) -> None:
+    for _ in range(3):
+        if client.decrypt(ciphertext) != b"parent":
+            os._exit(1)
+    os._exit(0)
