@@ -107,7 +107,7 @@ class KeyManager:
         limits = limits or httpx.Limits(max_keepalive_connections=20, keepalive_expiry=30)
         self._http = httpx.Client(base_url=base_url, timeout=timeout, limits=limits, transport=transport, **options)
         self._lane: JsonLane | None = None
-        if JsonLane.usable(self._http.base_url, transport, trust_env=True):
+        if JsonLane.usable(self._http.base_url, transport, trust_env=self._http.trust_env):
             self._lane = JsonLane(
                 self._http.base_url,
                 options["headers"],
