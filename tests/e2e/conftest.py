@@ -6,6 +6,7 @@ file, development CA) and two workers, with client certificates accepted from th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import ssl
@@ -91,18 +92,21 @@ def wait_ready(url: str, ca: Path, process: subprocess.Popen[bytes], log: Path) 
     raise AssertionError(f"server not ready in 60 s: {log.read_text()[-2000:]}")
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    home = tmp_path_factory.mktemp("e2e")
+@contextlib.contextmanager
+def running_server(home: Path, *, workers: int = 2, client_ca: bool = True, **extra_env: str) -> Iterator[Server]:
+    """``keymanager init`` then ``keymanager serve --workers N`` in ``home``, with ``extra_env``
+    (``KM_…`` settings) on top of the defaults; stopped when the block ends."""
     var_dir = home / "var"
-    env = server_env(var_dir, KM_TLS_CLIENT_CA=str(var_dir / "tls" / "ca.pem"))
+    if client_ca:
+        extra_env.setdefault("KM_TLS_CLIENT_CA", str(var_dir / "tls" / "ca.pem"))
+    env = server_env(var_dir, **extra_env)
     init = keymanager("init", env=env, cwd=home)
     assert init.returncode == 0, init.stderr
     port = free_port()
     log = home / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "keymanager.cli.main", "serve", "--workers", "2", "--port", str(port)],
+            [sys.executable, "-m", "keymanager.cli.main", "serve", "--workers", str(workers), "--port", str(port)],
             env=env,
             cwd=home,
             stdout=out,
@@ -127,3 +131,10 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real two-worker server over TLS (client certificates from the dev CA) for the session."""
+    with running_server(tmp_path_factory.mktemp("e2e")) as started:
+        yield started
