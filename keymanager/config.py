@@ -60,6 +60,15 @@ class Settings(BaseSettings):
     maintenance_interval_seconds: float = Field(default=60.0, gt=0)
     """How often each process looks for keys due for scheduled rotation or destruction."""
 
+    # --- serving: what a connection may cost before its request head is complete ---
+    header_timeout_seconds: float = Field(default=10.0, gt=0)
+    """A request head must arrive within this long (from the connection's start or its first byte): else 408."""
+    max_header_bytes: int = Field(default=16 * 1024, ge=1024)
+    """Largest request head (request line and headers): 431 beyond it."""
+    tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
+    keepalive_timeout_seconds: int = Field(default=5, gt=0)
+    """An idle keep-alive connection is closed after this long."""
+
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:

@@ -1,12 +1,24 @@
-"""Serving the API with uvicorn: HTTPS (TLS 1.2 minimum), optional client certificates.
+"""Serving the API with uvicorn: HTTPS (TLS 1.2 minimum), optional client certificates, and
+bounds on what a connection may cost before it has sent a whole request head.
 
 uvicorn does not put the peer certificate in the ASGI scope, so :class:`ClientCertProtocol`
 reads the verified certificate's subject once per connection and adds it to every
 request's scope as ``scope["extensions"]["tls"]["client_subject"]`` (RFC 4514).
+
+uvicorn bounds neither the time nor the size of a request head: a client that sends half a
+head kept its connection open for minutes, and a 200 KB head was served. The protocol gives
+each head ``KM_HEADER_TIMEOUT_SECONDS`` from its first byte (or from the connection's start)
+and ``KM_MAX_HEADER_BYTES``: past the time it answers 408 and closes, past the size 431.
+The TLS handshake gets ``KM_TLS_HANDSHAKE_TIMEOUT_SECONDS`` through the event loop's server
+(:func:`new_event_loop`); idle keep-alive connections close after ``KM_KEEPALIVE_TIMEOUT_SECONDS``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
+import json
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,22 +26,54 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
+import uvloop
 from cryptography import x509
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from keymanager.api.middleware import next_request_id
+from keymanager.config import Settings
 
 APP_FACTORY = "keymanager.api.app:app_from_env"
 GRACEFUL_SHUTDOWN_SECONDS = 10
 """On SIGTERM, requests in flight get this long; idle keep-alive connections do not hold the exit."""
+CLOSE_GRACE_SECONDS = 1.0
+"""After a refusal, how long a TLS close may wait for the client's close_notify before the socket is dropped."""
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ConnectionLimits:
+    """What one connection may cost before its request head is complete."""
+
+    header_timeout: float
+    max_header_bytes: int
+    handshake_timeout: float
+
+
+@functools.cache
+def connection_limits() -> ConnectionLimits:
+    """The limits of this process, from its settings (read once: every worker reads its own)."""
+    settings = Settings()
+    return ConnectionLimits(
+        header_timeout=settings.header_timeout_seconds,
+        max_header_bytes=settings.max_header_bytes,
+        handshake_timeout=settings.tls_handshake_timeout_seconds,
+    )
 
 
 class ClientCertProtocol(HttpToolsProtocol):
     """httptools protocol that exposes the TLS client certificate's subject to the app."""
 
     client_subject: str | None = None
+    _head_bytes = 0
+    _head_timer: asyncio.TimerHandle | None = None
+    _refused = False
 
     def connection_made(self, transport: Any) -> None:
         super().connection_made(transport)
         self.client_subject = None
+        self._start_head()
         ssl_object = transport.get_extra_info("ssl_object")
         if ssl_object is None:
             return
@@ -50,8 +94,90 @@ class ClientCertProtocol(HttpToolsProtocol):
 
     def on_message_begin(self) -> None:
         super().on_message_begin()
+        if self._head_timer is None:  # the next request on a kept-alive connection
+            self._start_head()
         if self.client_subject is not None:
             self.scope["extensions"] = {"tls": {"client_subject": self.client_subject}}
+
+    def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
+        super().data_received(data)
+        if self._head_timer is not None and self._head_bytes > connection_limits().max_header_bytes:
+            self._refuse(431, "the request head is larger than the limit")
+
+    def on_url(self, url: bytes) -> None:
+        self._head_bytes += len(url)
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._head_bytes += len(name) + len(value) + 4
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._end_head()
+        if self._head_bytes > connection_limits().max_header_bytes:
+            self._refuse(431, "the request head is larger than the limit")
+            return
+        super().on_headers_complete()
+
+    def on_body(self, body: bytes) -> None:
+        if not self._refused:
+            super().on_body(body)
+
+    def on_message_complete(self) -> None:
+        if not self._refused:
+            super().on_message_complete()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._end_head()
+        super().connection_lost(exc)
+
+    def _start_head(self) -> None:
+        self._head_bytes = 0
+        self._head_timer = self.loop.call_later(connection_limits().header_timeout, self._head_timed_out)
+
+    def _end_head(self) -> None:
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.cycle is None or self.cycle.response_complete:
+            self._refuse(408, "the request head did not arrive in time")
+
+    def _refuse(self, status: int, message: str) -> None:
+        """Answer ``status`` in the API's error shape, close, and drop the socket if the client stalls."""
+        self._end_head()
+        self._refused = True
+        if self.transport.is_closing():
+            return
+        log.warning("connection refused with %s: %s", status, message)
+        body = json.dumps(
+            {"error": {"code": "invalid_request", "message": message}, "request_id": next_request_id()}
+        ).encode()
+        reason = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
+        self.transport.write(
+            b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
+            b"connection: close\r\n\r\n%s" % (status, reason, len(body), body)
+        )
+        self.transport.close()
+        self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
+
+
+class _BoundedHandshakeLoop(uvloop.Loop):
+    """uvloop with a TLS handshake deadline of our own on every server it creates (60 s otherwise)."""
+
+    async def create_server(self, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("ssl") is not None:
+            kwargs.setdefault("ssl_handshake_timeout", connection_limits().handshake_timeout)
+        return await super().create_server(*args, **kwargs)
+
+
+def new_event_loop() -> asyncio.AbstractEventLoop:
+    """uvicorn's ``loop`` hook (a custom loop factory): a :class:`_BoundedHandshakeLoop`."""
+    return _BoundedHandshakeLoop()
 
 
 def tls12_context(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
@@ -70,6 +196,7 @@ class ServeOptions:
     tls_key: Path | None
     client_ca: Path | None
     log_level: str = "warning"
+    keepalive_timeout: int = 5
 
 
 def serve(options: ServeOptions) -> None:
@@ -91,6 +218,8 @@ def serve(options: ServeOptions) -> None:
         port=options.port,
         workers=options.workers,
         http="keymanager.api.server:ClientCertProtocol",
+        loop="keymanager.api.server:new_event_loop",
+        timeout_keep_alive=options.keepalive_timeout,
         log_level=options.log_level,
         access_log=False,
         server_header=False,

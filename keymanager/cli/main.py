@@ -102,6 +102,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
             tls_key=key_path,
             client_ca=client_ca,
             log_level=log_level,
+            keepalive_timeout=settings.keepalive_timeout_seconds,
         )
     )
     return 0
