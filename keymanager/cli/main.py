@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -73,7 +72,7 @@ def _redacted(url: str) -> str:
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
-    from keymanager.api.server import ServeOptions
+    from keymanager.api.server import ServeOptions, replica_metrics_dir
     from keymanager.api.server import serve as run_server
 
     cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
@@ -87,24 +86,25 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
     if settings.is_softhsm:
         settings.export_softhsm_conf()
-    _fresh_metrics_dir(settings.var_dir / "metrics")
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
-    print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
-    run_server(
-        ServeOptions(
-            host=host,
-            port=port,
-            workers=args.workers,
-            tls_cert=cert_path,
-            tls_key=key_path,
-            client_ca=client_ca,
-            log_level=log_level,
-            keepalive_timeout=settings.keepalive_timeout_seconds,
+    with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
+        print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
+        run_server(
+            ServeOptions(
+                host=host,
+                port=port,
+                workers=args.workers,
+                tls_cert=cert_path,
+                tls_key=key_path,
+                client_ca=client_ca,
+                log_level=log_level,
+                keepalive_timeout=settings.keepalive_timeout_seconds,
+            )
         )
-    )
     return 0
 
 
@@ -124,13 +124,6 @@ def audit_verify(settings: Settings) -> int:
         return 0
     print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
     return 1
-
-
-def _fresh_metrics_dir(path: Path) -> None:
-    """Give the workers an empty shared directory for their Prometheus samples."""
-    shutil.rmtree(path, ignore_errors=True)
-    path.mkdir(mode=0o700, parents=True)
-    os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(path.resolve())
 
 
 def parser() -> argparse.ArgumentParser:
