@@ -99,21 +99,28 @@ def test_client_certificate_authenticates_a_bound_principal(server: Server) -> N
 
 
 def run_readme_block(server: Server, name: str) -> str:
-    """Run the bash block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``."""
+    """Run the bash block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``
+    twice, as a reader running it again would; both runs must pass and leave no file behind."""
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     block = readme.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
     script = block.strip().removeprefix("```bash").removesuffix("```")
-    run = subprocess.run(
-        ["bash", "-euo", "pipefail", "-c", script],
-        cwd=server.var_dir.parent,
-        env={**server.env, "KM": server.url, "CA": str(server.ca)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert run.returncode == 0, run.stdout + run.stderr
-    return run.stdout
+    checkout = server.var_dir.parent
+    files_before = {p for p in checkout.iterdir() if p.name != "server.log"}
+    outputs = []
+    for _ in range(2):
+        run = subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=checkout,
+            env={**server.env, "KM": server.url, "CA": str(server.ca)},
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert run.returncode == 0, run.stdout + run.stderr
+        outputs.append(run.stdout)
+    assert {p for p in checkout.iterdir() if p.name != "server.log"} == files_before
+    return outputs[-1]
 
 
 def test_readme_walkthrough_runs_as_written(server: Server) -> None:
