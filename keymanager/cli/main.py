@@ -10,6 +10,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from keymanager.cli.startup import redacted_url
 from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
@@ -48,7 +49,7 @@ def init(settings: Settings) -> int:
     services = Services.build(settings)
     try:
         services.hsm.ping()
-        print(f"database: {_redacted(settings.resolved_database_url())} (schema current)")
+        print(f"database: {redacted_url(settings.resolved_database_url())} (schema current)")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
         token_file = settings.var_dir / "admin.token"
         if admins:
@@ -63,17 +64,11 @@ def init(settings: Settings) -> int:
     return 0
 
 
-def _redacted(url: str) -> str:
-    scheme, sep, rest = url.partition("://")
-    if "@" in rest:
-        rest = "***@" + rest.split("@", 1)[1]
-    return scheme + sep + rest
-
-
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
     from keymanager.api.server import ServeOptions, replica_metrics_dir
     from keymanager.api.server import serve as run_server
+    from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
 
     cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
     if args.insecure_http:
@@ -84,15 +79,20 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
             print(f"no TLS certificate at {cert}: run 'keymanager init' or set KM_TLS_CERT/KM_TLS_KEY", file=sys.stderr)
             return 2
         cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
-    if settings.is_softhsm:
-        settings.export_softhsm_conf()
+    problem = problem_at_start(settings)
+    if problem is not None:
+        print(f"keymanager cannot start: {problem}", file=sys.stderr)
+        return 1
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-        print(f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)", flush=True)
+        announce_when_ready(
+            f"{scheme}://{loopback(host)}:{port}",
+            f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)",
+        )
         run_server(
             ServeOptions(
                 host=host,
