@@ -1,4 +1,5 @@
-"""Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``."""
+"""Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``,
+``ceilings``."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from rich.console import Console
 
 from bench.clients import TARGET_NAMES
 
-SUBCOMMANDS = ("blobs", "transport", "app", "targets")
+SUBCOMMANDS = ("blobs", "transport", "app", "targets", "ceilings")
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -69,7 +70,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, goals, transport
+    from bench import app, blobs, ceilings, goals, transport
 
     common = common_options()
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -92,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--field-size", type=parse_size, default=1_000, help="field of the ops/s targets (1K)")
     g.add_argument("--high-concurrency", type=int, default=32, help="connections of the ops/s targets")
     g.set_defaults(func=goals.run)
+    ceilings.add_parser(commands)
     return top
 
 
@@ -106,9 +108,9 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; its exit code (1 when a measurement had errors)."""
     args = parser().parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
-    if args.driver == "wrk":
+    if getattr(args, "driver", None) == "wrk" or args.command == "ceilings":
         from bench.wrk import available
 
         if not available():
-            raise SystemExit("--driver wrk: wrk is not installed (apt-get install wrk)")
+            raise SystemExit(f"{args.command}: wrk is not installed (apt-get install wrk)")
     return int(args.func(args, Console(width=None if sys.stdout.isatty() else 160)))

@@ -60,3 +60,18 @@ def test_targets_prints_the_summary(tmp_path: Path) -> None:
     names = {t["name"] for t in report["targets"]}
     assert {"sequential encrypt p50", "batches of 100 x 1 KB", "peak RSS per worker (stream)"} <= names
     assert all(t["measured"] is not None for t in report["targets"])
+
+
+def test_ceilings_writes_every_ceiling(tmp_path: Path) -> None:
+    done = bench("ceilings", "--duration", "1", "--warmup", "0.5", "--hsm-seconds", "0.1", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "ceilings.json").read_text())
+    ceilings = report["ceilings"]
+    for name in ("raw_asgi_echo", "fastapi_echo"):
+        assert ceilings[name]["requests_per_s"] > 0 and ceilings[name]["errors"] == 0
+        assert ceilings[name]["server_cpu_us_per_request"] > 0
+    hsm = ceilings["softhsm"]
+    for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block", "chunked_cbc_mb_per_s"):
+        assert hsm[name] > 0 and hsm[f"{name}_per_process"] > 0
+    assert ceilings["cryptography_aes_gcm_mb_per_s"] > 0
+    assert "Ceilings of this machine" in done.stdout
