@@ -79,7 +79,7 @@ export PYTHONWARNINGS=ignore
 case "$purpose" in
   run)
     step "installing keymanager and its runtime dependencies into $VENV (~30 packages)" "15-40 s"
-    "${PIP[@]}" -e .
+    "${PIP[@]}" --no-compile -e .  # Python compiles what the service imports, on first use
     step_done
     ;;
   sdk)
