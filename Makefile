@@ -20,8 +20,8 @@ setup-bench:
 	@./scripts/bootstrap.sh bench
 
 init: setup
-	@echo "==> keymanager init: SoftHSM token, database schema, development TLS, first admin (usually 2-5 s)"
-	@$(BIN)/keymanager init
+	@echo "==> keymanager init: SoftHSM token, database schema, development TLS, first admin (usually 3-10 s)"
+	@start=$$(date +%s) && $(BIN)/keymanager init && echo "    done in $$(( $$(date +%s) - start )) s"
 
 run: init
 	@echo "==> starting the service (usually ready in 2-5 s; Ctrl-C stops it)"

@@ -69,7 +69,7 @@ if fresh "$stamp" || fresh "$VENV/.installed"; then
 fi
 
 if [ ! -x "$VENV/bin/python" ]; then
-  step "creating the virtualenv $VENV" "3-5 s"
+  step "creating the virtualenv $VENV" "5-10 s"
   "$PYTHON" -m venv "$VENV"
   step_done
 fi
