@@ -1,31 +1,48 @@
-# keymanager: `make run` sets everything up and serves on https://127.0.0.1:8443; `make test` runs the checks.
+# keymanager: `make run` installs what serving needs (runtime packages only) and serves on
+# https://127.0.0.1:8443; `make test` installs the test tools, the SDK and kmctl and runs the checks;
+# `make sdk` adds the SDK and kmctl to a run-only .venv; `make bench` runs the benchmark.
 VENV := .venv
 BIN := $(VENV)/bin
+BENCH_ARGS ?= --spawn
 
-.PHONY: setup run init test lint typecheck pytest clean
+.PHONY: setup sdk setup-test setup-bench run init test lint typecheck pytest bench clean
 
 setup:
-	@./scripts/bootstrap.sh
+	@./scripts/bootstrap.sh run
+
+sdk:
+	@./scripts/bootstrap.sh sdk
+
+setup-test:
+	@./scripts/bootstrap.sh test
+
+setup-bench:
+	@./scripts/bootstrap.sh bench
 
 init: setup
-	$(BIN)/keymanager init
+	@echo "==> keymanager init: SoftHSM token, database schema, development TLS, first admin (usually 3-10 s)"
+	@start=$$(date +%s) && $(BIN)/keymanager init && echo "    done in $$(( $$(date +%s) - start )) s"
 
 run: init
-	$(BIN)/keymanager serve
+	@echo "==> starting the service (usually ready in 2-5 s; Ctrl-C stops it)"
+	@$(BIN)/keymanager serve
 
-lint: setup
+lint: setup-test
 	$(BIN)/ruff check keymanager sdk bench tests
 	$(BIN)/ruff format --check keymanager sdk bench tests
 
-typecheck: setup
+typecheck: setup-test
 	$(BIN)/mypy keymanager
 	$(BIN)/mypy sdk/keymanager_sdk
 
-pytest: setup
+pytest: setup-test
 	@mkdir -p var
 	$(BIN)/python -m pytest --junitxml=var/test-report.xml $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+bench: setup-bench
+	$(BIN)/python -m bench $(BENCH_ARGS)
 
 clean:
 	rm -rf var $(VENV) .pytest_cache .mypy_cache .ruff_cache

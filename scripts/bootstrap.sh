@@ -1,12 +1,40 @@
 #!/usr/bin/env bash
-# Prepare a fresh Debian/Ubuntu machine for keymanager: SoftHSM2, a virtualenv, the packages.
-# Installs system packages with apt-get only when it may (root, or sudo without a password);
-# otherwise it says exactly what to install and stops.
+# Prepare a fresh Debian/Ubuntu machine for keymanager and install what one purpose needs:
+#
+#   scripts/bootstrap.sh run     the service's runtime dependencies only           (make run)
+#   scripts/bootstrap.sh sdk     + the SDK and kmctl                               (make sdk)
+#   scripts/bootstrap.sh test    + the dev extra (pytest, ruff, mypy, the bench's) and the SDK  (make test)
+#   scripts/bootstrap.sh bench   + the bench extra and the SDK                     (make bench)
+#
+# Each step prints what it does and how long it usually takes (on a 2-core machine, no pip
+# cache), then how long it took; a step already done is skipped. System packages come from
+# apt-get only when it may (root, or sudo without a password); otherwise it says exactly what
+# to install and stops.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+purpose=${1:-run}
 PYTHON=${PYTHON:-python3}
 SOFTHSM_LIB=/usr/lib/softhsm/libsofthsm2.so
+VENV=.venv
+PIP=("$VENV/bin/python" -m pip install -q --disable-pip-version-check)
+
+case "$purpose" in
+  run) stamp=$VENV/.installed-run ;;
+  sdk) stamp=$VENV/.installed-sdk ;;
+  bench) stamp=$VENV/.installed-bench ;;
+  test) stamp=$VENV/.installed ;;  # everything: also satisfies run, sdk and bench
+  *) echo "usage: $0 run|sdk|test|bench" >&2; exit 2 ;;
+esac
+
+step_started=0
+step() {  # step "what it does" "how long it usually takes"
+  printf '==> %s (usually %s)\n' "$1" "$2"
+  step_started=$SECONDS
+}
+step_done() {
+  printf '    done in %d s\n' $((SECONDS - step_started))
+}
 
 apt_install() {
   if [ "$(id -u)" = 0 ]; then
@@ -20,6 +48,10 @@ apt_install() {
   fi
 }
 
+fresh() {  # fresh STAMP: the stamp exists and is newer than every pyproject.toml
+  [ -f "$1" ] && [ ! pyproject.toml -nt "$1" ] && { [ ! -f sdk/pyproject.toml ] || [ ! sdk/pyproject.toml -nt "$1" ]; }
+}
+
 missing=()
 [ -e "$SOFTHSM_LIB" ] || missing+=(softhsm2)
 command -v "$PYTHON" >/dev/null || missing+=(python3)
@@ -27,17 +59,43 @@ if command -v "$PYTHON" >/dev/null && ! "$PYTHON" -c 'import ensurepip, venv' 2>
   missing+=(python3-venv)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "installing: ${missing[*]}"
+  step "installing the Debian packages ${missing[*]}" "20-60 s"
   apt_install "${missing[@]}"
+  step_done
 fi
 
-if [ ! -x .venv/bin/python ]; then
-  "$PYTHON" -m venv .venv
+if fresh "$stamp" || fresh "$VENV/.installed"; then
+  exit 0
 fi
-stamp=.venv/.installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || { [ -f sdk/pyproject.toml ] && [ sdk/pyproject.toml -nt "$stamp" ]; }; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  .venv/bin/python -m pip install -q -e '.[dev]'
-  if [ -f sdk/pyproject.toml ]; then .venv/bin/python -m pip install -q -e './sdk[cli]'; fi
-  touch "$stamp"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  step "creating the virtualenv $VENV" "5-10 s"
+  "$PYTHON" -m venv "$VENV"
+  step_done
 fi
+
+# setuptools' notice about editable installs is not ours to act on.
+export PYTHONWARNINGS=ignore
+case "$purpose" in
+  run)
+    step "installing keymanager and its runtime dependencies into $VENV (~30 packages)" "15-40 s"
+    "${PIP[@]}" --no-compile -e .  # Python compiles what the service imports, on first use
+    step_done
+    ;;
+  sdk)
+    step "installing keymanager, the SDK and kmctl into $VENV" "15-40 s"
+    "${PIP[@]}" -e . -e './sdk[cli]'
+    step_done
+    ;;
+  bench)
+    step "installing keymanager, the SDK and the bench's packages (boto3, moto, matplotlib, ...) into $VENV" "1-2 min"
+    "${PIP[@]}" -e '.[bench]' -e ./sdk
+    step_done
+    ;;
+  test)
+    step "installing keymanager with the test and lint tools (pytest, ruff, mypy, ...), the SDK and kmctl into $VENV (~110 packages)" "1-3 min"
+    "${PIP[@]}" -e '.[dev]' -e './sdk[cli]'
+    step_done
+    ;;
+esac
+touch "$stamp"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -88,7 +89,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 async def _maintain(services: Services, interval: float) -> None:
     """Every ``interval`` seconds (with jitter), rotate due keys and sweep keys due for destruction.
 
-    Every process does this; the database makes sure each change happens once.
+    Every process does this; the database makes sure each change happens once. Each finished
+    round is a DEBUG line naming the process.
     """
     while True:
         await asyncio.sleep(interval * random.uniform(0.8, 1.2))  # noqa: S311 (jitter, not cryptography)
@@ -96,6 +98,8 @@ async def _maintain(services: Services, interval: float) -> None:
             await asyncio.to_thread(services.maintain)
         except Exception as exc:  # keep the loop alive; the next round retries
             log.warning("scheduled maintenance failed: %s", type(exc).__name__)
+        else:
+            log.debug("maintenance round done in process %d", os.getpid())
 
 
 def app_from_env() -> FastAPI:

@@ -14,8 +14,10 @@ from tests.conftest import auth
 
 def setup(client: TestClient, admin_token: str) -> str:
     made = client.post("/v1/principals", json={"name": "billing", "role": "app"}, headers=auth(admin_token))
+    assert made.status_code == 201, made.text
     policy = {"encrypt": ["billing"], "decrypt": ["billing"]}
-    assert client.post("/v1/keys", json={"name": "cards", "policy": policy}, headers=auth(admin_token)).status_code
+    key = client.post("/v1/keys", json={"name": "cards", "policy": policy}, headers=auth(admin_token))
+    assert key.status_code == 201, key.text
     return str(made.json()["token"])
 
 

@@ -10,7 +10,8 @@ from tests.conftest import auth
 
 def test_metrics_count_requests_by_route_and_hsm_operations(client: TestClient, admin_token: str) -> None:
     policy = {"encrypt": ["admin"]}
-    assert client.post("/v1/keys", json={"name": "metered", "policy": policy}, headers=auth(admin_token)).status_code
+    created = client.post("/v1/keys", json={"name": "metered", "policy": policy}, headers=auth(admin_token))
+    assert created.status_code == 201, created.text
     for _ in range(3):
         client.post("/v1/keys/metered/encrypt", json={"plaintext": b64(b"x")}, headers=auth(admin_token))
     client.post("/v1/keys/metered/encrypt", json={"plaintext": "!"}, headers=auth(admin_token))

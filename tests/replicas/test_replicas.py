@@ -14,7 +14,7 @@ import re
 import subprocess
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from functools import partial
@@ -179,6 +179,25 @@ def audit_records(client: httpx.Client, **params: str) -> list[dict[str, Any]]:
         if body["next"] is None:
             return records
         after = body["next"]
+
+
+MAINTENANCE_ROUND = re.compile(r"maintenance round done in process (\d+)")
+
+
+def maintenance_rounds(cluster: Cluster) -> Counter[int]:
+    """Finished maintenance rounds so far, by process (from the servers' DEBUG log lines)."""
+    rounds: Counter[int] = Counter()
+    for node in (cluster.a, cluster.b):
+        rounds.update(int(pid) for pid in MAINTENANCE_ROUND.findall(node.log.read_text(errors="replace")))
+    return rounds
+
+
+def wait_for_maintenance_rounds(cluster: Cluster, rounds: int = 2) -> None:
+    """Return once each of the three server processes has finished ``rounds`` more maintenance rounds
+    (with 2, at least one whole round began after this call)."""
+    processes = [cluster.a.process.pid, *workers(cluster.b)]
+    before = maintenance_rounds(cluster)
+    wait_for(lambda: all(maintenance_rounds(cluster)[pid] >= before[pid] + rounds for pid in processes))
 
 
 def wait_for(condition: Callable[[], bool], timeout: float = 20) -> None:
@@ -377,7 +396,7 @@ def test_scheduled_rotation_runs_in_every_process_and_acts_once(cluster: Cluster
         finally:
             engine.dispose()
         wait_for(lambda: admin.get("/v1/keys/scheduled").json()["primary_version"] == 2)
-        time.sleep(3)  # three more rounds of maintenance in each of the three processes
+        wait_for_maintenance_rounds(cluster)  # every process had its chance to rotate again
         assert admin.get("/v1/keys/scheduled").json()["primary_version"] == 2
         rotations = audit_records(admin, key="scheduled", action="key.rotate")
         assert [(r["principal"], r["key_version"], r["details"]) for r in rotations] == [
@@ -404,7 +423,7 @@ def test_the_sweeper_runs_in_every_process_and_destroys_once(cluster: Cluster, t
                 assert error_code(refused) in ("key_pending_deletion", "key_destroyed")
     with cluster.admin(cluster.b) as admin:
         wait_for(lambda: all(admin.get(f"/v1/keys/{n}").json()["state"] == "destroyed" for n in names))
-        time.sleep(3)  # more sweeps everywhere: nothing more happens
+        wait_for_maintenance_rounds(cluster)  # more sweeps everywhere: nothing more happens
         destroyed = audit_records(admin, action="key.destroy")
         assert sorted(r["key_id"] for r in destroyed if r["key_id"] in ids.values()) == sorted(ids.values())
         assert {r["principal"] for r in destroyed} == {"system"}

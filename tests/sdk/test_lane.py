@@ -58,6 +58,8 @@ class ScriptedServer:
         self.answers = answers
         self.connections = 0
         self.requests = 0
+        self.closed = 0
+        self.changed = threading.Condition()
         self.listener = socket.create_server(("127.0.0.1", 0))
         self.port = self.listener.getsockname()[1]
         self.thread = threading.Thread(target=self._serve, daemon=True)
@@ -78,6 +80,14 @@ class ScriptedServer:
                     if not answer:
                         break
                     conn.sendall(answer)
+            with self.changed:
+                self.closed += 1
+                self.changed.notify_all()
+
+    def wait_closed(self, count: int, timeout: float = 10) -> None:
+        """Return once the server has closed ``count`` connections (fail after ``timeout`` seconds)."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.closed >= count, timeout), f"{self.closed} of {count} closed"
 
     def close(self) -> None:
         self.listener.close()
@@ -125,9 +135,9 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(
 ) -> None:
     server = scripted([HEALTH])  # one answer per connection, then the server closes it (keep-alive timeout)
     with KeyManager(f"http://127.0.0.1:{server.port}", max_retries=0) as client:
-        for _ in range(3):
+        for done in range(1, 4):
             assert client.health().status == "ok"
-            threading.Event().wait(0.05)  # let the close arrive
+            server.wait_closed(done)  # the server has closed the connection before the next call
     assert server.connections == 3 and server.requests == 3
 
 

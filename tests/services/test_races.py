@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import queue
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
+from multiprocessing.connection import wait
 from pathlib import Path
 
 import pytest
@@ -16,6 +20,8 @@ from keymanager.services.container import Services
 from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_SO_PIN, TEST_TOKEN_LABEL
 from tests.support.postgres import create_database, drop_database
 from tests.support.race import race
+
+RACE_DEADLINE_SECONDS = 120
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
@@ -48,16 +54,35 @@ def racing_services(settings_kwargs: dict[str, object], hsm: Hsm) -> Iterator[Se
 
 
 def run_race(kind: str, settings_kwargs: dict[str, object], moment: datetime) -> list[list[str]]:
+    """What each of two processes, released together by a barrier, did. A racer that dies
+    breaks the barrier (``abort()``), so its partner fails at once instead of waiting it out."""
     context = multiprocessing.get_context("spawn")
     barrier = context.Barrier(2)
     results = context.Queue()
     racers = [context.Process(target=race, args=(kind, settings_kwargs, moment, barrier, results)) for _ in "ab"]
     for process in racers:
         process.start()
-    for process in racers:
-        process.join(timeout=120)
-    outcomes = [results.get(timeout=5) for _ in racers]
-    assert [p.exitcode for p in racers] == [0, 0], outcomes
+    try:
+        running = {process.sentinel: process for process in racers}
+        deadline = time.monotonic() + RACE_DEADLINE_SECONDS
+        while running:
+            ended = wait(list(running), timeout=max(0.0, deadline - time.monotonic()))
+            assert ended, f"racers still running after {RACE_DEADLINE_SECONDS} s"
+            for sentinel in ended:
+                process = running.pop(sentinel)
+                process.join()
+                if process.exitcode != 0:
+                    barrier.abort()  # a partner still waiting gets BrokenBarrierError now
+        outcomes = []
+        with contextlib.suppress(queue.Empty):  # a racer killed by a signal reported nothing
+            while len(outcomes) < len(racers):
+                outcomes.append(results.get(timeout=5))
+    finally:
+        for process in racers:
+            if process.is_alive():
+                process.kill()
+                process.join()
+    assert [p.exitcode for p in racers] == [0, 0], f"exit codes {[p.exitcode for p in racers]}: {outcomes}"
     return outcomes
 
 

@@ -13,10 +13,14 @@ from keymanager.services.container import Services
 
 
 def race(kind: str, settings: dict[str, Any], moment: datetime, barrier: Barrier, results: Any) -> None:
-    """Build this process's services, wait for the other racer, then sweep or rotate due keys."""
+    """Build this process's services, wait for the other racer, then sweep or rotate due keys.
+
+    On any failure the barrier is broken, so the other racer stops waiting at once.
+    """
     try:
         _race(kind, settings, moment, barrier, results)
     except BaseException:
+        barrier.abort()
         results.put(traceback.format_exc())
         raise
 
