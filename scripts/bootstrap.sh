@@ -58,6 +58,12 @@ command -v "$PYTHON" >/dev/null || missing+=(python3)
 if command -v "$PYTHON" >/dev/null && ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
   missing+=(python3-venv)
 fi
+if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
+  command -v wrk >/dev/null || missing+=(wrk)  # the bench's HTTP ceilings and --driver wrk
+fi
+if [ "$purpose" = test ]; then
+  command -v jq >/dev/null || missing+=(jq)  # the README's curl examples, run by the e2e tests
+fi
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing the Debian packages ${missing[*]}" "20-60 s"
   apt_install "${missing[@]}"
