@@ -92,7 +92,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(
         AuditTrail,
         log=lambda: app.state.services.audit,
-        key_id=lambda ref: app.state.services.keys.id_of(ref),
+        key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         error_app=errors.render,
     )
     app.add_middleware(RequestContext, error_app=errors.render)

@@ -116,6 +116,12 @@ class MetadataCache:
         with self._lock:
             return self._version is not None and credential.cache_name in self._principals.entries
 
+    def key_id(self, ref: str) -> str | None:
+        """The id of the cached key named or identified by ``ref`` (no database read; ids never change)."""
+        with self._lock:
+            key = self._keys.entries.get(ref)
+        return None if key is None else key.id
+
     def sizes(self) -> dict[str, int]:
         """Entries per table."""
         with self._lock:
