@@ -189,16 +189,18 @@ def _cut_optional(text: str | None) -> str | None:
 
 
 def _bounded_value(value: Any, depth: int) -> Any:
-    if value is None or isinstance(value, bool | int | float):
-        return value
+    """``value`` with its text cut and its containers shortened (deeper ones become text); a value
+    JSON cannot hold is left as it is, for the store to refuse."""
     if isinstance(value, str):
         return _cut(value)
-    if depth < 2 and isinstance(value, Mapping):
+    if isinstance(value, Mapping | list | tuple) and depth >= 2:
+        return _cut(_json(value))
+    if isinstance(value, Mapping):
         items = list(value.items())[:MAX_DETAILS_ITEMS]
         return {_cut(str(k)): _bounded_value(v, depth + 1) for k, v in items}
-    if depth < 2 and isinstance(value, list | tuple):
+    if isinstance(value, list | tuple):
         return [_bounded_value(v, depth + 1) for v in list(value)[:MAX_DETAILS_ITEMS]]
-    return _cut(str(value))
+    return value
 
 
 def _fitted(details: dict[str, Any]) -> dict[str, Any]:

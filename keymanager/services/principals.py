@@ -55,7 +55,11 @@ class PrincipalService:
             raise NotFound("principal not found")
 
     def authenticate(self, credential: Credential) -> Principal:
-        """The principal holding ``credential`` (a token's hash or a certificate subject); Unauthenticated otherwise."""
+        """The principal holding ``credential`` (a token's hash or a certificate subject); Unauthenticated otherwise.
+
+        The store is searched by the token's SHA-256, never by the token, so the time a
+        look-up takes says nothing about how much of a guessed token was right.
+        """
         found = None
         if credential.token_hash is not None:
             found = self._store.principal_by_token_hash(credential.token_hash)
