@@ -44,8 +44,9 @@ class Settings(BaseSettings):
     max_plaintext_bytes: int = Field(default=64 * 1024, gt=0)
     max_request_bytes: int = Field(default=1024 * 1024, gt=0)
     max_batch_items: int = Field(default=1000, gt=0)
-    max_batch_request_bytes: int = Field(default=128 * 1024 * 1024, gt=0)
-    """Body limit of the ``…/batch`` routes (1,000 items of 64 KiB, base64, fit)."""
+    max_batch_request_bytes: int = Field(default=88 * 1024 * 1024, gt=0)
+    """Body limit of ``POST …/encrypt/batch`` and ``…/decrypt/batch``, applied once the caller is
+    authenticated: 1,000 items of 64 KiB (base64, with their JSON: about 84 MiB) fit."""
 
     stream_segment_bytes: int = Field(default=256 * 1024, ge=4096, le=4 * 1024 * 1024)
     """Plaintext bytes per segment of an on-board stream."""
@@ -68,6 +69,21 @@ class Settings(BaseSettings):
     tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
     keepalive_timeout_seconds: int = Field(default=5, gt=0)
     """An idle keep-alive connection is closed after this long."""
+    # -- front door (issue 10: authentication before the body, throttling, bounded caches) --
+    auth_failures_per_second: float = Field(default=2.0, gt=0)
+    """Failed authentications each client address may make per second, per worker process, once its
+    burst is spent; beyond it 429 ``rate_limited`` with ``Retry-After``."""
+    auth_failure_burst: int = Field(default=20, ge=1)
+    """Failed authentications a client address may make at once before it is throttled."""
+    auth_failure_addresses: int = Field(default=10_000, ge=1)
+    """Client addresses whose failed authentications each worker tracks (least recently seen dropped)."""
+    auth_failure_summary_seconds: float = Field(default=60.0, gt=0)
+    """At most one audit record per client address per this many seconds sums up its failed
+    authentications and throttled requests."""
+    cache_max_principals: int = Field(default=10_000, ge=1)
+    """Principals (by credential) each worker caches; the least recently used are evicted."""
+    cache_max_keys: int = Field(default=10_000, ge=1)
+    """Key entries (by name and by id) each worker caches; the least recently used are evicted."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

@@ -5,6 +5,7 @@ Hierarchy::
     KeyManagerError
     ├── InvalidRequest            400 invalid_request
     ├── DecryptionFailed          400 decryption_failed (one message for every cause)
+    │   └── UnknownKeyVersion     400 decryption_failed (the key as read has no such version)
     ├── Unauthenticated           401 unauthenticated
     ├── Forbidden                 403 forbidden
     ├── NotFound                  404 not_found
@@ -15,7 +16,7 @@ Hierarchy::
     ├── KeyDestroyed              409 key_destroyed
     ├── VersionBelowMinimum       409 version_below_minimum
     ├── PayloadTooLarge           413 payload_too_large
-    ├── RateLimited               429 rate_limited
+    ├── RateLimited               429 rate_limited (with Retry-After)
     ├── HsmUnavailable            503 hsm_unavailable
     │   └── KeyMaterialMissing    503 hsm_unavailable (a key version's object is not in the token)
     └── DatabaseUnavailable       503 database_unavailable
@@ -54,6 +55,11 @@ class DecryptionFailed(KeyManagerError):
 
     def __init__(self) -> None:
         super().__init__(None)
+
+
+class UnknownKeyVersion(DecryptionFailed):
+    """A ciphertext names a version the key, as read, does not have: answered exactly as DecryptionFailed,
+    but a cached key may simply not know a version made since (see ``run_validated``)."""
 
 
 class Unauthenticated(KeyManagerError):
@@ -119,6 +125,11 @@ class RateLimited(KeyManagerError):
     code = "rate_limited"
     status = 429
     default_message = "too many requests"
+
+    def __init__(self, message: str | None = None, *, retry_after: int = 1) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds the client should wait (the ``Retry-After`` header)."""
 
 
 class HsmUnavailable(KeyManagerError):

@@ -18,10 +18,12 @@ from keymanager.api import errors, metrics
 from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, fast_routes
+from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
 from keymanager.services.container import Services
+from keymanager.services.throttle import AuthThrottle, FailureSummary
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,12 @@ log = logging.getLogger(__name__)
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
     """An application for ``settings``; with ``services`` given, it uses (and does not close) those."""
     settings = settings or (services.settings if services else Settings())
+    throttle = AuthThrottle(
+        rate=settings.auth_failures_per_second,
+        burst=settings.auth_failure_burst,
+        max_addresses=settings.auth_failure_addresses,
+        summary_seconds=settings.auth_failure_summary_seconds,
+    )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -36,13 +44,17 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services = services or Services.build(settings)
         app.state.services.hsm.observer = metrics.observe_hsm
         app.state.services.audit.observer = metrics.observe_audit_queue
+        app.state.services.cache.observer = metrics.observe_cache
         maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
+        summaries = asyncio.create_task(_summarise(app.state.services, throttle))
         try:
             yield
         finally:
-            maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await maintenance
+            for task in (maintenance, summaries):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            await _write_summaries(app.state.services, throttle.due(everything=True))
             if owned:
                 app.state.services.close()
 
@@ -70,19 +82,21 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     ]
     fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot)
     app.add_middleware(FastPath, routes=fast, error_app=errors.render)
+    app.add_middleware(
+        FrontDoor,
+        services=lambda: app.state.services,
+        throttle=throttle,
+        limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+        error_app=errors.render,
+    )
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,
         log=lambda: app.state.services.audit,
-        key_id=lambda ref: app.state.services.keys.id_of(ref),
+        key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         error_app=errors.render,
     )
-    app.add_middleware(
-        RequestContext,
-        max_body=settings.max_request_bytes,
-        max_batch_body=settings.max_batch_request_bytes,
-        error_app=errors.render,
-    )
+    app.add_middleware(RequestContext, error_app=errors.render)
     return app
 
 
@@ -100,6 +114,21 @@ async def _maintain(services: Services, interval: float) -> None:
             log.warning("scheduled maintenance failed: %s", type(exc).__name__)
         else:
             log.debug("maintenance round done in process %d", os.getpid())
+
+
+async def _summarise(services: Services, throttle: AuthThrottle) -> None:
+    """Every interval, write the summaries of failed authentications whose interval is over."""
+    while True:
+        await asyncio.sleep(throttle.summary_seconds)
+        await _write_summaries(services, throttle.due())
+
+
+async def _write_summaries(services: Services, summaries: list[FailureSummary]) -> None:
+    for summary in summaries:
+        try:
+            await services.audit.awrite(summary_entry(summary, "", 401, {}))
+        except Exception as exc:  # the counts are lost, the loop goes on; the log says so
+            log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
 
 
 def app_from_env() -> FastAPI:

@@ -8,12 +8,12 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from keymanager.api.audit_trail import AuditContext, audit_context
+from keymanager.api.front_door import CREDENTIAL
+from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal, Role
 from keymanager.errors import Forbidden, Unauthenticated
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot
-
-CLIENT_SUBJECT = "client_subject"
 
 
 def services_of(request: Request) -> Services:
@@ -29,41 +29,26 @@ ServicesDep = Annotated[Services, Depends(services)]
 AuditDep = Annotated[AuditContext, Depends(audit_context)]
 
 
+def credential_of(request: Request) -> Credential:
+    """The credential the front door accepted for this request (Unauthenticated when there is none)."""
+    credential = request.scope.get("state", {}).get(CREDENTIAL)
+    if not isinstance(credential, Credential):
+        raise Unauthenticated()
+    return credential
+
+
 def current_principal(request: Request, svc: ServicesDep, trail: AuditDep) -> Principal:
-    """A bearer token when one is sent; otherwise a verified TLS client certificate; else 401."""
-    principal = _authenticate(request, svc)
+    """The principal of the request's credential, read from the database (routes without a snapshot); else 401."""
+    principal = svc.principals.authenticate(credential_of(request))
     trail.principal = principal.name
     return principal
 
 
 async def authenticate(request: Request, keys: Snapshot, trail: AuditContext) -> Principal:
-    """:func:`current_principal` for the hot path: through the snapshot's cached principals."""
-    authorization = request.headers.get("authorization")
-    if authorization is not None:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated()
-        principal = await keys.principal_by_token(token.strip())
-    else:
-        subject = request.scope.get("extensions", {}).get("tls", {}).get(CLIENT_SUBJECT)
-        if not subject:
-            raise Unauthenticated()
-        principal = await keys.principal_by_subject(subject)
+    """The principal of the request's credential through ``keys`` (the hot routes' snapshot); else 401."""
+    principal = await keys.principal(credential_of(request))
     trail.principal = principal.name
     return principal
-
-
-def _authenticate(request: Request, svc: Services) -> Principal:
-    authorization = request.headers.get("authorization")
-    if authorization is not None:
-        scheme, _, token = authorization.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise Unauthenticated()
-        return svc.principals.authenticate_token(token.strip())
-    subject = request.scope.get("extensions", {}).get("tls", {}).get(CLIENT_SUBJECT)
-    if subject:
-        return svc.principals.authenticate_certificate(subject)
-    raise Unauthenticated()
 
 
 CurrentPrincipal = Annotated[Principal, Depends(current_principal)]

@@ -9,7 +9,6 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-from starlette.types import ASGIApp
 
 from keymanager.errors import KeyManagerError, KeyMaterialMissing
 
@@ -34,7 +33,7 @@ def error_response(status: int, code: str, message: str, request_id: str) -> JSO
     )
 
 
-def render(exc: KeyManagerError, request_id: str) -> ASGIApp:
+def render(exc: KeyManagerError, request_id: str) -> JSONResponse:
     """The response for a service error (also used by middleware before routing)."""
     _log_ours(exc)
     return error_response(exc.status, exc.code, exc.message, request_id)

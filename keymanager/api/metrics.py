@@ -30,6 +30,12 @@ REQUEST_SECONDS = Histogram("km_request_duration_seconds", "Time to answer a req
 HSM_SECONDS = Histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"], buckets=_FAST)
 HSM_ERRORS = Counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
 AUDIT_QUEUE = Gauge("km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum")
+AUTH_FAILURES = Counter("km_auth_failures_total", "Requests refused with 401: no or an unknown credential")
+AUTH_THROTTLED = Counter("km_auth_throttled_total", "Requests refused with 429 after too many failed authentications")
+CACHE_ENTRIES = Gauge(
+    "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
+)
+CACHE_EVICTIONS = Counter("km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"])
 
 
 def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
@@ -42,6 +48,13 @@ def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
 def observe_audit_queue(depth: int) -> None:
     """Record the audit writer's queue depth (the audit log's observer)."""
     AUDIT_QUEUE.set(depth)
+
+
+def observe_cache(table: str, entries: int, evicted: int) -> None:
+    """Record a metadata cache table's size and evictions (the cache's observer)."""
+    CACHE_ENTRIES.labels(table).set(entries)
+    if evicted:
+        CACHE_EVICTIONS.labels(table).inc(evicted)
 
 
 def exposition() -> tuple[bytes, str]:

@@ -1,4 +1,4 @@
-"""ASGI middleware: a request id on every response, and the request body limit."""
+"""ASGI middleware: a request id on every response (body limits: see ``front_door.py``)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keymanager.errors import KeyManagerError, PayloadTooLarge
+from keymanager.errors import KeyManagerError
 
 ErrorResponder = Callable[[KeyManagerError, str], ASGIApp]
 
@@ -35,15 +35,11 @@ REQUEST_ID_HEADER = b"x-request-id"
 
 
 class RequestContext:
-    """Give each request an id (``scope["state"]["request_id"]``, header ``X-Request-ID``) and
-    refuse bodies over ``max_body`` bytes with 413, whether or not they announce a length.
-    Paths ending in ``/batch`` have the larger limit ``max_batch_body``; paths ending in
-    ``/stream`` carry large blobs and are exempt from the body limit."""
+    """Give each request an id (``scope["state"]["request_id"]``, header ``X-Request-ID``), and
+    answer an unexpected error with the JSON error body and that header."""
 
-    def __init__(self, app: ASGIApp, *, max_body: int, max_batch_body: int, error_app: ErrorResponder) -> None:
+    def __init__(self, app: ASGIApp, *, error_app: ErrorResponder) -> None:
         self.app = app
-        self.max_body = max_body
-        self.max_batch_body = max_batch_body
         self.error_app = error_app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -62,29 +58,8 @@ class RequestContext:
                 message["headers"] = [*message.get("headers", []), header]
             await send(message)
 
-        if scope["path"].endswith("/stream"):
-            await self.app(scope, receive, send_with_id)
-            return
-        limit = self.max_batch_body if scope["path"].endswith("/batch") else self.max_body
-        for name, value in scope["headers"]:
-            if name == b"content-length" and value.isdigit() and int(value) > limit:
-                await self.error_app(PayloadTooLarge("request body too large"), request_id)(
-                    scope, receive, send_with_id
-                )
-                return
-        received = 0
-
-        async def limited_receive() -> Message:
-            nonlocal received
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    raise PayloadTooLarge("request body too large")
-            return message
-
         try:
-            await self.app(scope, limited_receive, send_with_id)
+            await self.app(scope, receive, send_with_id)
         except Exception:
             # An unexpected error would be answered by Starlette's outermost middleware,
             # outside this one, so without the X-Request-ID header: answer it here instead

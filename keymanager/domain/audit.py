@@ -4,7 +4,8 @@ Each record carries its sequence number and the hash of the record before it; it
 is SHA-256 over the canonical JSON of every other field. Editing a record changes its hash;
 deleting or reordering records breaks a ``prev_hash`` link or the sequence; removing records
 at the end is seen against the chain head (last sequence number and hash) kept beside them.
-Records never hold plaintext, ciphertext, tokens or key material.
+Records never hold plaintext, ciphertext, tokens or key material, and every record has a
+maximum size (:func:`bounded`): whatever a client sends, a record stays around 1 KiB.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from datetime import datetime
 from typing import Any
 
 GENESIS_HASH = "0" * 64
+MAX_TEXT = 128
+"""Longest text of any field of a record; longer text keeps its first characters and ends in ``...``."""
+MAX_DETAILS_ITEMS = 16
+"""Most items of the details object, and of any list or object inside it."""
+MAX_DETAILS_BYTES = 512
+"""Longest details object, as compact JSON; items past it are dropped and ``"truncated": true`` added."""
+_CUT = "..."
 
 
 class Outcome(enum.StrEnum):
@@ -80,9 +88,9 @@ def record_hash(seq: int, prev_hash: str, entry: AuditEntry) -> str:
 
 
 def chain(entries: Iterable[AuditEntry], last_seq: int, last_hash: str) -> list[AuditRecord]:
-    """Place ``entries`` after the record ``last_seq`` whose hash is ``last_hash``."""
+    """Place ``entries`` (each :func:`bounded`) after the record ``last_seq`` whose hash is ``last_hash``."""
     records = []
-    for entry in entries:
+    for entry in map(bounded, entries):
         last_seq += 1
         digest = record_hash(last_seq, last_hash, entry)
         records.append(AuditRecord(seq=last_seq, entry=entry, prev_hash=last_hash, hash=digest))
@@ -148,3 +156,61 @@ class ChainVerifier:
 
 def with_details(entry: AuditEntry, **details: Any) -> AuditEntry:
     return replace(entry, details={**entry.details, **details})
+
+
+def bounded(entry: AuditEntry) -> AuditEntry:
+    """``entry`` within the size of a record: text fields cut to :data:`MAX_TEXT` characters, details
+    to :data:`MAX_DETAILS_ITEMS` items of bounded values and :data:`MAX_DETAILS_BYTES` of JSON.
+
+    An entry within the bounds is returned unchanged, so bounding twice changes nothing.
+    """
+    details = _bounded_value(dict(entry.details), depth=0)
+    assert isinstance(details, dict)
+    if len(_json(details)) > MAX_DETAILS_BYTES:
+        details = _fitted(details)
+    cut = replace(
+        entry,
+        action=_cut(entry.action),
+        request_id=_cut(entry.request_id),
+        principal=_cut_optional(entry.principal),
+        key_id=_cut_optional(entry.key_id),
+        client=_cut_optional(entry.client),
+        details=details,
+    )
+    return entry if cut == entry else cut
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_TEXT else text[: MAX_TEXT - len(_CUT)] + _CUT
+
+
+def _cut_optional(text: str | None) -> str | None:
+    return None if text is None else _cut(text)
+
+
+def _bounded_value(value: Any, depth: int) -> Any:
+    """``value`` with its text cut and its containers shortened (deeper ones become text); a value
+    JSON cannot hold is left as it is, for the store to refuse."""
+    if isinstance(value, str):
+        return _cut(value)
+    if isinstance(value, Mapping | list | tuple) and depth >= 2:
+        return _cut(_json(value))
+    if isinstance(value, Mapping):
+        items = list(value.items())[:MAX_DETAILS_ITEMS]
+        return {_cut(str(k)): _bounded_value(v, depth + 1) for k, v in items}
+    if isinstance(value, list | tuple):
+        return [_bounded_value(v, depth + 1) for v in list(value)[:MAX_DETAILS_ITEMS]]
+    return value
+
+
+def _fitted(details: dict[str, Any]) -> dict[str, Any]:
+    """The first items of ``details`` that fit in :data:`MAX_DETAILS_BYTES` with ``"truncated": true``."""
+    kept: dict[str, Any] = {"truncated": True}
+    for name, value in details.items():
+        if name != "truncated" and len(_json({**kept, name: value})) <= MAX_DETAILS_BYTES:
+            kept[name] = value
+    return kept
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import secrets
 import uuid
+from dataclasses import dataclass
 
 TOKEN_PREFIX = "kmt_"  # noqa: S105 (a prefix, not a secret)
 
@@ -22,3 +23,21 @@ def token_hash(token: str) -> str:
 def new_id() -> str:
     """A new object id: 32 lowercase hex characters."""
     return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a request authenticates with: a bearer token (kept only as its hash) or the subject
+    of a verified TLS client certificate. Exactly one of the two is set."""
+
+    token_hash: str | None = None
+    subject: str | None = None
+
+    @classmethod
+    def of_token(cls, token: str) -> Credential:
+        return cls(token_hash=token_hash(token))
+
+    @property
+    def cache_name(self) -> str:
+        """The name the principal is cached under."""
+        return f"t:{self.token_hash}" if self.token_hash is not None else f"s:{self.subject}"

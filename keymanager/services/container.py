@@ -60,7 +60,7 @@ class Services:
             lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
             audit_store=audit_store,
             audit=AuditLog(audit_store),
-            cache=MetadataCache(store),
+            cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
             owns_hsm=owns_hsm,
         )
 

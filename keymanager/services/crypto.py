@@ -19,6 +19,7 @@ from keymanager.errors import (
     KeyNotFound,
     KeyPendingDeletion,
     PayloadTooLarge,
+    UnknownKeyVersion,
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm
@@ -339,7 +340,7 @@ def _require_enabled(key: Key) -> None:
 def _decryption_version(key: Key, number: int) -> KeyVersion:
     version = key.version(number)
     if version is None:
-        raise DecryptionFailed()
+        raise UnknownKeyVersion()
     if number < key.min_decryption_version:
         raise VersionBelowMinimum()
     return version

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -11,14 +10,12 @@ from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
+from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
-
-NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
-_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class KeyService:
@@ -43,10 +40,8 @@ class KeyService:
         Raises InvalidRequest for a bad name, Conflict for a taken one, HsmUnavailable or
         DatabaseUnavailable when a part does not answer.
         """
-        if not NAME.fullmatch(name) or _ID.fullmatch(name):
-            raise InvalidRequest(
-                "a key name is 1-128 letters, digits, '_', '.' or '-', starting with a letter, and not 32 hex digits"
-            )
+        if not is_key_name(name):
+            raise InvalidRequest(KEY_NAME_RULE)
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
         now = datetime.now(UTC)

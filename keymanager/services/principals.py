@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.credentials import new_id, new_token, token_hash
+from keymanager.domain.credentials import Credential, new_id, new_token, token_hash
 from keymanager.domain.models import Principal, Role
+from keymanager.domain.names import PRINCIPAL_NAME_RULE, is_principal_name
 from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
-
-NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
 
 
 @dataclass(frozen=True)
@@ -32,8 +30,8 @@ class PrincipalService:
         self, name: str, role: Role, cert_subject: str | None = None, *, audit: AuditEntry | None = None
     ) -> NewPrincipal:
         """Create a principal (recording ``audit`` with it); InvalidRequest for a bad name, Conflict for a taken one."""
-        if not NAME.fullmatch(name):
-            raise InvalidRequest("a principal name is 1-64 letters, digits, '_', '.' or '-', starting with a letter")
+        if not is_principal_name(name):
+            raise InvalidRequest(PRINCIPAL_NAME_RULE)
         token = new_token()
         principal = Principal(
             id=new_id(),
@@ -56,21 +54,17 @@ class PrincipalService:
         if not self._store.delete_principal(name, audit=audit):
             raise NotFound("principal not found")
 
-    def authenticate_token(self, token: str) -> Principal:
-        """The principal holding ``token``; raises Unauthenticated otherwise.
+    def authenticate(self, credential: Credential) -> Principal:
+        """The principal holding ``credential`` (a token's hash or a certificate subject); Unauthenticated otherwise.
 
         The store is searched by the token's SHA-256, never by the token, so the time a
         look-up takes says nothing about how much of a guessed token was right.
         """
-        digest = token_hash(token)
-        found = self._store.principal_by_token_hash(digest)
-        if found is None:
-            raise Unauthenticated()
-        return found
-
-    def authenticate_certificate(self, subject: str) -> Principal:
-        """The principal bound to a verified client certificate subject; raises Unauthenticated otherwise."""
-        found = self._store.principal_by_cert_subject(subject)
+        found = None
+        if credential.token_hash is not None:
+            found = self._store.principal_by_token_hash(credential.token_hash)
+        elif credential.subject is not None:
+            found = self._store.principal_by_cert_subject(credential.subject)
         if found is None:
             raise Unauthenticated()
         return found

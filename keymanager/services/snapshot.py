@@ -5,38 +5,99 @@ each process caches them. Every change to a principal or key increments the meta
 in the same transaction (see ``Store``). A request reads through a :class:`Snapshot` that
 knows the version its cache was filled under; its audit record is committed only if that
 version is still current (see ``AuditLog``). If it is not, the request runs again on fresh
-reads. And a refusal read from the cache is always checked again against the database
-before it is answered. So a change made through any replica or worker applies to every
-request that commits after it: caching never lets a disabled key or a deleted token through.
+reads. A refusal that stale metadata could explain (authentication, policy, key state, key
+version), read from the cache, stands only if the metadata version is still current;
+otherwise the request runs again on fresh reads. So a change made through any replica or
+worker applies to every request that commits after it: caching never lets a disabled key or
+a deleted token through.
+
+Strangers cannot grow the cache: only what exists is cached (an unknown token or key name
+leaves nothing behind), and each table is a bounded LRU whose evictions are counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, Generic, TypeVar
 
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.credentials import token_hash
+from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Key, Principal
-from keymanager.errors import KeyManagerError, KeyMaterialMissing, KeyNotFound, Unauthenticated
+from keymanager.errors import (
+    Forbidden,
+    KeyDestroyed,
+    KeyDisabled,
+    KeyManagerError,
+    KeyMaterialMissing,
+    KeyNotFound,
+    KeyPendingDeletion,
+    Unauthenticated,
+    UnknownKeyVersion,
+    VersionBelowMinimum,
+)
 from keymanager.services.audit import AuditLog, StaleMetadata
 
 T = TypeVar("T")
 ATTEMPTS = 3
+STALE_EXPLAINABLE = (
+    Unauthenticated,
+    Forbidden,
+    KeyDisabled,
+    KeyPendingDeletion,
+    KeyDestroyed,
+    VersionBelowMinimum,
+    UnknownKeyVersion,
+    KeyMaterialMissing,
+)
+"""Refusals that metadata changed behind the cache could explain (a key object missing from the
+token included: the key may have been destroyed meanwhile). Anything else stands as it is."""
+
+CacheObserver = Callable[[str, int, int], None]
+"""Called with (table, entries, evicted just now) after a table changed."""
+
+
+class _Table(Generic[T]):
+    """One LRU table of at most ``limit`` entries (callers hold the cache's lock)."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        self.name = name
+        self.limit = limit
+        self.entries: OrderedDict[str, T] = OrderedDict()
+        self.evictions = 0
+
+    def get(self, name: str) -> T | None:
+        value = self.entries.get(name)
+        if value is not None:
+            self.entries.move_to_end(name)
+        return value
+
+    def put(self, names: list[str], value: T) -> int:
+        """Remember ``value`` under ``names``; how many entries were evicted to make room."""
+        for name in names:
+            self.entries[name] = value
+            self.entries.move_to_end(name)
+        evicted = 0
+        while len(self.entries) > self.limit:
+            self.entries.popitem(last=False)
+            evicted += 1
+        self.evictions += evicted
+        return evicted
 
 
 class MetadataCache:
-    """This process's principals (by token hash and certificate subject) and keys (by id and name)."""
+    """This process's principals (by credential) and keys (by id and name), each table bounded."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, max_principals: int = 10_000, max_keys: int = 10_000) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._version: int | None = None
-        self._principals: dict[str, Principal | None] = {}
-        self._keys: dict[str, Key | None] = {}
+        self._principals: _Table[Principal] = _Table("principals", max_principals)
+        self._keys: _Table[Key] = _Table("keys", max_keys)
+        self.observer: CacheObserver | None = None
 
     def snapshot(self, *, fresh: bool) -> Snapshot:
         """A view for one attempt of one request: cached, or reading everything from the database."""
@@ -45,23 +106,56 @@ class MetadataCache:
     def clear(self) -> None:
         with self._lock:
             self._version = None
-            self._principals.clear()
-            self._keys.clear()
+            self._principals.entries.clear()
+            self._keys.entries.clear()
+        self._observe(self._principals, 0)
+        self._observe(self._keys, 0)
 
-    def _cached(self, table: dict[str, T | None], name: str) -> tuple[bool, T | None, int | None]:
+    def knows(self, credential: Credential) -> bool:
+        """Whether ``credential`` belongs to a principal in the cache (no database read)."""
         with self._lock:
-            if self._version is None or name not in table:
-                return False, None, None
-            return True, table[name], self._version
+            return self._version is not None and credential.cache_name in self._principals.entries
 
-    def _remember(self, version: int, table: dict[str, T | None], names: list[str], value: T | None) -> None:
+    def key_id(self, ref: str) -> str | None:
+        """The id of the cached key named or identified by ``ref`` (no database read; ids never change)."""
+        with self._lock:
+            key = self._keys.entries.get(ref)
+        return None if key is None else key.id
+
+    def sizes(self) -> dict[str, int]:
+        """Entries per table."""
+        with self._lock:
+            return {t.name: len(t.entries) for t in (self._principals, self._keys)}
+
+    def evictions(self) -> dict[str, int]:
+        """Entries evicted per table since the process started."""
+        with self._lock:
+            return {t.name: t.evictions for t in (self._principals, self._keys)}
+
+    async def is_current(self, version: int | None) -> bool:
+        """Whether ``version`` is still the database's metadata version (one read)."""
+        if version is None or version < 0:
+            return False
+        return await asyncio.to_thread(self._store.metadata_version) == version
+
+    def _cached(self, table: _Table[Any], name: str) -> tuple[Any, int | None]:
+        with self._lock:
+            if self._version is None:
+                return None, None
+            return table.get(name), self._version
+
+    def _remember(self, version: int, table: _Table[T], names: list[str], value: T) -> None:
         with self._lock:
             if self._version != version:
                 self._version = version
-                self._principals.clear()
-                self._keys.clear()
-            for name in names:
-                table[name] = value
+                self._principals.entries.clear()
+                self._keys.entries.clear()
+            evicted = table.put(names, value)
+        self._observe(table, evicted)
+
+    def _observe(self, table: _Table[T], evicted: int) -> None:
+        if self.observer is not None:
+            self.observer(table.name, len(table.entries), evicted)
 
 
 class Snapshot:
@@ -71,25 +165,20 @@ class Snapshot:
         self.cache = cache
         self.fresh = fresh
         self.version: int | None = None
+        self.used_cache = False
+        """Whether a lookup was answered from the cache (else every one read the database)."""
         self._consistent = True
 
-    async def principal_by_token(self, token: str) -> Principal:
-        """The principal holding bearer ``token``; Unauthenticated otherwise."""
-        found = await self._lookup(self.cache._principals, f"t:{token_hash(token)}", _by_token_hash)
-        if found is None:
-            raise Unauthenticated()
-        return found
-
-    async def principal_by_subject(self, subject: str) -> Principal:
-        """The principal bound to a verified client certificate subject; Unauthenticated otherwise."""
-        found = await self._lookup(self.cache._principals, f"s:{subject}", _by_subject)
+    async def principal(self, credential: Credential) -> Principal:
+        """The principal holding ``credential``; Unauthenticated otherwise."""
+        found = await self._lookup(self.cache._principals, credential.cache_name, lambda s: _principal(s, credential))
         if found is None:
             raise Unauthenticated()
         return found
 
     async def key(self, ref: str) -> Key:
         """The key named or identified by ``ref``; KeyNotFound otherwise."""
-        found = await self._lookup(self.cache._keys, ref, _key_by_ref)
+        found = await self._lookup(self.cache._keys, ref, lambda s: s.get_key(ref))
         if found is None:
             raise KeyNotFound()
         return found
@@ -99,16 +188,19 @@ class Snapshot:
         """The version the audit commit must find current, or None when this attempt cannot tell."""
         return self.version if self._consistent else -1
 
-    async def _lookup(self, table: dict[str, T | None], name: str, load: Callable[[Store, str], T | None]) -> T | None:
+    async def _lookup(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
         if not self.fresh:
-            hit, value, version = self.cache._cached(table, name)
-            if hit:
+            cached: tuple[T | None, int | None] = self.cache._cached(table, name)
+            value, version = cached
+            if value is not None:
+                self.used_cache = True
                 self._note(version)
                 return value
         store = self.cache._store
-        loaded_version, loaded = await asyncio.to_thread(lambda: _load(store, name, load))
+        loaded_version, loaded = await asyncio.to_thread(lambda: _load(store, load))
         self._note(loaded_version)
-        self.cache._remember(loaded_version, table, _names(name, loaded), loaded)
+        if loaded is not None:  # nothing is remembered of what does not exist
+            self.cache._remember(loaded_version, table, _names(name, loaded), loaded)
         return loaded
 
     def _note(self, version: int | None) -> None:
@@ -118,9 +210,9 @@ class Snapshot:
             self._consistent = False  # lookups under two versions: the commit check will fail and retry
 
 
-def _load(store: Store, name: str, load: Callable[[Store, str], T | None]) -> tuple[int, T | None]:
+def _load(store: Store, load: Callable[[Store], T | None]) -> tuple[int, T | None]:
     version = store.metadata_version()  # read first: the value loaded next is at least this new
-    return version, load(store, name)
+    return version, load(store)
 
 
 def _names(name: str, value: object) -> list[str]:
@@ -129,16 +221,12 @@ def _names(name: str, value: object) -> list[str]:
     return [name]
 
 
-def _by_token_hash(store: Store, name: str) -> Principal | None:
-    return store.principal_by_token_hash(name.removeprefix("t:"))
-
-
-def _by_subject(store: Store, name: str) -> Principal | None:
-    return store.principal_by_cert_subject(name.removeprefix("s:"))
-
-
-def _key_by_ref(store: Store, ref: str) -> Key | None:
-    return store.get_key(ref)
+def _principal(store: Store, credential: Credential) -> Principal | None:
+    if credential.token_hash is not None:
+        return store.principal_by_token_hash(credential.token_hash)
+    if credential.subject is not None:
+        return store.principal_by_cert_subject(credential.subject)
+    return None
 
 
 async def run_validated(
@@ -148,16 +236,18 @@ async def run_validated(
     entry: Callable[[T], AuditEntry],
 ) -> T:
     """Run ``attempt`` on cached lookups and commit its audit ``entry``; again on fresh reads when
-    the cache turned out stale or the attempt refused (4xx): only a refusal on fresh reads is
-    raised. Failures of the HSM or the database (5xx) are raised at once, never retried here."""
+    the cache turned out stale. A refusal is raised at once unless it is one stale metadata could
+    explain (:data:`STALE_EXPLAINABLE`), came from the cache, and the metadata version has moved
+    on since; then the attempt runs again on fresh reads. Inputs are the caller's to check before:
+    a bad ciphertext costs one attempt."""
     for number in range(ATTEMPTS):
         snapshot = cache.snapshot(fresh=number > 0)
         try:
             result = await attempt(snapshot)
         except KeyManagerError as exc:
-            # A refusal, or a key whose objects are gone (destroyed since it was cached), may
-            # come from stale data; other failures of the HSM or the database are raised at once.
-            if snapshot.fresh or (exc.status >= 500 and not isinstance(exc, KeyMaterialMissing)):
+            if snapshot.fresh or not snapshot.used_cache or not isinstance(exc, STALE_EXPLAINABLE):
+                raise
+            if await cache.is_current(snapshot.checkable_version):
                 raise
             continue
         last = number == ATTEMPTS - 1

@@ -9,7 +9,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.app import create_app
 from keymanager.domain.credentials import new_id
+from keymanager.services.container import Services
 from tests.api.support import assert_error, b64, use_policy
 from tests.conftest import auth
 
@@ -200,7 +202,11 @@ def _protected_calls(client: TestClient) -> list[Callable[[dict[str, str]], Any]
     ]
 
 
-def test_missing_or_unknown_credentials_are_401(client: TestClient, cards: dict[str, Any], admin_token: str) -> None:
+def test_missing_or_unknown_credentials_are_401(
+    services: Services, client: TestClient, cards: dict[str, Any], admin_token: str
+) -> None:
+    lenient = services.settings.model_copy(update={"auth_failure_burst": 1000})  # 54 failures, none throttled
+    client = TestClient(create_app(lenient, services=services), base_url="https://testserver")
     bad_headers: list[dict[str, str]] = [
         {},
         {"Authorization": ""},

@@ -39,10 +39,11 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
     """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
     svc = services_of(request)
     trail.details["key"] = key
+    plaintext = body.plaintext_bytes()
 
     async def attempt(keys: Snapshot) -> Encrypted:
         principal = await authenticate(request, keys, trail)
-        return await svc.crypto.encrypt(keys, principal, key, body.plaintext_bytes(), body.context)
+        return await svc.crypto.encrypt(keys, principal, key, plaintext, body.context)
 
     result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.encrypt", r))
     return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})

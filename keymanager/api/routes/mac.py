@@ -30,10 +30,11 @@ async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> 
     """HMAC-SHA256 of ``data`` with the primary version of an ``HMAC_SHA256`` key: equal inputs, equal MACs."""
     svc = services_of(request)
     trail.details["key"] = key
+    data = decode_base64(body.data, "data")
 
     async def attempt(keys: Snapshot) -> Mac:
         principal = await authenticate(request, keys, trail)
-        return await svc.crypto.mac(keys, principal, key, decode_base64(body.data, "data"), body.context)
+        return await svc.crypto.mac(keys, principal, key, data, body.context)
 
     def entry(result: Mac) -> AuditEntry:
         trail.key_id, trail.key_version, trail.recorded = result.key_id, result.key_version, True
@@ -51,10 +52,10 @@ async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: 
     """Whether ``mac`` is the HMAC of ``data`` (compared in constant time)."""
     svc = services_of(request)
     trail.details["key"] = key
+    data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
 
     async def attempt(keys: Snapshot) -> MacCheck:
         principal = await authenticate(request, keys, trail)
-        data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
         return await svc.crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version)
 
     def entry(check: MacCheck) -> AuditEntry:

@@ -1,0 +1,36 @@
+"""The name rules of the contract: key names, key ids and principal names.
+
+Every reference taken from a URL is checked against these rules before anything else is
+done with it, so nothing longer than a name can reach a database query, a cache or an
+audit record.
+"""
+
+from __future__ import annotations
+
+import re
+
+KEY_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
+"""A key name: 1-128 letters, digits, ``_``, ``.`` or ``-``, starting with a letter (and not a key id)."""
+KEY_ID = re.compile(r"[0-9a-f]{32}")
+"""A key id: 32 lowercase hex digits."""
+PRINCIPAL_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,63}")
+"""A principal name: 1-64 letters, digits, ``_``, ``.`` or ``-``, starting with a letter."""
+
+KEY_NAME_RULE = "a key name is 1-128 letters, digits, '_', '.' or '-', starting with a letter, and not 32 hex digits"
+KEY_REF_RULE = "a key is named by its name (1-128 letters, digits, '_', '.' or '-', starting with a letter) or its id"
+PRINCIPAL_NAME_RULE = "a principal name is 1-64 letters, digits, '_', '.' or '-', starting with a letter"
+
+
+def is_key_name(name: str) -> bool:
+    """Whether ``name`` may name a new key."""
+    return KEY_NAME.fullmatch(name) is not None and KEY_ID.fullmatch(name) is None
+
+
+def is_key_ref(ref: str) -> bool:
+    """Whether ``ref`` can name or identify a key (the ``{key}`` of a URL)."""
+    return KEY_NAME.fullmatch(ref) is not None or KEY_ID.fullmatch(ref) is not None
+
+
+def is_principal_name(name: str) -> bool:
+    """Whether ``name`` can name a principal."""
+    return PRINCIPAL_NAME.fullmatch(name) is not None
