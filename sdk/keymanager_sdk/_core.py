@@ -1,9 +1,10 @@
 """The pure core shared by ``KeyManager`` and ``AsyncKeyManager``: no I/O here.
 
 Every API operation is described by a ``Call``: what to send (method, path, query, JSON body),
-whether it may be retried, and how to turn the answer into a typed result. The clients build
-the httpx request from the call, send it, and hand the response back to ``result``; between
-attempts they sleep for ``Core.retry_delay``.
+whether it may be retried, and how to turn the answer into a typed result. The clients send
+the call, and hand the answer (any ``Response``) back to ``result``; between attempts they
+sleep for ``Core.retry_delay``. Also here: the clients' settings (checked when a client is
+built, read from ``KM_*`` variables by ``from_env``) and the text of a transport error.
 
 Retries (connection errors, 503, 429) are allowed only for reads and cryptographic calls,
 never for calls that create or change something (keys, principals, rotation, deletion, patch).
@@ -12,18 +13,18 @@ never for calls that create or change something (keys, principals, rotation, del
 from __future__ import annotations
 
 import json
+import os
 import random
 import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+from urllib.parse import quote, urlsplit
 
-import httpx
-
-from keymanager_sdk._exceptions import APIError, api_error
+from keymanager_sdk._exceptions import APIError, ConfigurationError, api_error
 from keymanager_sdk._models import (
     AuditPage,
     AuditVerification,
@@ -38,6 +39,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
     as_bytes,
+    as_ciphertext,
     b64decode,
     b64encode,
     context_json,
@@ -58,9 +60,36 @@ STREAM_CHUNK = 256 * 1024
 RETRY_STATUSES = frozenset({429, 503})
 AUDIT_PAGE_MAX = 1000
 
-Plaintext = bytes | str
+DEFAULT_TIMEOUT = 30.0
+"""Seconds to wait for a connection, a free pooled connection, and each read."""
+ENVIRONMENT = {
+    "base_url": "KM_URL",
+    "token": "KM_TOKEN",
+    "token_file": "KM_TOKEN_FILE",
+    "ca": "KM_CA",
+    "client_cert": "KM_CLIENT_CERT",
+    "client_key": "KM_CLIENT_KEY",
+}
+"""The variables ``from_env`` reads (the same names kmctl reads)."""
+
+Plaintext = bytes | bytearray | memoryview | str
 BatchResult = list[T | APIError]
 PolicyArg = Policy | Mapping[str, Any] | None
+
+
+class Response(Protocol):
+    """What the core reads of an answer (an ``httpx.Response`` or the urllib3 transport's ``Answer``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    def json(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -83,14 +112,14 @@ class Call(Generic[T]):
 
     method: str
     path: str
-    parse: Callable[[httpx.Response], T]
+    parse: Callable[[Response], T]
     json: Any = None
     params: Mapping[str, str | int] | None = None
     retryable: bool = False
     accept: frozenset[int] = field(default_factory=lambda: frozenset({200, 201, 204}))
 
 
-def error_from(response: httpx.Response) -> APIError:
+def error_from(response: Response) -> APIError:
     """The ``APIError`` for an error answer (a plain ``APIError`` when the body is not the API's)."""
     request_id = response.headers.get("x-request-id", "")
     try:
@@ -102,8 +131,8 @@ def error_from(response: httpx.Response) -> APIError:
         return APIError(response.status_code, "http_error", response.reason_phrase or "error", request_id)
 
 
-def _json_parser(build: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
-    def parse(response: httpx.Response) -> T:
+def _json_parser(build: Callable[[Any], T]) -> Callable[[Response], T]:
+    def parse(response: Response) -> T:
         try:
             return build(response.json())
         except (ValueError, KeyError, TypeError) as exc:
@@ -112,11 +141,11 @@ def _json_parser(build: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
     return parse
 
 
-def _no_content(response: httpx.Response) -> None:
+def _no_content(response: Response) -> None:
     return None
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Response) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
         return None
@@ -145,11 +174,138 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ssl_context(ca: str | None = None, client_cert: str | None = None, client_key: str | None = None) -> ssl.SSLContext:
-    """A TLS context trusting ``ca`` (the system's CAs when None), with an optional client certificate."""
-    context = ssl.create_default_context(cafile=ca)
+    """A TLS context trusting ``ca`` (the system's CAs when None), with an optional client certificate.
+
+    Raises ``ConfigurationError`` naming the file when one is missing or not PEM of the right kind.
+    """
+    for what, path in (("CA bundle", ca), ("client certificate", client_cert), ("client key", client_key)):
+        if path is not None and not Path(path).is_file():
+            raise ConfigurationError(f"{what} {path}: no such file")
+    try:
+        context = ssl.create_default_context(cafile=ca)
+    except (ssl.SSLError, OSError) as exc:
+        raise ConfigurationError(f"CA bundle {ca}: cannot be loaded ({exc})") from exc
     if client_cert is not None:
-        context.load_cert_chain(client_cert, client_key)
+        try:
+            context.load_cert_chain(client_cert, client_key)
+        except (ssl.SSLError, OSError) as exc:
+            raise ConfigurationError(f"client certificate {client_cert}: cannot be loaded ({exc})") from exc
     return context
+
+
+def origin(base_url: str) -> str:
+    """``scheme://host:port`` of a checked URL, the port always written (for error messages)."""
+    parts = urlsplit(base_url)
+    host = parts.hostname or ""
+    host = f"[{host}]" if ":" in host else host
+    return f"{parts.scheme}://{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
+
+
+def check_url(base_url: str) -> str:
+    """``base_url`` when it is an ``http(s)://host[:port][/prefix]`` URL; ``ConfigurationError`` otherwise."""
+    try:
+        parts = urlsplit(base_url)
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except (ValueError, TypeError, AttributeError) as exc:
+        raise ConfigurationError(f"invalid service URL {base_url!r}: {exc}") from exc
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigurationError(f"invalid service URL {base_url!r}: expected https://host[:port]")
+    return base_url
+
+
+def http_options(
+    token: str | None,
+    ca: str | None,
+    client_cert: str | None,
+    client_key: str | None,
+    verify: ssl.SSLContext | bool | None,
+) -> tuple[dict[str, str], ssl.SSLContext]:
+    """The headers and the TLS context shared by both clients (files checked now)."""
+    headers = {"User-Agent": f"keymanager-sdk/{__version__}"}
+    if token is not None:
+        headers["Authorization"] = f"Bearer {token}"
+    if isinstance(verify, ssl.SSLContext):
+        return headers, verify
+    context = ssl_context(ca, client_cert, client_key)
+    if verify is False:
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return headers, context
+
+
+def settings_from_env(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The client arguments named by ``KM_URL``, ``KM_TOKEN`` (or ``KM_TOKEN_FILE``), ``KM_CA``,
+    ``KM_CLIENT_CERT`` and ``KM_CLIENT_KEY`` (empty variables count as unset).
+
+    Raises ``ConfigurationError`` when ``KM_URL`` is unset or the token file cannot be read.
+    """
+    env = os.environ if env is None else env
+    values = {name: env[variable] for name, variable in ENVIRONMENT.items() if env.get(variable)}
+    if "base_url" not in values:
+        raise ConfigurationError("KM_URL is not set (the service URL, e.g. https://127.0.0.1:8443)")
+    token_file = values.pop("token_file", None)
+    if token_file is not None and "token" not in values:
+        values["token"] = read_token_file(token_file)
+    return values
+
+
+def read_token_file(path: str) -> str:
+    """The bearer token stored in ``path`` (surrounding whitespace removed); ``ConfigurationError`` naming it."""
+    try:
+        token = Path(path).expanduser().read_text().strip()
+    except OSError as exc:
+        raise ConfigurationError(f"token file {path}: {exc.strerror or exc}") from exc
+    if not token:
+        raise ConfigurationError(f"token file {path} is empty")
+    return token
+
+
+def envelope_key(data_key: DataKey) -> dict[str, Any]:
+    """``seal_stream``'s key arguments from a data key that carries its plaintext."""
+    if data_key.plaintext is None:
+        raise APIError(200, "invalid_response", "the data key came without its plaintext")
+    return {"data_key": data_key.plaintext, "wrapped_key": data_key.ciphertext}
+
+
+def _causes(exc: BaseException) -> Iterator[BaseException]:
+    """``exc`` and every exception behind it (causes, contexts, and exceptions carried in ``args``)."""
+    seen: set[int] = set()
+    todo = [exc]
+    while todo:
+        current = todo.pop(0)
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        yield current
+        todo.extend(e for e in (current.__cause__, current.__context__) if e is not None)
+        todo.extend(a for a in current.args if isinstance(a, BaseException))
+
+
+def transport_message(method: str, origin: str, path: str, exc: BaseException) -> str:
+    """The text of a ``TransportError``: method, ``scheme://host:port`` and path, the innermost
+    reason, and a hint for the mistakes that look like network faults (an untrusted server
+    certificate; ``http://`` against an HTTPS service, or the reverse)."""
+    chain = list(_causes(exc))
+    names = " ".join(type(e).__name__ for e in chain)
+    reason = str(chain[-1]) or type(chain[-1]).__name__
+    if "EmptyPoolError" in names or "PoolTimeout" in names:
+        reason = "no free connection in the pool within the pool timeout"
+    elif "ConnectTimeout" in names:
+        reason = "timed out connecting"
+    elif "ReadTimeout" in names:
+        reason = "timed out waiting for the answer"
+    hint = ""
+    text = " ".join(str(e) for e in chain).upper()
+    if any(isinstance(e, ssl.SSLCertVerificationError) for e in chain):
+        hint = (
+            "; the server's certificate was not verified: pass ca= (or set KM_CA) to the CA bundle "
+            "that signed it (with keymanager's development CA: var/tls/ca.pem)"
+        )
+    elif origin.startswith("http://") and not any(isinstance(e, ConnectionRefusedError | TimeoutError) for e in chain):
+        hint = "; if the service serves HTTPS (its default), use an https:// URL"
+    elif origin.startswith("https://") and ("WRONG_VERSION_NUMBER" in text or "RECORD_LAYER_FAILURE" in text):
+        hint = "; the service seems to answer plain HTTP: check the URL's scheme"
+    return f"{method} {origin}{path}: {reason}{hint}"
 
 
 def batches(items: Iterable[bytes | str], size: Callable[[bytes | str], int]) -> Iterator[list[bytes | str]]:
@@ -186,7 +342,7 @@ def _batch_results(build: Callable[[Any], T]) -> Callable[[Any], BatchResult[T]]
     return parse
 
 
-def _readiness(response: httpx.Response) -> Readiness:
+def _readiness(response: Response) -> Readiness:
     body = response.json()
     if "error" in body:
         raise error_from(response)
@@ -202,7 +358,7 @@ class Core:
 
     # --- sending -------------------------------------------------------------------------------
 
-    def retry_delay(self, call: Call[Any], attempt: int, response: httpx.Response | None) -> float | None:
+    def retry_delay(self, call: Call[Any], attempt: int, response: Response | None) -> float | None:
         """Seconds to wait before retrying ``call`` after attempt ``attempt`` (0-based), or None: do not retry.
 
         ``response`` is None when the attempt failed with a transport error.
@@ -218,7 +374,7 @@ class Core:
         return self._rand() * min(self.retry.backoff_cap, self.retry.backoff_base * 2.0**attempt)
 
     @staticmethod
-    def result(call: Call[T], response: httpx.Response) -> T:
+    def result(call: Call[T], response: Response) -> T:
         """The typed result of ``call`` from its answer; raises the ``APIError`` subclass of an error answer."""
         if response.status_code not in call.accept:
             raise error_from(response)
@@ -296,7 +452,7 @@ class Core:
 
     def decrypt(self, ciphertext: str, context: Context | None, key: str | None) -> Call[bytes]:
         path = "/v1/decrypt" if key is None else _path("keys", key, "decrypt")
-        body = _with_context({"ciphertext": ciphertext}, context)
+        body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
         return Call("POST", path, _json_parser(lambda d: b64decode(d["plaintext"])), json=body, retryable=True)
 
     def encrypt_batches(
@@ -304,7 +460,7 @@ class Core:
     ) -> Iterator[Call[BatchResult[Encrypted]]]:
         """One call per batch of ``items``, in order."""
         parse = _json_parser(_batch_results(Encrypted.from_json))
-        for batch in batches(items, lambda item: len(as_bytes(item)) * 4 // 3):
+        for batch in batches((as_bytes(item) for item in items), lambda item: len(item) * 4 // 3):
             body_items = [_with_context({"plaintext": b64encode(as_bytes(p))}, context) for p in batch]
             path = _path("keys", key, "encrypt", "batch")
             yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
@@ -314,7 +470,7 @@ class Core:
     ) -> Iterator[Call[BatchResult[bytes]]]:
         """One call per batch of ``ciphertexts``, in order."""
         parse = _json_parser(_batch_results(lambda d: b64decode(d["plaintext"])))
-        for batch in batches(ciphertexts, len):
+        for batch in batches((as_ciphertext(c) for c in ciphertexts), len):
             body_items = [_with_context({"ciphertext": c}, context) for c in batch]
             path = _path("keys", key, "decrypt", "batch")
             yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
@@ -331,7 +487,7 @@ class Core:
         destination_key: str | None,
         destination_context: Context | None,
     ) -> Call[Encrypted]:
-        body = _with_context({"ciphertext": ciphertext}, context)
+        body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
         _with_context(body, destination_context, "destination_context")
         if destination_key is not None:
             body["destination_key"] = destination_key
@@ -345,7 +501,7 @@ class Core:
     def verify_mac(
         self, key: str, data: Plaintext, mac: bytes, context: Context | None, key_version: int | None
     ) -> Call[bool]:
-        body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(mac)}, context)
+        body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(as_bytes(mac, "mac"))}, context)
         if key_version is not None:
             body["key_version"] = key_version
         parse = _json_parser(lambda d: bool(d["valid"]))

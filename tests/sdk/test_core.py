@@ -342,12 +342,12 @@ def test_tls_context_verifies_the_server() -> None:
     assert context.verify_mode.name == "CERT_REQUIRED" and context.check_hostname
 
 
-def test_sdk_never_imports_the_server_and_depends_on_httpx_and_cryptography_only() -> None:
+def test_sdk_never_imports_the_server_and_depends_on_httpx_cryptography_and_urllib3_only() -> None:
     code = (
         "import sys, keymanager_sdk, keymanager_sdk.cli\n"
         "assert not [m for m in sys.modules if m == 'keymanager' or m.startswith('keymanager.')]\n"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "sdk" / "pyproject.toml").read_text())["project"]
-    assert [re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]] == ["httpx", "cryptography"]
+    assert [re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]] == ["httpx", "cryptography", "urllib3"]
     assert project["scripts"] == {"kmctl": "keymanager_sdk.cli:main"}
