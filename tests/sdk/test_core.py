@@ -351,3 +351,70 @@ def test_sdk_never_imports_the_server_and_depends_on_httpx_cryptography_and_urll
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "sdk" / "pyproject.toml").read_text())["project"]
     assert [re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]] == ["httpx", "cryptography", "urllib3"]
     assert project["scripts"] == {"kmctl": "keymanager_sdk.cli:main"}
+
+
+ENCRYPTED = httpx.Response(200, json={"ciphertext": "km:1:x:1:AA", "key_id": "x", "key_version": 1})
+
+
+@pytest.mark.parametrize("bad", [4111, 4111111111111111, [1, 2], None, 1.5, True, {"a": 1}])
+def test_a_plaintext_that_is_not_str_or_bytes_is_a_type_error_and_nothing_is_sent(bad: object) -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c:
+        for call in (
+            lambda: c.encrypt("k", bad),  # type: ignore[arg-type]
+            lambda: c.encrypt_many("k", ["fine", bad]),  # type: ignore[list-item]
+            lambda: c.mac("k", bad),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(TypeError, match=f"plaintext must be str or bytes-like, not {type(bad).__name__}$"):
+                call()
+    assert recorder.requests == []
+
+
+@pytest.mark.parametrize("good", [b"4111", bytearray(b"4111"), memoryview(b"xx4111")[2:], "4111"])
+def test_str_and_bytes_like_plaintexts_are_sent_as_their_bytes(good: object) -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c:
+        c.encrypt("k", good)  # type: ignore[arg-type]
+    assert json.loads(recorder.requests[0].content)["plaintext"] == base64.b64encode(b"4111").decode()
+
+
+def test_a_ciphertext_that_is_not_a_str_is_a_type_error() -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c, pytest.raises(TypeError, match="ciphertext must be str, not bytes"):
+        c.decrypt(b"km:1:x:1:AA")  # type: ignore[arg-type]
+    assert recorder.requests == []
+
+
+def test_the_encrypt_family_returns_encrypted_a_str_with_key_id_and_version() -> None:
+    import copy
+
+    item = {"ciphertext": "km:1:x:1:AA", "key_id": "x", "key_version": 1}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"results": [item]} if request.url.path.endswith("/batch") else item)
+
+    with client(handler) as c:
+        single = c.encrypt("k", "4111")
+        many = c.encrypt_many("k", ["4111"])
+        again = c.reencrypt("k", single)
+    for result in (single, many[0], again):
+        assert isinstance(result, km.Encrypted) and isinstance(result, str)
+        assert result == "km:1:x:1:AA" and (result.key_id, result.key_version) == ("x", 1)
+    assert type(single.ciphertext) is str and json.dumps(single) == '"km:1:x:1:AA"'
+    assert copy.deepcopy(single) == single and copy.deepcopy(single).key_version == 1  # by __reduce__, as pickle
+    assert repr(single) == "Encrypted(ciphertext='km:1:x:1:AA', key_id='x', key_version=1)"
+    with pytest.raises(AttributeError):
+        single.key_version = 2  # type: ignore[misc]
+
+
+def test_transport_messages_hint_at_the_likely_mistake() -> None:
+    import ssl
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    text = _core.transport_message("POST", "https://h:8443", "/v1/keys/k/encrypt", refused)
+    assert text == "POST https://h:8443/v1/keys/k/encrypt: [Errno 111] Connection refused"
+    unverified = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    assert "KM_CA" in _core.transport_message("GET", "https://h:8443", "/v1/health", unverified)
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    assert "https://" in _core.transport_message("GET", "http://h:8443", "/v1/health", reset).split(": ", 1)[1]
+    assert "https://" not in _core.transport_message("GET", "http://h:80", "/v1/health", refused).split(": ", 1)[1]
