@@ -229,8 +229,13 @@ def _sub(group: Any, name: str, run: Command, help_text: str) -> argparse.Argume
     return parser
 
 
+def _group(group: Any, name: str, help_text: str) -> Any:
+    """A command with actions (``kmctl keys ACTION``)."""
+    return group.add_parser(name, help=help_text).add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
 def _keys(group: Any) -> None:
-    keys = group.add_parser("keys", help="manage keys").add_subparsers(dest="action", metavar="ACTION", required=True)
+    keys = _group(group, "keys", "manage keys")
     create = _sub(keys, "create", keys_create, "create a key")
     create.add_argument("name")
     create.add_argument("--algorithm", choices=["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256"])
@@ -257,7 +262,7 @@ def _keys(group: Any) -> None:
 
 
 def _principals(group: Any) -> None:
-    principals = group.add_parser("principals", help="manage principals").add_subparsers(dest="action", metavar="ACTION", required=True)
+    principals = _group(group, "principals", "manage principals")
     create = _sub(principals, "create", principals_create, "create a principal (prints its token once)")
     create.add_argument("name")
     create.add_argument("--role", required=True, choices=["admin", "app", "auditor"])
@@ -291,7 +296,7 @@ def _crypto(group: Any) -> None:
 
 
 def _audit(group: Any) -> None:
-    audit = group.add_parser("audit", help="read and verify the audit log").add_subparsers(dest="action", metavar="ACTION", required=True)
+    audit = _group(group, "audit", "read and verify the audit log")
     listing = _sub(audit, "list", audit_list, "list audit records")
     listing.add_argument("--key")
     listing.add_argument("--principal")
