@@ -501,6 +501,8 @@ class Core:
     def verify_mac(
         self, key: str, data: Plaintext, mac: bytes, context: Context | None, key_version: int | None
     ) -> Call[bool]:
+        if isinstance(mac, str):
+            raise TypeError("mac must be bytes-like (or a Mac), not str")
         body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(as_bytes(mac, "mac"))}, context)
         if key_version is not None:
             body["key_version"] = key_version

@@ -124,7 +124,7 @@ class JsonTransport:
     def request(self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Answer:
         """Send one request (``body`` encoded as JSON) and read its whole answer."""
         if self._closed:
-            raise urllib3.exceptions.ClosedPoolError(None, "the client is closed")  # type: ignore[arg-type]
+            raise urllib3.exceptions.HTTPError("the client is closed")
         target = self._prefix + path
         if params:
             target += "?" + urlencode(params)
