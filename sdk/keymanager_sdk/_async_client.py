@@ -21,7 +21,7 @@ from typing import Any, BinaryIO, Self, TypeVar
 
 import httpx
 
-from keymanager_sdk import _core
+from keymanager_sdk import _connection, _core
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -67,7 +67,7 @@ class AsyncKeyManager:
         client_cert: str | None = None,
         client_key: str | None = None,
         verify: ssl.SSLContext | bool | None = None,
-        timeout: float | httpx.Timeout = _core.DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
@@ -75,8 +75,8 @@ class AsyncKeyManager:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._origin = _core.origin(_core.check_url(base_url))
-        headers, context = _core.http_options(token, ca, client_cert, client_key, verify)
+        self._origin = _connection.origin(_connection.check_url(base_url))
+        headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
         timeouts = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
@@ -98,7 +98,7 @@ class AsyncKeyManager:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Self:
         """A client configured by the ``KM_*`` variables, as ``KeyManager.from_env``."""
-        settings: dict[str, Any] = {**_core.settings_from_env(env), **options}
+        settings: dict[str, Any] = {**_connection.settings_from_env(env), **options}
         return cls(**settings)
 
     async def aclose(self) -> None:
@@ -132,7 +132,8 @@ class AsyncKeyManager:
             except TRANSPORT_ERRORS as exc:
                 delay = self._core.retry_delay(call, attempt, None)
                 if delay is None:
-                    raise TransportError(_core.transport_message(call.method, self._origin, call.path, exc)) from exc
+                    message = _connection.transport_message(call.method, self._origin, call.path, exc)
+                    raise TransportError(message) from exc
             else:
                 delay = self._core.retry_delay(call, attempt, response)
                 if delay is None:
@@ -406,4 +407,4 @@ class AsyncKeyManager:
         except httpx.TransportError as exc:
             if direction == "decrypt":
                 raise DecryptionFailed.local() from exc
-            raise TransportError(_core.transport_message("POST", self._origin, path, exc)) from exc
+            raise TransportError(_connection.transport_message("POST", self._origin, path, exc)) from exc

@@ -12,7 +12,7 @@ from typing import Any, BinaryIO, Self, TypeVar
 
 import httpx
 
-from keymanager_sdk import _core
+from keymanager_sdk import _connection, _core
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -73,7 +73,7 @@ class KeyManager:
         client_cert: str | None = None,
         client_key: str | None = None,
         verify: ssl.SSLContext | bool | None = None,
-        timeout: float | httpx.Timeout = _core.DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
@@ -81,8 +81,8 @@ class KeyManager:
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._origin = _core.origin(_core.check_url(base_url))
-        headers, context = _core.http_options(token, ca, client_cert, client_key, verify)
+        self._origin = _connection.origin(_connection.check_url(base_url))
+        headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
         timeouts = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
@@ -105,7 +105,7 @@ class KeyManager:
         """A client configured by ``KM_URL``, ``KM_TOKEN`` or ``KM_TOKEN_FILE``, ``KM_CA``,
         ``KM_CLIENT_CERT`` and ``KM_CLIENT_KEY`` (``env``: ``os.environ`` by default); ``options``
         are passed on and win. ``ConfigurationError`` when ``KM_URL`` is unset or a file is missing."""
-        settings: dict[str, Any] = {**_core.settings_from_env(env), **options}
+        settings: dict[str, Any] = {**_connection.settings_from_env(env), **options}
         return cls(**settings)
 
     def close(self) -> None:
@@ -135,7 +135,8 @@ class KeyManager:
             except TRANSPORT_ERRORS as exc:
                 delay = self._core.retry_delay(call, attempt, None)
                 if delay is None:
-                    raise TransportError(_core.transport_message(call.method, self._origin, call.path, exc)) from exc
+                    message = _connection.transport_message(call.method, self._origin, call.path, exc)
+                    raise TransportError(message) from exc
             else:
                 delay = self._core.retry_delay(call, attempt, response)
                 if delay is None:
@@ -393,4 +394,4 @@ class KeyManager:
         except httpx.TransportError as exc:
             if direction == "decrypt":
                 raise DecryptionFailed.local() from exc
-            raise TransportError(_core.transport_message("POST", self._origin, path, exc)) from exc
+            raise TransportError(_connection.transport_message("POST", self._origin, path, exc)) from exc

@@ -29,7 +29,7 @@ from urllib.parse import urlencode, urlsplit
 import httpx
 import urllib3
 
-from keymanager_sdk import _core
+from keymanager_sdk import _connection
 
 TRANSPORT_ERRORS = (httpx.TransportError, urllib3.exceptions.HTTPError, OSError)
 """What sending a call may raise when the service gives no answer (the clients make it a ``TransportError``)."""
@@ -85,7 +85,7 @@ class JsonTransport:
         self.scheme = parts.scheme
         self.host = parts.hostname or ""
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
-        self.origin = _core.origin(base_url)
+        self.origin = _connection.origin(base_url)
         self._prefix = parts.path.rstrip("/")
         self._headers = {"Accept": "*/*", **headers}
         self._context = context

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import keymanager_sdk as km
 import pytest
-from keymanager_sdk import _core
+from keymanager_sdk import _connection, _core
 from keymanager_sdk._core import BATCH_MAX_ITEMS, Core, RetryPolicy
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -338,7 +338,7 @@ def test_async_client_retries_and_maps_errors() -> None:
 
 
 def test_tls_context_verifies_the_server() -> None:
-    context = _core.ssl_context()
+    context = _connection.ssl_context()
     assert context.verify_mode.name == "CERT_REQUIRED" and context.check_hostname
 
 
@@ -411,10 +411,23 @@ def test_transport_messages_hint_at_the_likely_mistake() -> None:
     import ssl
 
     refused = ConnectionRefusedError(111, "Connection refused")
-    text = _core.transport_message("POST", "https://h:8443", "/v1/keys/k/encrypt", refused)
+    text = _connection.transport_message("POST", "https://h:8443", "/v1/keys/k/encrypt", refused)
     assert text == "POST https://h:8443/v1/keys/k/encrypt: [Errno 111] Connection refused"
     unverified = ssl.SSLCertVerificationError(1, "certificate verify failed")
-    assert "KM_CA" in _core.transport_message("GET", "https://h:8443", "/v1/health", unverified)
+    assert "KM_CA" in _connection.transport_message("GET", "https://h:8443", "/v1/health", unverified)
     reset = ConnectionResetError(104, "Connection reset by peer")
-    assert "https://" in _core.transport_message("GET", "http://h:8443", "/v1/health", reset).split(": ", 1)[1]
-    assert "https://" not in _core.transport_message("GET", "http://h:80", "/v1/health", refused).split(": ", 1)[1]
+    hint = _connection.transport_message("GET", "http://h:8443", "/v1/health", reset).split(": ", 1)[1]
+    assert "use an https:// URL" in hint
+    no_hint = _connection.transport_message("GET", "http://h:80", "/v1/health", refused).split(": ", 1)[1]
+    assert "https://" not in no_hint
+
+
+def test_the_clients_share_helpers_through_the_pure_modules_not_each_other() -> None:
+    import ast
+
+    package = Path(km.__file__).parent
+    for module, sibling in (("_async_client", "_client"), ("_client", "_async_client")):
+        tree = ast.parse((package / f"{module}.py").read_text())
+        imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        imported = {node.module for node in imports} | {f"{n.module}.{a.name}" for n in imports for a in n.names}
+        assert f"keymanager_sdk.{sibling}" not in imported, module

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from keymanager_sdk._core import ENVIRONMENT as SDK_ENVIRONMENT
-from keymanager_sdk._core import read_token_file
+from keymanager_sdk._connection import ENVIRONMENT as SDK_ENVIRONMENT
+from keymanager_sdk._connection import read_token_file
 from keymanager_sdk._exceptions import ConfigurationError
 
 DEFAULT_CONFIG = Path("~/.config/kmctl/config.toml")
