@@ -45,7 +45,7 @@ def _sync_paths(endpoint: Endpoint, data: bytes, stack: ExitStack) -> dict[str, 
     headers = {"Authorization": f"Bearer {endpoint.token}", "Content-Type": "application/json"}
     context = ssl.create_default_context(cafile=endpoint.ca)
     parts = urlsplit(endpoint.url)
-    pool = urllib3.HTTPSConnectionPool(parts.hostname, parts.port, ssl_context=context, maxsize=1)
+    pool = urllib3.HTTPSConnectionPool(parts.hostname or "", parts.port, ssl_context=context, maxsize=1)
     stack.callback(pool.close)
     plain = stack.enter_context(httpx.Client(base_url=endpoint.url, verify=context, headers=headers))
 

@@ -14,6 +14,7 @@ import io
 import os
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import BinaryIO
 
@@ -78,8 +79,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     megabytes = size / 1e6
     blob = os.urandom(size)
     tmpfs = "/dev/shm"  # noqa: S108 - on_files makes a private temporary directory inside it
-    runs = {"memory": lambda: in_memory(blob, segment), "tmpfs files": lambda: on_files(blob, segment, tmpfs)}
-    runs["disk files"] = lambda: on_files(blob, segment, None)
+    runs: dict[str, Callable[[], tuple[float, float]]] = {
+        "memory": lambda: in_memory(blob, segment),
+        "tmpfs files": lambda: on_files(blob, segment, tmpfs),
+        "disk files": lambda: on_files(blob, segment, None),
+    }
     for name, measure in runs.items():
         best = [min(pair) for pair in zip(*(measure() for _ in range(3)), strict=True)]
         rates = [megabytes / seconds for seconds in best]
