@@ -4,7 +4,7 @@ An encrypt or decrypt is one small JSON request and one small JSON answer; httpx
 machinery (URL and header models, h11's state machine, anyio's TLS streams for the async client)
 costs more client CPU than the service spends on the request. Measured on the 2-core development
 machine against a real server over TLS (``python -m bench client``, ``bench/README.md``): a 1 KB
-encrypt takes ~0.45 ms of client CPU here, ~0.7-1.1 ms through ``httpx.Client`` and ~1.4-1.6 ms
+encrypt takes ~0.45-0.6 ms of client CPU here, ~0.7-1.1 ms through ``httpx.Client`` and ~1.4-1.8 ms
 through ``httpx.AsyncClient``. ``AsyncKeyManager`` runs these calls in its own bounded thread pool.
 
 :class:`JsonTransport` is thread-safe. It keeps at most ``max_connections`` connections to the
