@@ -159,12 +159,11 @@ def _large(client: KeyManager, args: argparse.Namespace, encrypting: bool) -> in
     """``--envelope`` or ``--stream``: from ``--in`` or stdin to ``--out`` (complete, or absent) or stdout."""
     if args.envelope and args.stream:
         raise UsageError("--envelope and --stream exclude each other")
+    if args.stream and not args.key:
+        raise UsageError("decrypt --stream needs --key (the key the stream was encrypted with)")
     context = _context(args)
     verb = "encrypt" if encrypting else "decrypt"
     size = os.stat(args.input).st_size if args.input and os.path.isfile(args.input) else None
-
-    if args.stream and not args.key:
-        raise UsageError("decrypt --stream needs --key (the key the stream was encrypted with)")
 
     def run(src: BinaryIO, dst: BinaryIO) -> object:
         if args.stream:
@@ -307,10 +306,16 @@ def _audit(group: Any) -> None:
     _sub(audit, "verify", audit_verify, "verify the audit hash chain (exit 1 when broken)")
 
 
+def completion(args: argparse.Namespace) -> int:
+    """Print the completion script of ``args.shell``; needs no service."""
+    sys.stdout.write(_completion.script(parser(), args.shell))
+    return 0
+
+
 def _completion_command(group: Any) -> None:
     sub = group.add_parser("completion", help="print a shell completion script (bash, zsh, fish)")
     sub.add_argument("shell", choices=_completion.SHELLS)
-    sub.set_defaults(standalone=lambda args: print(_completion.script(parser(), args.shell), end="") or 0)
+    sub.set_defaults(standalone=completion)
 
 
 def parser() -> argparse.ArgumentParser:
