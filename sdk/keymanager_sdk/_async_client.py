@@ -93,7 +93,9 @@ class AsyncKeyManager:
         self._json: JsonTransport | None = None
         if transport is None:
             self._json = json_transport(base_url, headers, context, timeouts, limits, trust_env)
-        self._threads = ThreadPoolExecutor(limits.max_connections or 100, thread_name_prefix="keymanager-sdk")
+        self._thread_count = limits.max_connections or 100
+        self._threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="keymanager-sdk")
+        self._pid = os.getpid()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Self:
@@ -118,6 +120,9 @@ class AsyncKeyManager:
 
     async def _send(self, call: Call[Any]) -> Response:
         if self._json is not None:
+            if self._pid != os.getpid():  # a forked child: the parent's worker threads do not exist here
+                self._pid = os.getpid()
+                self._threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="keymanager-sdk")
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
                 self._threads, self._json.request, call.method, call.path, call.json, call.params

@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -320,3 +321,26 @@ def _decrypt_in_child(client: KeyManager, ciphertext: str) -> None:
         if client.decrypt(ciphertext) != b"parent":
             os._exit(1)
     os._exit(0)
+
+
+def test_an_async_client_works_in_a_forked_child(server: Server, app_principal: App, make_key: MakeKey) -> None:
+    key = make_key()
+
+    async def roundtrip(client: AsyncKeyManager) -> bytes:
+        return await client.decrypt(await client.encrypt(key.name, b"parent"))
+
+    client = AsyncKeyManager(server.url, token=app_principal.token, ca=str(server.ca), max_retries=0, timeout=20)
+    assert asyncio.run(roundtrip(client)) == b"parent"  # the parent now has a worker thread and a connection
+    child = multiprocessing.get_context("fork").Process(target=_roundtrip_in_child, args=(client, roundtrip))
+    child.start()
+    child.join(timeout=60)
+    if child.is_alive():  # hung: its calls went to worker threads that do not exist in a child
+        child.kill()
+        child.join()
+    assert child.exitcode == 0
+    assert asyncio.run(roundtrip(client)) == b"parent"
+    asyncio.run(client.aclose())
+
+
+def _roundtrip_in_child(client: AsyncKeyManager, roundtrip: Callable[[AsyncKeyManager], Any]) -> None:
+    os._exit(0 if asyncio.run(roundtrip(client)) == b"parent" else 1)
