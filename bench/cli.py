@@ -1,5 +1,5 @@
 """Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``,
-``ceilings``."""
+``client``, ``envelope`` and ``ceilings``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 
 from bench.clients import TARGET_NAMES
 
-SUBCOMMANDS = ("blobs", "transport", "app", "targets", "ceilings")
+SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings")
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -70,7 +70,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, goals, transport
+    from bench import app, blobs, ceilings, client, envelope, goals, transport
 
     common = common_options()
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -93,6 +93,14 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--field-size", type=parse_size, default=1_000, help="field of the ops/s targets (1K)")
     g.add_argument("--high-concurrency", type=int, default=32, help="connections of the ops/s targets")
     g.set_defaults(func=goals.run)
+    c = commands.add_parser("client", parents=[common], help="client CPU per small-field encrypt, by HTTP path")
+    c.add_argument("--size", type=parse_size, default=1_000, help="field size (default 1K)")
+    c.add_argument("--rounds", type=int, default=5, help="rounds of every path (default 5; the median is kept)")
+    c.set_defaults(func=client.run)
+    e = commands.add_parser("envelope", parents=[common], help="envelope encrypt/decrypt rates alone (no service)")
+    e.add_argument("--size", type=parse_size, default=70_000_000, help="blob size (default 70M)")
+    e.add_argument("--segment-size", type=parse_size, default=256 * 1024, help="segment (default 256KiB)")
+    e.set_defaults(func=envelope.run)
     ceilings.add_parser(commands)
     return top
 

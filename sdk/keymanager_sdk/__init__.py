@@ -13,6 +13,7 @@ from keymanager_sdk._core import __version__ as __version__
 from keymanager_sdk._envelope import DataKeyProvider, EnvelopeHeader, decrypt_envelope, encrypt_envelope
 from keymanager_sdk._exceptions import (
     APIError,
+    ConfigurationError,
     Conflict,
     DatabaseUnavailable,
     DecryptionFailed,
@@ -52,6 +53,7 @@ __all__ = [
     "AsyncKeyManager",
     "AuditRecord",
     "AuditVerification",
+    "ConfigurationError",
     "Conflict",
     "DataKey",
     "DataKeyProvider",

@@ -5,15 +5,15 @@ from __future__ import annotations
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
 from types import TracebackType
-from typing import Any, BinaryIO, TypeVar
+from typing import Any, BinaryIO, Self, TypeVar
 
 import httpx
 
-from keymanager_sdk import _core
-from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, RetryPolicy
+from keymanager_sdk import _connection, _core
+from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
     EnvelopeHeader,
@@ -23,8 +23,7 @@ from keymanager_sdk._envelope import (
     seal_stream,
     write_atomically,
 )
-from keymanager_sdk._exceptions import APIError, DecryptionFailed, TransportError
-from keymanager_sdk._lane import JsonLane
+from keymanager_sdk._exceptions import DecryptionFailed, TransportError
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -38,32 +37,9 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_transport
 
 T = TypeVar("T")
-DEFAULT_TIMEOUT = 30.0
-
-
-def envelope_key(data_key: DataKey) -> dict[str, Any]:
-    """``seal_stream``'s key arguments from a data key that carries its plaintext."""
-    if data_key.plaintext is None:
-        raise APIError(200, "invalid_response", "the data key came without its plaintext")
-    return {"data_key": data_key.plaintext, "wrapped_key": data_key.ciphertext}
-
-
-def http_options(
-    token: str | None,
-    ca: str | None,
-    client_cert: str | None,
-    client_key: str | None,
-    verify: ssl.SSLContext | bool | None,
-) -> dict[str, Any]:
-    """Headers and TLS settings shared by both clients' httpx clients."""
-    headers = {"User-Agent": f"keymanager-sdk/{_core.__version__}"}
-    if token is not None:
-        headers["Authorization"] = f"Bearer {token}"
-    if verify is None:
-        verify = _core.ssl_context(ca, client_cert, client_key) if (ca or client_cert) else True
-    return {"headers": headers, "verify": verify}
 
 
 class KeyManager:
@@ -72,15 +48,20 @@ class KeyManager:
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
     TLS client certificate (``client_cert`` / ``client_key`` PEM paths); ``ca`` is the CA bundle
     that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead).
-    Connections are pooled per instance and kept alive between calls (JSON calls over lean
-    HTTP/1.1 connections, see ``_lane``; streams, proxies and custom transports through httpx):
-    create one, share it between threads, and close it (or use ``with``) when done.
+    ``KeyManager.from_env()`` takes these from ``KM_*`` variables. The URL and the files are
+    checked here: ``ConfigurationError`` (a ``ValueError``) names what is wrong.
+
+    JSON calls go over urllib3's keep-alive pool (``_transport``), at most
+    ``limits.max_connections`` connections; streams and a custom ``transport`` over httpx.
+    ``trust_env`` honours ``HTTP(S)_PROXY`` / ``NO_PROXY``. Create one client, share it between
+    threads (and forked children), and close it (or use ``with``) when done.
 
     Reads and cryptographic calls are retried on connection errors, 429 and 503 (honouring
     ``Retry-After``) up to ``max_retries`` times with full-jitter backoff; calls that create or
     change keys and principals are never retried. ``sleep`` and ``transport`` are for tests.
-    Every method raises ``TransportError`` when the service cannot be reached and the
-    ``APIError`` subclass of the service's error code otherwise.
+    Every method raises ``TransportError`` when the service cannot be reached (naming method,
+    host, port and path) and the ``APIError`` subclass of the service's error code otherwise;
+    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``.
     """
 
     def __init__(
@@ -92,38 +73,48 @@ class KeyManager:
         client_cert: str | None = None,
         client_key: str | None = None,
         verify: ssl.SSLContext | bool | None = None,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
+        trust_env: bool = True,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
+        self._origin = _connection.origin(_connection.check_url(base_url))
+        headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
-        options = http_options(token, ca, client_cert, client_key, verify)
-        if not isinstance(options["verify"], ssl.SSLContext):
-            options["verify"] = httpx.create_ssl_context(verify=options["verify"])
-        limits = limits or httpx.Limits(max_keepalive_connections=20, keepalive_expiry=30)
-        self._http = httpx.Client(base_url=base_url, timeout=timeout, limits=limits, transport=transport, **options)
-        self._lane: JsonLane | None = None
-        if JsonLane.usable(self._http.base_url, transport, trust_env=self._http.trust_env):
-            self._lane = JsonLane(
-                self._http.base_url,
-                options["headers"],
-                options["verify"],
-                self._http.timeout,
-                max_idle=limits.max_keepalive_connections or 20,
-                keepalive_expiry=limits.keepalive_expiry or 30.0,
-            )
+        timeouts = timeout if isinstance(timeout, httpx.Timeout) else httpx.Timeout(timeout)
+        limits = limits or httpx.Limits(max_connections=100, max_keepalive_connections=20, keepalive_expiry=30)
+        self._http = httpx.Client(
+            base_url=base_url,
+            headers=headers,
+            verify=context,
+            timeout=timeouts,
+            limits=limits,
+            trust_env=trust_env,
+            transport=transport,
+        )
+        self._json: JsonTransport | None = None
+        if transport is None:
+            self._json = json_transport(base_url, headers, context, timeouts, limits, trust_env)
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None, **options: Any) -> Self:
+        """A client configured by ``KM_URL``, ``KM_TOKEN`` or ``KM_TOKEN_FILE``, ``KM_CA``,
+        ``KM_CLIENT_CERT`` and ``KM_CLIENT_KEY`` (``env``: ``os.environ`` by default); ``options``
+        are passed on and win. ``ConfigurationError`` when ``KM_URL`` is unset or a file is missing."""
+        settings: dict[str, Any] = {**_connection.settings_from_env(env), **options}
+        return cls(**settings)
 
     def close(self) -> None:
         """Close the connection pools."""
-        if self._lane is not None:
-            self._lane.close()
+        if self._json is not None:
+            self._json.close()
         self._http.close()
 
-    def __enter__(self) -> KeyManager:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(
@@ -131,18 +122,21 @@ class KeyManager:
     ) -> None:
         self.close()
 
+    def _send(self, call: Call[Any]) -> Response:
+        if self._json is not None:
+            return self._json.request(call.method, call.path, call.json, call.params)
+        return self._http.request(call.method, call.path, json=call.json, params=call.params)
+
     def _run(self, call: Call[T]) -> T:
         attempt = 0
         while True:
             try:
-                if self._lane is not None:
-                    response = self._lane.request(call.method, call.path, call.json, call.params)
-                else:
-                    response = self._http.request(call.method, call.path, json=call.json, params=call.params)
-            except httpx.TransportError as exc:
+                response = self._send(call)
+            except TRANSPORT_ERRORS as exc:
                 delay = self._core.retry_delay(call, attempt, None)
                 if delay is None:
-                    raise TransportError(f"{call.method} {call.path}: {exc}") from exc
+                    message = _connection.transport_message(call.method, self._origin, call.path, exc)
+                    raise TransportError(message) from exc
             else:
                 delay = self._core.retry_delay(call, attempt, response)
                 if delay is None:
@@ -234,12 +228,15 @@ class KeyManager:
 
     # --- cryptography ----------------------------------------------------------------------------
 
-    def encrypt(self, key: str, data: Plaintext, context: Context | None = None) -> str:
-        """Encrypt a small field (≤ 64 KiB; ``str`` as UTF-8) under ``key``; the ciphertext string."""
-        return self._run(self._core.encrypt(key, data, context)).ciphertext
+    def encrypt(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
+        """Encrypt a small field (≤ 64 KiB; ``str`` as UTF-8, or bytes-like) under ``key``.
+
+        The result is the ciphertext string (an ``Encrypted``, a ``str`` subclass) that also
+        tells ``key_id`` and ``key_version``. ``TypeError`` for any other type of ``data``."""
+        return self._run(self._core.encrypt(key, data, context))
 
     def encrypt_with_version(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
-        """Like ``encrypt``, also telling the key id and version used."""
+        """The same as ``encrypt`` (kept for code written when ``encrypt`` returned a plain ``str``)."""
         return self._run(self._core.encrypt(key, data, context))
 
     def decrypt(self, ciphertext: str, context: Context | None = None, key: str | None = None) -> bytes:
@@ -397,4 +394,4 @@ class KeyManager:
         except httpx.TransportError as exc:
             if direction == "decrypt":
                 raise DecryptionFailed.local() from exc
-            raise TransportError(f"POST {path}: {exc}") from exc
+            raise TransportError(_connection.transport_message("POST", self._origin, path, exc)) from exc

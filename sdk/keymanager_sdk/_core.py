@@ -1,9 +1,9 @@
 """The pure core shared by ``KeyManager`` and ``AsyncKeyManager``: no I/O here.
 
 Every API operation is described by a ``Call``: what to send (method, path, query, JSON body),
-whether it may be retried, and how to turn the answer into a typed result. The clients build
-the httpx request from the call, send it, and hand the response back to ``result``; between
-attempts they sleep for ``Core.retry_delay``.
+whether it may be retried, and how to turn the answer into a typed result. The clients send
+the call, and hand the answer (any ``Response``) back to ``result``; between attempts they
+sleep for ``Core.retry_delay``. How a client reaches the service is ``_connection``'s.
 
 Retries (connection errors, 503, 429) are allowed only for reads and cryptographic calls,
 never for calls that create or change something (keys, principals, rotation, deletion, patch).
@@ -13,15 +13,12 @@ from __future__ import annotations
 
 import json
 import random
-import ssl
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
-
-import httpx
 
 from keymanager_sdk._exceptions import APIError, api_error
 from keymanager_sdk._models import (
@@ -38,6 +35,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
     as_bytes,
+    as_ciphertext,
     b64decode,
     b64encode,
     context_json,
@@ -58,9 +56,24 @@ STREAM_CHUNK = 256 * 1024
 RETRY_STATUSES = frozenset({429, 503})
 AUDIT_PAGE_MAX = 1000
 
-Plaintext = bytes | str
+Plaintext = bytes | bytearray | memoryview | str
 BatchResult = list[T | APIError]
 PolicyArg = Policy | Mapping[str, Any] | None
+
+
+class Response(Protocol):
+    """What the core reads of an answer (an ``httpx.Response`` or the urllib3 transport's ``Answer``)."""
+
+    @property
+    def status_code(self) -> int: ...
+
+    @property
+    def headers(self) -> Mapping[str, str]: ...
+
+    @property
+    def reason_phrase(self) -> str: ...
+
+    def json(self) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -83,14 +96,14 @@ class Call(Generic[T]):
 
     method: str
     path: str
-    parse: Callable[[httpx.Response], T]
+    parse: Callable[[Response], T]
     json: Any = None
     params: Mapping[str, str | int] | None = None
     retryable: bool = False
     accept: frozenset[int] = field(default_factory=lambda: frozenset({200, 201, 204}))
 
 
-def error_from(response: httpx.Response) -> APIError:
+def error_from(response: Response) -> APIError:
     """The ``APIError`` for an error answer (a plain ``APIError`` when the body is not the API's)."""
     request_id = response.headers.get("x-request-id", "")
     try:
@@ -102,8 +115,8 @@ def error_from(response: httpx.Response) -> APIError:
         return APIError(response.status_code, "http_error", response.reason_phrase or "error", request_id)
 
 
-def _json_parser(build: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
-    def parse(response: httpx.Response) -> T:
+def _json_parser(build: Callable[[Any], T]) -> Callable[[Response], T]:
+    def parse(response: Response) -> T:
         try:
             return build(response.json())
         except (ValueError, KeyError, TypeError) as exc:
@@ -112,11 +125,11 @@ def _json_parser(build: Callable[[Any], T]) -> Callable[[httpx.Response], T]:
     return parse
 
 
-def _no_content(response: httpx.Response) -> None:
+def _no_content(response: Response) -> None:
     return None
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Response) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
         return None
@@ -144,12 +157,11 @@ def _drop_none(values: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in values.items() if v is not None}
 
 
-def ssl_context(ca: str | None = None, client_cert: str | None = None, client_key: str | None = None) -> ssl.SSLContext:
-    """A TLS context trusting ``ca`` (the system's CAs when None), with an optional client certificate."""
-    context = ssl.create_default_context(cafile=ca)
-    if client_cert is not None:
-        context.load_cert_chain(client_cert, client_key)
-    return context
+def envelope_key(data_key: DataKey) -> dict[str, Any]:
+    """``seal_stream``'s key arguments from a data key that carries its plaintext."""
+    if data_key.plaintext is None:
+        raise APIError(200, "invalid_response", "the data key came without its plaintext")
+    return {"data_key": data_key.plaintext, "wrapped_key": data_key.ciphertext}
 
 
 def batches(items: Iterable[bytes | str], size: Callable[[bytes | str], int]) -> Iterator[list[bytes | str]]:
@@ -186,7 +198,7 @@ def _batch_results(build: Callable[[Any], T]) -> Callable[[Any], BatchResult[T]]
     return parse
 
 
-def _readiness(response: httpx.Response) -> Readiness:
+def _readiness(response: Response) -> Readiness:
     body = response.json()
     if "error" in body:
         raise error_from(response)
@@ -202,7 +214,7 @@ class Core:
 
     # --- sending -------------------------------------------------------------------------------
 
-    def retry_delay(self, call: Call[Any], attempt: int, response: httpx.Response | None) -> float | None:
+    def retry_delay(self, call: Call[Any], attempt: int, response: Response | None) -> float | None:
         """Seconds to wait before retrying ``call`` after attempt ``attempt`` (0-based), or None: do not retry.
 
         ``response`` is None when the attempt failed with a transport error.
@@ -218,7 +230,7 @@ class Core:
         return self._rand() * min(self.retry.backoff_cap, self.retry.backoff_base * 2.0**attempt)
 
     @staticmethod
-    def result(call: Call[T], response: httpx.Response) -> T:
+    def result(call: Call[T], response: Response) -> T:
         """The typed result of ``call`` from its answer; raises the ``APIError`` subclass of an error answer."""
         if response.status_code not in call.accept:
             raise error_from(response)
@@ -296,7 +308,7 @@ class Core:
 
     def decrypt(self, ciphertext: str, context: Context | None, key: str | None) -> Call[bytes]:
         path = "/v1/decrypt" if key is None else _path("keys", key, "decrypt")
-        body = _with_context({"ciphertext": ciphertext}, context)
+        body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
         return Call("POST", path, _json_parser(lambda d: b64decode(d["plaintext"])), json=body, retryable=True)
 
     def encrypt_batches(
@@ -304,7 +316,7 @@ class Core:
     ) -> Iterator[Call[BatchResult[Encrypted]]]:
         """One call per batch of ``items``, in order."""
         parse = _json_parser(_batch_results(Encrypted.from_json))
-        for batch in batches(items, lambda item: len(as_bytes(item)) * 4 // 3):
+        for batch in batches((as_bytes(item) for item in items), lambda item: len(item) * 4 // 3):
             body_items = [_with_context({"plaintext": b64encode(as_bytes(p))}, context) for p in batch]
             path = _path("keys", key, "encrypt", "batch")
             yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
@@ -314,7 +326,7 @@ class Core:
     ) -> Iterator[Call[BatchResult[bytes]]]:
         """One call per batch of ``ciphertexts``, in order."""
         parse = _json_parser(_batch_results(lambda d: b64decode(d["plaintext"])))
-        for batch in batches(ciphertexts, len):
+        for batch in batches((as_ciphertext(c) for c in ciphertexts), len):
             body_items = [_with_context({"ciphertext": c}, context) for c in batch]
             path = _path("keys", key, "decrypt", "batch")
             yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
@@ -331,7 +343,7 @@ class Core:
         destination_key: str | None,
         destination_context: Context | None,
     ) -> Call[Encrypted]:
-        body = _with_context({"ciphertext": ciphertext}, context)
+        body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
         _with_context(body, destination_context, "destination_context")
         if destination_key is not None:
             body["destination_key"] = destination_key
@@ -345,7 +357,9 @@ class Core:
     def verify_mac(
         self, key: str, data: Plaintext, mac: bytes, context: Context | None, key_version: int | None
     ) -> Call[bool]:
-        body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(mac)}, context)
+        if isinstance(mac, str):
+            raise TypeError("mac must be bytes-like (or a Mac), not str")
+        body = _with_context({"data": b64encode(as_bytes(data)), "mac": b64encode(as_bytes(mac, "mac"))}, context)
         if key_version is not None:
             body["key_version"] = key_version
         parse = _json_parser(lambda d: bool(d["valid"]))

@@ -3,7 +3,10 @@
 Hierarchy::
 
     KeyManagerError
-    ├── TransportError                 no answer: connection refused or reset, TLS failure, timeout
+    ├── ConfigurationError             (also a ValueError) a bad URL, a missing CA/certificate/token file;
+    │                                  raised when the client is built, before anything is sent
+    ├── TransportError                 no answer: connection refused or reset, TLS failure, timeout; the
+    │                                  message names the method, host, port and path (and hints at a fix)
     ├── EnvelopeError                  a malformed envelope (bad magic, version, algorithm, header)
     └── APIError                       the service answered with an error (status, code, message, request_id)
         ├── InvalidRequest             400/422 invalid_request
@@ -31,6 +34,10 @@ from __future__ import annotations
 
 class KeyManagerError(Exception):
     """Base of every exception raised by ``keymanager_sdk``."""
+
+
+class ConfigurationError(KeyManagerError, ValueError):
+    """The client's settings are unusable (a URL without scheme or host, a file that cannot be read)."""
 
 
 class TransportError(KeyManagerError):

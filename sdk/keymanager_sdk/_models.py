@@ -130,13 +130,36 @@ class NewPrincipal(Principal):
         return cls(**{**base.__dict__, "token": str(data["token"])})
 
 
-@dataclass(frozen=True)
-class Encrypted:
-    """A ciphertext string and the key version that made it."""
+class Encrypted(str):
+    """A ciphertext: the ciphertext string itself (a ``str`` subclass), which also tells the key
+    id and version that made it (``key_id``, ``key_version``). ``ciphertext`` is the plain ``str``.
 
-    ciphertext: str
+    Every call of the encrypt family (``encrypt``, ``encrypt_many``, ``reencrypt``) returns this
+    type, so a result can be stored or passed to ``decrypt`` as it is. Immutable.
+    """
+
     key_id: str
     key_version: int
+
+    def __new__(cls, ciphertext: str, key_id: str, key_version: int) -> Encrypted:
+        made = super().__new__(cls, ciphertext)
+        object.__setattr__(made, "key_id", key_id)
+        object.__setattr__(made, "key_version", key_version)
+        return made
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Encrypted is immutable: cannot set {name}")
+
+    def __reduce__(self) -> tuple[type[Encrypted], tuple[str, str, int]]:
+        return (Encrypted, (self.ciphertext, self.key_id, self.key_version))
+
+    def __repr__(self) -> str:
+        return f"Encrypted(ciphertext={self.ciphertext!r}, key_id={self.key_id!r}, key_version={self.key_version})"
+
+    @property
+    def ciphertext(self) -> str:
+        """The ciphertext as a plain ``str``."""
+        return str.__str__(self)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Encrypted:
@@ -282,9 +305,25 @@ def b64decode(value: Any) -> bytes:
     return base64.b64decode(str(value), validate=True)
 
 
-def as_bytes(data: bytes | str) -> bytes:
-    """``str`` is encoded as UTF-8; bytes-like values are taken as they are."""
-    return data.encode("utf-8") if isinstance(data, str) else bytes(data)
+def as_bytes(data: object, what: str = "plaintext") -> bytes:
+    """``str`` encoded as UTF-8, or the bytes of a bytes-like value (``bytes``, ``bytearray``,
+    ``memoryview`` …). Anything else (an ``int`` card number, a list, None) raises ``TypeError``
+    naming its type: ``bytes(4111)`` would be 4,111 zero bytes, not the number."""
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    if isinstance(data, bytes):
+        return data
+    try:
+        return memoryview(data).tobytes()  # type: ignore[arg-type]
+    except TypeError:
+        raise TypeError(f"{what} must be str or bytes-like, not {type(data).__name__}") from None
+
+
+def as_ciphertext(value: object) -> str:
+    """A ciphertext string (an ``Encrypted`` is one); anything else raises ``TypeError`` naming its type."""
+    if isinstance(value, str):
+        return str.__str__(value)
+    raise TypeError(f"ciphertext must be str, not {type(value).__name__}")
 
 
 def context_json(context: Context | None) -> dict[str, str] | None:

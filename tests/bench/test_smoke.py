@@ -62,6 +62,29 @@ def test_targets_prints_the_summary(tmp_path: Path) -> None:
     assert all(t["measured"] is not None for t in report["targets"])
 
 
+def test_client_reports_cpu_per_call_for_every_path(tmp_path: Path) -> None:
+    done = bench("client", "--spawn", "--workers", "1", "--requests", "20", "--rounds", "1", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "client.json").read_text())
+    paths = {row["path"] for row in report["rows"]}
+    assert paths == {
+        "sdk KeyManager",
+        "sdk AsyncKeyManager",
+        "raw urllib3 pool",
+        "raw httpx.Client",
+        "raw httpx.AsyncClient",
+    }
+    assert all(row["median_ms"] > 0 and len(row["rounds_ms"]) == 1 for row in report["rows"])
+
+
+def test_envelope_prints_rates_without_a_service() -> None:
+    done = bench("envelope", "--size", "300K", "--segment-size", "64KiB")
+    assert done.returncode == 0, done.stderr[-3000:]
+    lines = done.stdout.splitlines()
+    assert len(lines) == 3 and all("encrypt" in line and "decrypt" in line for line in lines)
+    assert [line.split(",")[2].split(":")[0].strip() for line in lines] == ["memory", "tmpfs files", "disk files"]
+
+
 def test_ceilings_writes_every_ceiling(tmp_path: Path) -> None:
     done = bench("ceilings", "--duration", "1", "--warmup", "0.5", "--hsm-seconds", "0.1", "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -17,7 +17,7 @@ from typing import Any
 import httpx
 import keymanager_sdk as km
 import pytest
-from keymanager_sdk import _core
+from keymanager_sdk import _connection, _core
 from keymanager_sdk._core import BATCH_MAX_ITEMS, Core, RetryPolicy
 
 Handler = Callable[[httpx.Request], httpx.Response]
@@ -338,16 +338,96 @@ def test_async_client_retries_and_maps_errors() -> None:
 
 
 def test_tls_context_verifies_the_server() -> None:
-    context = _core.ssl_context()
+    context = _connection.ssl_context()
     assert context.verify_mode.name == "CERT_REQUIRED" and context.check_hostname
 
 
-def test_sdk_never_imports_the_server_and_depends_on_httpx_and_cryptography_only() -> None:
+def test_sdk_never_imports_the_server_and_depends_on_httpx_cryptography_and_urllib3_only() -> None:
     code = (
         "import sys, keymanager_sdk, keymanager_sdk.cli\n"
         "assert not [m for m in sys.modules if m == 'keymanager' or m.startswith('keymanager.')]\n"
     )
     assert subprocess.run([sys.executable, "-c", code], check=False).returncode == 0
     project = tomllib.loads((Path(__file__).resolve().parents[2] / "sdk" / "pyproject.toml").read_text())["project"]
-    assert [re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]] == ["httpx", "cryptography"]
+    assert [re.split(r"[<>=\[ ]", d)[0] for d in project["dependencies"]] == ["httpx", "cryptography", "urllib3"]
     assert project["scripts"] == {"kmctl": "keymanager_sdk.cli:main"}
+
+
+ENCRYPTED = httpx.Response(200, json={"ciphertext": "km:1:x:1:AA", "key_id": "x", "key_version": 1})
+
+
+@pytest.mark.parametrize("bad", [4111, 4111111111111111, [1, 2], None, 1.5, True, {"a": 1}])
+def test_a_plaintext_that_is_not_str_or_bytes_is_a_type_error_and_nothing_is_sent(bad: object) -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c:
+        for call in (
+            lambda: c.encrypt("k", bad),  # type: ignore[arg-type]
+            lambda: c.encrypt_many("k", ["fine", bad]),  # type: ignore[list-item]
+            lambda: c.mac("k", bad),  # type: ignore[arg-type]
+        ):
+            with pytest.raises(TypeError, match=f"plaintext must be str or bytes-like, not {type(bad).__name__}$"):
+                call()
+    assert recorder.requests == []
+
+
+@pytest.mark.parametrize("good", [b"4111", bytearray(b"4111"), memoryview(b"xx4111")[2:], "4111"])
+def test_str_and_bytes_like_plaintexts_are_sent_as_their_bytes(good: object) -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c:
+        c.encrypt("k", good)  # type: ignore[arg-type]
+    assert json.loads(recorder.requests[0].content)["plaintext"] == base64.b64encode(b"4111").decode()
+
+
+def test_a_ciphertext_that_is_not_a_str_is_a_type_error() -> None:
+    recorder = Recorder(ENCRYPTED)
+    with client(recorder) as c, pytest.raises(TypeError, match="ciphertext must be str, not bytes"):
+        c.decrypt(b"km:1:x:1:AA")  # type: ignore[arg-type]
+    assert recorder.requests == []
+
+
+def test_the_encrypt_family_returns_encrypted_a_str_with_key_id_and_version() -> None:
+    import copy
+
+    item = {"ciphertext": "km:1:x:1:AA", "key_id": "x", "key_version": 1}
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json={"results": [item]} if request.url.path.endswith("/batch") else item)
+
+    with client(handler) as c:
+        single = c.encrypt("k", "4111")
+        many = c.encrypt_many("k", ["4111"])
+        again = c.reencrypt("k", single)
+    for result in (single, many[0], again):
+        assert isinstance(result, km.Encrypted) and isinstance(result, str)
+        assert result == "km:1:x:1:AA" and (result.key_id, result.key_version) == ("x", 1)
+    assert type(single.ciphertext) is str and json.dumps(single) == '"km:1:x:1:AA"'
+    assert copy.deepcopy(single) == single and copy.deepcopy(single).key_version == 1  # by __reduce__, as pickle
+    assert repr(single) == "Encrypted(ciphertext='km:1:x:1:AA', key_id='x', key_version=1)"
+    with pytest.raises(AttributeError):
+        single.key_version = 2  # type: ignore[misc]
+
+
+def test_transport_messages_hint_at_the_likely_mistake() -> None:
+    import ssl
+
+    refused = ConnectionRefusedError(111, "Connection refused")
+    text = _connection.transport_message("POST", "https://h:8443", "/v1/keys/k/encrypt", refused)
+    assert text == "POST https://h:8443/v1/keys/k/encrypt: [Errno 111] Connection refused"
+    unverified = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    assert "KM_CA" in _connection.transport_message("GET", "https://h:8443", "/v1/health", unverified)
+    reset = ConnectionResetError(104, "Connection reset by peer")
+    hint = _connection.transport_message("GET", "http://h:8443", "/v1/health", reset).split(": ", 1)[1]
+    assert "use an https:// URL" in hint
+    no_hint = _connection.transport_message("GET", "http://h:80", "/v1/health", refused).split(": ", 1)[1]
+    assert "https://" not in no_hint
+
+
+def test_the_clients_share_helpers_through_the_pure_modules_not_each_other() -> None:
+    import ast
+
+    package = Path(km.__file__).parent
+    for module, sibling in (("_async_client", "_client"), ("_client", "_async_client")):
+        tree = ast.parse((package / f"{module}.py").read_text())
+        imports = [node for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+        imported = {node.module for node in imports} | {f"{n.module}.{a.name}" for n in imports for a in n.names}
+        assert f"keymanager_sdk.{sibling}" not in imported, module

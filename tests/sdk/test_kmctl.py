@@ -169,3 +169,130 @@ def test_profile_file(server: Server, tmp_path: Path) -> None:
 @pytest.mark.parametrize("args", [["--help"], ["keys", "--help"], ["encrypt", "--help"]])
 def test_help(server: Server, args: list[str]) -> None:
     assert kmctl(server, *args).returncode == 0
+
+
+def test_version() -> None:
+    from keymanager_sdk import __version__
+
+    done = subprocess.run(
+        [sys.executable, "-m", "keymanager_sdk.cli", "--version"], capture_output=True, timeout=60, check=False
+    )
+    assert (done.returncode, done.stdout.decode().strip()) == (0, f"kmctl {__version__} (keymanager-sdk)")
+
+
+def test_bash_completion_completes_commands_and_options(server: Server, tmp_path: Path) -> None:
+    script = kmctl(server, "completion", "bash")
+    assert script.returncode == 0
+    (tmp_path / "kmctl.bash").write_bytes(script.stdout)
+    probe = (
+        f"source {tmp_path / 'kmctl.bash'}\n"
+        'complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _kmctl; echo "${COMPREPLY[*]}"; }\n'
+        "complete_words kmctl ke\n"
+        "complete_words kmctl keys cr\n"
+        "complete_words kmctl --json audit list --newest\n"
+        "complete_words kmctl completion ''\n"
+    )
+    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["keys", "create", "--newest-first", "bash zsh fish --help"]
+
+
+@pytest.mark.parametrize("shell", ["zsh", "fish"])
+def test_zsh_and_fish_completion_scripts(server: Server, shell: str) -> None:
+    done = kmctl(server, "completion", shell)
+    assert done.returncode == 0
+    text = done.stdout.decode()
+    if shell == "zsh":
+        assert text.startswith("#compdef kmctl") and "bashcompinit" in text and "complete -o default -F _kmctl" in text
+    else:
+        commands = "keys principals encrypt decrypt audit completion"
+        assert f"complete -c kmctl -n '__fish_use_subcommand' -a '{commands}'" in text
+        assert "-l newest-first" in text
+
+
+def test_usage_errors_exit_2_with_one_line(server: Server, tmp_path: Path) -> None:
+    cases = [
+        (["keys", "create", unique("k"), "--policy", "{not json"], "--policy is not valid JSON"),
+        (["keys", "create", unique("k"), "--policy", "[1]"], "--policy must be a JSON object"),
+        (["keys", "create", unique("k"), "--policy", f"@{tmp_path / 'none.json'}"], "none.json"),
+        (["encrypt", "k", "--context", "novalue"], "--context takes NAME=VALUE"),
+        (["encrypt", "k", "--in", str(tmp_path / "missing")], "missing"),
+        (["keys", "frobnicate"], "invalid choice: 'frobnicate'"),
+    ]
+    for args, text in cases:
+        done = kmctl(server, *args)
+        lines = done.stderr.decode().splitlines()
+        assert (done.returncode, len(lines)) == (2, 1), (args, done.stderr)
+        assert lines[0].startswith("kmctl: ") and text in lines[0], (args, lines)
+        assert done.stdout == b""
+    missing_token = kmctl(server, "keys", "list", env={"KM_TOKEN": "", "KM_TOKEN_FILE": str(tmp_path / "tok")})
+    assert missing_token.returncode == 2
+    assert missing_token.stderr.decode() == f"kmctl: token file {tmp_path / 'tok'}: No such file or directory\n"
+    missing_ca = kmctl(server, "keys", "list", env={"KM_CA": str(tmp_path / "ca.pem")})
+    assert missing_ca.returncode == 2 and str(tmp_path / "ca.pem") in missing_ca.stderr.decode()
+    no_scheme = kmctl(server, "keys", "list", env={"KM_URL": "127.0.0.1:8443"})
+    assert no_scheme.returncode == 2 and b"invalid service URL" in no_scheme.stderr
+
+
+def test_token_file_from_the_environment(server: Server, tmp_path: Path) -> None:
+    (tmp_path / "tok").write_text(server.admin_token + "\n")
+    done = kmctl(server, "keys", "list", "--json", env={"KM_TOKEN": "", "KM_TOKEN_FILE": str(tmp_path / "tok")})
+    assert done.returncode == 0 and isinstance(json.loads(done.stdout), list)
+
+
+def test_json_applies_to_errors(server: Server) -> None:
+    missing = kmctl(server, "keys", "show", unique("none"), "--json")
+    body = json.loads(missing.stderr)
+    assert missing.returncode == 1 and missing.stdout == b""
+    assert body["error"]["code"] == "key_not_found" and body["request_id"] and body["exit_code"] == 1
+    usage = json.loads(kmctl(server, "keys", "create", "x", "--policy", "{", "--json").stderr)
+    assert (usage["error"]["code"], usage["exit_code"]) == ("usage", 2)
+    unreachable = kmctl(server, "--json", "keys", "list", env={"KM_URL": "https://127.0.0.1:9"})
+    body = json.loads(unreachable.stderr)
+    assert unreachable.returncode == 3 and body["error"]["code"] == "unreachable"
+    assert body["error"]["message"].startswith("GET https://127.0.0.1:9/v1/keys: ")
+
+
+def test_a_large_input_without_envelope_gets_a_hint(server: Server, app_principal: App) -> None:
+    name = unique("cli-k")
+    ok_json(server, "keys", "create", name, "--policy", json.dumps({"encrypt": [app_principal.name]}))
+    token = app_principal.token
+    huge = kmctl(server, "encrypt", name, token=token, stdin=os.urandom(2_000_000))
+    assert huge.returncode == 2 and huge.stdout == b""
+    assert b"--envelope" in huge.stderr and b"--stream" in huge.stderr
+    over_the_field_limit = kmctl(server, "encrypt", name, token=token, stdin=os.urandom(100_000))
+    assert over_the_field_limit.returncode == 1 and b"payload_too_large" in over_the_field_limit.stderr
+    assert b"--envelope" in over_the_field_limit.stderr
+
+
+def test_onboard_stream_with_a_progress_bar(server: Server, app_principal: App, tmp_path: Path) -> None:
+    name = unique("cli-k")
+    grant = [app_principal.name]
+    ok_json(server, "keys", "create", name, "--policy", json.dumps({"encrypt": grant, "decrypt": grant}))
+    blob = os.urandom(3_000_000)
+    (tmp_path / "blob").write_bytes(blob)
+    token = app_principal.token
+    sealed = kmctl(
+        server, "encrypt", name, "--stream", "--progress", "--in", str(tmp_path / "blob"), "--out",
+        str(tmp_path / "blob.km"), token=token,
+    )  # fmt: skip
+    assert sealed.returncode == 0, sealed.stderr
+    assert b"encrypting" in sealed.stderr and b"3.0/3.0 MB" in sealed.stderr  # the bar, finished
+    opened = kmctl(server, "decrypt", "--stream", "--key", name, "--in", str(tmp_path / "blob.km"), token=token)
+    assert opened.returncode == 0 and opened.stdout == blob and opened.stderr == b""  # no bar: not a terminal
+    no_key = kmctl(server, "decrypt", "--stream", "--in", str(tmp_path / "blob.km"), token=token)
+    assert no_key.returncode == 2 and b"--key" in no_key.stderr
+
+
+def test_audit_list_newest_first_with_key_names(server: Server) -> None:
+    name = unique("cli-k")
+    created = ok_json(server, "keys", "create", name)
+    ok_json(server, "keys", "rotate", name)
+    newest = ok_json(server, "audit", "list", "--newest-first", "--limit", "3")
+    assert [r["seq"] for r in newest] == sorted((r["seq"] for r in newest), reverse=True)
+    assert newest[0]["seq"] > ok_json(server, "audit", "list", "--limit", "1")[0]["seq"]
+    mine = ok_json(server, "audit", "list", "--key", name, "--newest-first")
+    assert [r["action"] for r in mine[:2]] == ["key.rotate", "key.create"]
+    assert {r["key_name"] for r in mine} == {name} and {r["key_id"] for r in mine} == {created["id"]}
+    shown = kmctl(server, "audit", "list", "--key", name, "--newest-first").stdout.decode().splitlines()
+    assert shown[0].split()[4] == "KEY" and name in shown[1] and created["id"] not in shown[1]

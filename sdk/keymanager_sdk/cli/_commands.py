@@ -7,17 +7,36 @@ returns the exit code; errors propagate to ``kmctl.main``, which prints them.
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 from keymanager_sdk._client import KeyManager
-from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE
-from keymanager_sdk.cli._output import show
+from keymanager_sdk._core import __version__
+from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE, write_atomically
+from keymanager_sdk._exceptions import Forbidden
+from keymanager_sdk.cli import _completion, _progress
+from keymanager_sdk.cli._config import UsageError
+from keymanager_sdk.cli._output import audit_rows, show
 
 Command = Callable[[KeyManager, argparse.Namespace], int]
+FIELD_INPUT_MAX = 768 * 1024
+"""The largest input kmctl sends as one field: base64 of it fills the service's default 1 MiB request limit."""
+OVER_THE_FIELD_LIMIT = (
+    "too large for a field (the service takes 64 KiB by default): use --envelope (local AES-256-GCM "
+    "under a data key from the service) or --stream (through the service's HSM)"
+)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error raised as ``UsageError`` (one line, exit 2) instead of printed."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see '{self.prog} --help')")
 
 
 def _print(args: argparse.Namespace, value: Any) -> int:
@@ -30,22 +49,33 @@ def _context(args: argparse.Namespace) -> dict[str, str] | None:
     if not pairs:
         return None
     if any("=" not in p for p in pairs):
-        raise ValueError("--context takes NAME=VALUE")
+        raise UsageError("--context takes NAME=VALUE")
     return dict(p.split("=", 1) for p in pairs)
 
 
 def _policy(text: str | None) -> dict[str, Any] | None:
     if text is None:
         return None
-    raw = Path(text[1:]).read_text() if text.startswith("@") else text
-    value = json.loads(raw)
+    try:
+        raw = Path(text[1:]).read_text() if text.startswith("@") else text
+    except OSError as exc:
+        raise UsageError(f"--policy {text}: {exc.strerror or exc}") from exc
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise UsageError(f"--policy is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise ValueError("--policy must be a JSON object")
+        raise UsageError('--policy must be a JSON object, e.g. {"encrypt": ["billing"]}')
     return value
 
 
 def _input(args: argparse.Namespace) -> BinaryIO:
-    return open(args.input, "rb") if args.input else sys.stdin.buffer
+    if not args.input:
+        return sys.stdin.buffer
+    try:
+        return open(args.input, "rb")
+    except OSError as exc:
+        raise UsageError(f"--in {args.input}: {exc.strerror or exc}") from exc
 
 
 def _write_output(args: argparse.Namespace, data: bytes) -> None:
@@ -103,44 +133,54 @@ def principals_delete(client: KeyManager, args: argparse.Namespace) -> int:
 
 
 def encrypt(client: KeyManager, args: argparse.Namespace) -> int:
-    if args.envelope:
-        return _envelope(client, args, encrypting=True)
+    if args.envelope or args.stream:
+        return _large(client, args, encrypting=True)
     with _input(args) as src:
-        result = client.encrypt_with_version(args.key, src.read(), _context(args))
+        data = src.read(FIELD_INPUT_MAX + 1)
+    if len(data) > FIELD_INPUT_MAX:
+        raise UsageError(f"the input is over {FIELD_INPUT_MAX // 1024} KiB, {OVER_THE_FIELD_LIMIT}")
+    result = client.encrypt(args.key, data, _context(args))
     if args.json:
         return _print(args, result)
-    _write_output(args, result.ciphertext.encode() + b"\n")
+    _write_output(args, result.encode() + b"\n")
     return 0
 
 
 def decrypt(client: KeyManager, args: argparse.Namespace) -> int:
-    if args.envelope:
-        return _envelope(client, args, encrypting=False)
+    if args.envelope or args.stream:
+        return _large(client, args, encrypting=False)
     with _input(args) as src:
-        ciphertext = src.read().decode("ascii").strip()
+        ciphertext = src.read(FIELD_INPUT_MAX * 2).decode("ascii", errors="replace").strip()
     _write_output(args, client.decrypt(ciphertext, _context(args), args.key))
     return 0
 
 
-def _envelope(client: KeyManager, args: argparse.Namespace, encrypting: bool) -> int:
+def _large(client: KeyManager, args: argparse.Namespace, encrypting: bool) -> int:
+    """``--envelope`` or ``--stream``: from ``--in`` or stdin to ``--out`` (complete, or absent) or stdout."""
+    if args.envelope and args.stream:
+        raise UsageError("--envelope and --stream exclude each other")
+    if args.stream and not args.key:
+        raise UsageError("decrypt --stream needs --key (the key the stream was encrypted with)")
     context = _context(args)
-    if args.input and args.output:
+    verb = "encrypt" if encrypting else "decrypt"
+    size = os.stat(args.input).st_size if args.input and os.path.isfile(args.input) else None
+
+    def run(src: BinaryIO, dst: BinaryIO) -> object:
+        if args.stream:
+            onboard = client.encrypt_stream_onboard if encrypting else client.decrypt_stream_onboard
+            return onboard(args.key, src, dst, context)
         if encrypting:
-            client.encrypt_file(args.key, args.input, args.output, context, args.segment_size * 1024)
+            return client.encrypt_stream(args.key, src, dst, context, args.segment_size * 1024)
+        return client.decrypt_stream(src, dst, context)
+
+    with _input(args) as raw, _progress.reading(raw, size, verb, args.progress) as src:
+        if args.output:
+            write_atomically(args.output, lambda dst: run(src, dst))
         else:
-            client.decrypt_file(args.input, args.output, context)
-        return 0
-    with _input(args) as src:
-        dst = open(args.output, "wb") if args.output else sys.stdout.buffer  # noqa: SIM115
-        try:
-            if encrypting:
-                client.encrypt_stream(args.key, src, dst, context, args.segment_size * 1024)
-            else:
-                client.decrypt_stream(src, dst, context)
-        finally:
-            dst.flush()
-            if args.output:
-                dst.close()
+            try:
+                run(src, sys.stdout.buffer)
+            finally:
+                sys.stdout.buffer.flush()
     return 0
 
 
@@ -148,10 +188,19 @@ def _envelope(client: KeyManager, args: argparse.Namespace, encrypting: bool) ->
 
 
 def audit_list(client: KeyManager, args: argparse.Namespace) -> int:
-    records = client.audit(
-        key=args.key, principal=args.principal, since=args.since, limit=args.limit, action=args.action_filter
-    )
-    return _print(args, records)
+    """Records oldest first (the first ``--limit``), or with ``--newest-first`` the last ``--limit``
+    newest first (every matching record is read: narrow with ``--since``); keys shown by name."""
+    filters = {"key": args.key, "principal": args.principal, "since": args.since, "action": args.action_filter}
+    if args.newest_first:
+        newest = collections.deque(client.iter_audit(**filters, page_size=1000), maxlen=args.limit)
+        records = list(reversed(newest))
+    else:
+        records = client.audit(**filters, limit=args.limit)
+    try:
+        names = {key.id: key.name for key in client.list_keys()}
+    except Forbidden:
+        names = {}
+    return _print(args, audit_rows(records, names))
 
 
 def audit_verify(client: KeyManager, args: argparse.Namespace) -> int:
@@ -172,14 +221,20 @@ def _common(parser: argparse.ArgumentParser) -> None:
 
 
 def _sub(group: Any, name: str, run: Command, help_text: str) -> argparse.ArgumentParser:
+    """A sub-command running ``run`` with the client."""
     parser: argparse.ArgumentParser = group.add_parser(name, help=help_text, description=help_text)
     _common(parser)
     parser.set_defaults(run=run)
     return parser
 
 
+def _group(group: Any, name: str, help_text: str) -> Any:
+    """A command with actions (``kmctl keys ACTION``)."""
+    return group.add_parser(name, help=help_text).add_subparsers(dest="action", metavar="ACTION", required=True)
+
+
 def _keys(group: Any) -> None:
-    keys = group.add_parser("keys", help="manage keys").add_subparsers(dest="action", required=True)
+    keys = _group(group, "keys", "manage keys")
     create = _sub(keys, "create", keys_create, "create a key")
     create.add_argument("name")
     create.add_argument("--algorithm", choices=["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256"])
@@ -206,7 +261,7 @@ def _keys(group: Any) -> None:
 
 
 def _principals(group: Any) -> None:
-    principals = group.add_parser("principals", help="manage principals").add_subparsers(dest="action", required=True)
+    principals = _group(group, "principals", "manage principals")
     create = _sub(principals, "create", principals_create, "create a principal (prints its token once)")
     create.add_argument("name")
     create.add_argument("--role", required=True, choices=["admin", "app", "auditor"])
@@ -229,28 +284,51 @@ def _crypto(group: Any) -> None:
         parser.add_argument("--out", dest="output", help="output file (default: stdout)")
         parser.add_argument("--context", action="append", metavar="NAME=VALUE", help="encryption context entry")
         parser.add_argument("--envelope", action="store_true", help="envelope encryption (KMEV) for large data")
+        parser.add_argument("--stream", action="store_true", help="large data through the service's HSM")
         parser.add_argument("--segment-size", type=int, default=DEFAULT_SEGMENT_SIZE // 1024, help="KiB (64-1024)")
+        parser.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr for --envelope/--stream (default: for files of 16 MB or more on a terminal)",
+        )
 
 
 def _audit(group: Any) -> None:
-    audit = group.add_parser("audit", help="read and verify the audit log").add_subparsers(dest="action", required=True)
+    audit = _group(group, "audit", "read and verify the audit log")
     listing = _sub(audit, "list", audit_list, "list audit records")
     listing.add_argument("--key")
     listing.add_argument("--principal")
     listing.add_argument("--action", dest="action_filter")
     listing.add_argument("--since", help="ISO 8601 time")
     listing.add_argument("--limit", type=int, default=100)
+    listing.add_argument("--newest-first", action="store_true", help="the newest --limit records, newest first")
     _sub(audit, "verify", audit_verify, "verify the audit hash chain (exit 1 when broken)")
 
 
+def completion(args: argparse.Namespace) -> int:
+    """Print the completion script of ``args.shell``; needs no service."""
+    sys.stdout.write(_completion.script(parser(), args.shell))
+    return 0
+
+
+def _completion_command(group: Any) -> None:
+    sub = group.add_parser("completion", help="print a shell completion script (bash, zsh, fish)")
+    sub.add_argument("shell", choices=_completion.SHELLS)
+    sub.set_defaults(standalone=completion)
+
+
 def parser() -> argparse.ArgumentParser:
-    """kmctl's argument parser; ``run`` of the parsed arguments is the command."""
-    root = argparse.ArgumentParser(prog="kmctl", description="Administer a keymanager service.")
+    """kmctl's argument parser; ``run`` of the parsed arguments is the command (``standalone``
+    for commands that need no service)."""
+    root = Parser(prog="kmctl", description="Administer a keymanager service.")
+    root.add_argument("--version", action="version", version=f"kmctl {__version__} (keymanager-sdk)")
     _common(root)
-    root.set_defaults(json=False)
-    group = root.add_subparsers(dest="command", required=True)
+    root.set_defaults(json=False, standalone=None)
+    group = root.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _keys(group)
     _principals(group)
     _crypto(group)
     _audit(group)
+    _completion_command(group)
     return root

@@ -1,7 +1,8 @@
 """Where kmctl finds the service and its credentials.
 
 Each setting is taken from the first place that has it: the command line (``--url``, ``--ca``),
-the environment (``KM_URL``, ``KM_TOKEN``, ``KM_CA``, ``KM_CLIENT_CERT``, ``KM_CLIENT_KEY``),
+the environment (``KM_URL``, ``KM_TOKEN`` or ``KM_TOKEN_FILE``, ``KM_CA``, ``KM_CLIENT_CERT``,
+``KM_CLIENT_KEY``: the names ``KeyManager.from_env`` reads),
 then the profile file: ``--config`` / ``KMCTL_CONFIG`` / ``~/.config/kmctl/config.toml``, table
 ``--profile`` / ``KMCTL_PROFILE`` / ``default``, with the keys ``url``, ``token``, ``token_file``,
 ``ca``, ``client_cert``, ``client_key``.
@@ -15,17 +16,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from keymanager_sdk._connection import ENVIRONMENT as SDK_ENVIRONMENT
+from keymanager_sdk._connection import read_token_file
+from keymanager_sdk._exceptions import ConfigurationError
+
 DEFAULT_CONFIG = Path("~/.config/kmctl/config.toml")
-ENVIRONMENT = {
-    "url": "KM_URL",
-    "token": "KM_TOKEN",
-    "ca": "KM_CA",
-    "client_cert": "KM_CLIENT_CERT",
-    "client_key": "KM_CLIENT_KEY",
-}
+ENVIRONMENT = {"url": SDK_ENVIRONMENT["base_url"], **{k: v for k, v in SDK_ENVIRONMENT.items() if k != "base_url"}}
 
 
-class ConfigError(Exception):
+class UsageError(Exception):
+    """The command line is wrong (kmctl exits 2 with one line)."""
+
+
+class ConfigError(UsageError):
     """The configuration is missing or unreadable (kmctl exits 2)."""
 
 
@@ -54,8 +57,6 @@ def _profile(config: str | None, profile: str | None, env: Mapping[str, str]) ->
         if profile:
             raise ConfigError(f"no profile [{name}] in {path}")
         return {}
-    if "token_file" in table and "token" not in table:
-        table["token"] = Path(str(table["token_file"])).expanduser().read_text().strip()
     return table
 
 
@@ -71,4 +72,10 @@ def resolve(
     url = values.pop("url")
     if not url:
         raise ConfigError("no service URL: set KM_URL, pass --url, or write a profile")
+    token_file = values.pop("token_file")
+    if token_file and not values["token"]:
+        try:
+            values["token"] = read_token_file(token_file)
+        except ConfigurationError as exc:
+            raise ConfigError(str(exc)) from exc
     return Connection(url=url, **values)

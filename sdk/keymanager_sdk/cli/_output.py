@@ -5,21 +5,37 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from keymanager_sdk._models import AuditRecord, Key, Principal
+from keymanager_sdk._models import AuditRecord, Encrypted, Key, Principal
 
+AUDIT_COLUMNS = ("seq", "time", "principal", "action", "key", "key_version", "outcome", "status")
 COLUMNS: dict[type, tuple[str, ...]] = {
     Key: ("name", "id", "algorithm", "state", "primary_version", "min_decryption_version", "description"),
     Principal: ("name", "role", "cert_subject", "created_at"),
-    AuditRecord: ("seq", "time", "principal", "action", "key_id", "key_version", "outcome", "status"),
+    AuditRecord: AUDIT_COLUMNS,
+    dict: AUDIT_COLUMNS,  # audit_rows
 }
+
+
+def audit_rows(records: Sequence[AuditRecord], key_names: Mapping[str, str]) -> list[dict[str, Any]]:
+    """Audit records as JSON-ready objects with ``key_name`` (None when unknown) and ``key`` (name, else id)."""
+    rows = []
+    for record in records:
+        row = plain(record)
+        name = key_names.get(record.key_id or "")
+        row["key_name"] = name
+        row["key"] = name or record.key_id
+        rows.append(row)
+    return rows
 
 
 def plain(value: Any) -> Any:
     """``value`` as JSON-ready data: dataclasses as objects, times as ISO 8601, bytes as base64."""
+    if isinstance(value, Encrypted):
+        return {"ciphertext": value.ciphertext, "key_id": value.key_id, "key_version": value.key_version}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr or f.name == "token"}
     if isinstance(value, datetime):
@@ -42,7 +58,7 @@ def _cell(value: Any) -> str:
 
 def table(rows: Sequence[Any], columns: Sequence[str], out: TextIO) -> None:
     """Rows as left-aligned columns under an upper-case header."""
-    cells = [[_cell(getattr(row, c)) for c in columns] for row in rows]
+    cells = [[_cell(row[c] if isinstance(row, dict) else getattr(row, c)) for c in columns] for row in rows]
     widths = [max([len(c), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
     for line in [[c.upper() for c in columns], *cells]:
         out.write("  ".join(v.ljust(w) for v, w in zip(line, widths, strict=True)).rstrip() + "\n")
