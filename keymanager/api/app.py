@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import random
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -35,13 +36,16 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services = services or Services.build(settings)
         app.state.services.hsm.observer = metrics.observe_hsm
         app.state.services.audit.observer = metrics.observe_audit_queue
-        maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
+        tasks = [asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))]
+        if owned and settings.hsm_stuck_exit_seconds > 0:
+            tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
         try:
             yield
         finally:
-            maintenance.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await maintenance
+            for task in tasks:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
             if owned:
                 app.state.services.close()
 
@@ -96,6 +100,28 @@ async def _maintain(services: Services, interval: float) -> None:
             await asyncio.to_thread(services.maintain)
         except Exception as exc:  # keep the loop alive; the next round retries
             log.warning("scheduled maintenance failed: %s", type(exc).__name__)
+
+
+STUCK_EXIT_STATUS = 70
+"""Exit status of a worker whose HSM call never returned (EX_SOFTWARE)."""
+
+
+async def _watch_hsm(services: Services, limit: float) -> None:
+    """End this process when an HSM call has been running ``limit`` seconds past its deadline.
+
+    The thread stuck in the PKCS#11 library can neither be interrupted nor safely replaced by
+    another thread of this process (see ``keymanager.hsm.adapter``); until it returns, every HSM
+    call is refused and ``/v1/ready`` answers 503. A fresh process is the only safe way out, so
+    the worker exits and its supervisor (uvicorn's for ``--workers N``; systemd, Kubernetes or
+    Docker otherwise) starts a new one. Requests in flight are cut, as by any crash: none was
+    acknowledged, so nothing acknowledged is lost.
+    """
+    while True:
+        await asyncio.sleep(min(1.0, limit / 2))
+        stuck = services.hsm.stuck_for()
+        if stuck > limit:
+            log.critical("HSM call stuck %.0f s past its deadline: this worker exits for a fresh one", stuck)
+            os._exit(STUCK_EXIT_STATUS)
 
 
 def app_from_env() -> FastAPI:
