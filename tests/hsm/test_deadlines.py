@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -25,40 +23,16 @@ from keymanager.domain.models import Algorithm
 from keymanager.errors import HsmUnavailable
 from keymanager.hsm import Hsm
 from tests.conftest import SOFTHSM_CONF, TEST_PIN
+from tests.support.token_lock import token_locked as token_locked_in
 
 pytestmark = pytest.mark.softhsm
 
 TIMEOUT = 0.5
 SLACK = 1.0
 
-_LOCKER = """
-import fcntl, pathlib, sys
-held = []
-for path in pathlib.Path(sys.argv[1]).rglob("generation"):
-    handle = open(path, "r+")
-    fcntl.lockf(handle, fcntl.LOCK_EX)
-    held.append(handle)
-print(len(held), flush=True)
-sys.stdin.read()  # hold the locks until the test closes our stdin
-"""
 
-
-@contextlib.contextmanager
-def token_locked() -> Iterator[None]:
-    """Another process holds the token's ``generation`` lock until the block ends."""
-    locker = subprocess.Popen(
-        [sys.executable, "-c", _LOCKER, str(SOFTHSM_CONF.parent / "tokens")],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        text=True,
-    )
-    assert locker.stdout is not None and locker.stdin is not None
-    try:
-        assert int(locker.stdout.readline()) >= 1
-        yield
-    finally:
-        locker.stdin.close()
-        locker.wait(timeout=30)
+def token_locked() -> contextlib.AbstractContextManager[None]:
+    return token_locked_in(SOFTHSM_CONF.parent / "tokens")
 
 
 @pytest.fixture
