@@ -35,6 +35,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         owned = services is None
         app.state.services = services or Services.build(settings)
         app.state.services.hsm.observer = metrics.observe_hsm
+        app.state.services.hsm.on_timeout = metrics.observe_hsm_timeout
         app.state.services.audit.observer = metrics.observe_audit_queue
         tasks = [asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))]
         if owned and settings.hsm_stuck_exit_seconds > 0:

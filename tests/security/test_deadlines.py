@@ -93,6 +93,7 @@ def test_a_hung_hsm_call_answers_503_within_the_deadline_and_the_service_recover
     assert _new_key(admin, "after-hang").status_code == 201
     names = {key["name"] for key in admin.get("/v1/keys").json()}
     assert {"before-hang", "after-hang"} <= names and "while-stuck" not in names
+    assert 'km_hsm_timeouts_total{operation="generate_version"} 1.0' in admin.get("/metrics").text
 
 
 def test_ready_is_503_while_the_token_directory_is_gone_and_200_once_it_is_back(
