@@ -13,7 +13,7 @@ does. A job whose deadline passed while it was still queued is never started (it
 already been told it failed); a job that is running cannot be stopped — a thread stuck in C
 code cannot be interrupted — so :meth:`Worker.overdue` tells the owner how long the running
 batch is past its deadline, and the owner decides (the HSM adapter refuses new calls at once
-instead of queueing them behind a stuck one).
+and fails the queued ones with :meth:`Worker.fail_queued` instead of leaving them behind a stuck one).
 
 Shutdown. :meth:`Worker.close` serves what was queued before it, then stops the thread, waiting
 at most its timeout. :class:`LastOutcome` keeps whether the last operation of a part failed, for
@@ -110,6 +110,28 @@ class Worker(Generic[J, R]):
             return await waiter
         finally:
             expiry.cancel()
+
+    def fail_queued(self) -> int:
+        """Fail every job still waiting in the queue with DeadlineExceeded; returns how many.
+
+        For an owner that found the thread stuck (:meth:`overdue`): its callers need not wait for
+        their own deadlines behind a job that may never end.
+        """
+        failed: list[_Job[J]] = []
+        stop = False
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+            else:
+                failed.append(item)
+        if stop:
+            self._queue.put(None)
+        _settle([(job.waiter, Failure(DeadlineExceeded())) for job in failed])
+        return len(failed)
 
     def close(self, timeout: float) -> bool:
         """Serve what is queued, then stop the thread; True when it stopped within ``timeout`` s."""

@@ -334,6 +334,8 @@ class Hsm:
         """The caller gave up on ``fn`` at its deadline: the session is restarted once the call returns."""
         self._token.restart_pending = True
         self.outcome.failed()
+        if self._worker.overdue() > 0:  # the running call is stuck: nobody waits behind it
+            self._worker.fail_queued()
         operation = fn.__name__.lstrip("_")
         log.warning(
             "HSM call %s exceeded its deadline of %.1f s; the session will be restarted", operation, self._timeout

@@ -81,6 +81,33 @@ def test_a_hung_softhsm_call_answers_503_by_its_deadline_then_recovers(short: Hs
     assert not short.outcome.failing
 
 
+def test_calls_queued_behind_a_stuck_call_are_released_when_it_passes_its_deadline(
+    short: Hsm, softhsm_token: str
+) -> None:
+    patient = Hsm(SOFTHSM_MODULE, softhsm_token, TEST_PIN, timeout=30)  # shares the HSM thread
+    gate = threading.Event()
+    started = threading.Event()
+    outcome: list[BaseException | None] = []
+
+    def hang(token: Any) -> None:
+        started.set()
+        gate.wait(30)
+
+    stuck = threading.Thread(target=lambda: outcome.append(_answered_within(lambda: short.call(hang))[0]))
+    stuck.start()
+    try:
+        assert started.wait(10)
+        error, waited = _answered_within(patient.ping)  # queued behind, with a 30 s deadline of its own
+        assert isinstance(error, HsmUnavailable)
+        assert waited < TIMEOUT + SLACK
+    finally:
+        gate.set()
+        stuck.join(10)
+    assert isinstance(outcome[0], HsmUnavailable)
+    _drain(short)
+    patient.ping()
+
+
 def test_an_awaited_call_is_woken_at_its_deadline(short: Hsm) -> None:
     key_id = new_id()
     objects = short.generate_version(key_id, 1, Algorithm.AES_256_GCM)

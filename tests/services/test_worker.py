@@ -171,3 +171,21 @@ def test_last_outcome() -> None:
     assert outcome.failing
     outcome.succeeded()
     assert not outcome.failing
+
+
+def test_fail_queued_releases_the_waiting_callers_at_once(gate: threading.Event) -> None:
+    stuck: Worker[Job, object] = Worker("stuck-worker", serve_each)
+    started = threading.Event()
+    held = stuck.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    waiting = [stuck.submit(lambda: "never", 30) for _ in range(3)]
+    assert not stuck.close(0.1)  # the stop request is queued behind them too
+    assert stuck.fail_queued() == 3
+    for future in waiting:
+        with pytest.raises(DeadlineExceeded):
+            future.result(1)
+    thread = next(t for t in threading.enumerate() if t.name == "stuck-worker")
+    gate.set()
+    assert held.result(10) == "released"
+    thread.join(10)  # the stop request survived the purge
+    assert not thread.is_alive()
