@@ -146,6 +146,11 @@ class _Token:
             self._lib.reinitialize()
             return self._lib.get_token(token_label=self._token_label)
 
+    def present(self) -> None:
+        """Raise a PKCS#11 error unless the library still finds the token (with an open session)."""
+        self.session()
+        self._lib.get_token(token_label=self._token_label)
+
     def reset(self) -> None:
         """Forget the session and cached keys; the next call reopens."""
         self._keys.clear()
@@ -463,6 +468,9 @@ def _ping(token: _Token) -> None:
     session.generate_random(64)
     # A search reaches the token's object store, not only its random generator.
     list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: "km/ping"}))
+    # Asking for the token again (C_GetSlotList, C_GetTokenInfo) reaches its storage: SoftHSM answers
+    # GeneralError here when the token directory is gone, while the session above still works from memory.
+    token.present()
 
 
 _PROBE_LABEL = "km-ready-probe"

@@ -103,9 +103,9 @@ def test_ready_is_503_while_the_token_directory_is_gone_and_200_once_it_is_back(
     tokens, moved = _tokens(server), _tokens(server).with_name("tokens.moved")
     os.rename(tokens, moved)
     try:
+        assert _ready(admin) == (503, {"status": "unavailable", "hsm": "unavailable", "database": "ok"})
         response = _new_key(admin, "no-token")
         assert response.status_code == 503 and _error_code(response) == "hsm_unavailable"
-        assert _ready(admin) == (503, {"status": "unavailable", "hsm": "unavailable", "database": "ok"})
         # Readiness probes (a token write) and keeps saying 503 while the directory is gone.
         assert not _eventually(lambda: _ready(admin)[0] == 200, timeout=2.5)
     finally:
