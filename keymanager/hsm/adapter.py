@@ -261,14 +261,7 @@ class Hsm:
     ``timeout`` seconds: past it, HsmUnavailable (see the comment above ``_hsm_worker``).
     """
 
-    def __init__(
-        self,
-        module: str,
-        token_label: str,
-        pin: str,
-        *,
-        timeout: float = 5.0,
-    ) -> None:
+    def __init__(self, module: str, token_label: str, pin: str, *, timeout: float = 5.0) -> None:
         self._token = _Token(module, token_label, pin)
         self._worker = _hsm_worker()
         self._timeout = timeout
