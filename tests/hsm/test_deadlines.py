@@ -23,16 +23,13 @@ from keymanager.domain.models import Algorithm
 from keymanager.errors import HsmUnavailable
 from keymanager.hsm import Hsm
 from tests.conftest import SOFTHSM_CONF, TEST_PIN
-from tests.support.token_lock import token_locked as token_locked_in
+from tests.support.token_lock import token_locked
 
 pytestmark = pytest.mark.softhsm
 
 TIMEOUT = 0.5
 SLACK = 1.0
-
-
-def token_locked() -> contextlib.AbstractContextManager[None]:
-    return token_locked_in(SOFTHSM_CONF.parent / "tokens")
+TOKENS = SOFTHSM_CONF.parent / "tokens"
 
 
 @pytest.fixture
@@ -65,7 +62,7 @@ def _answered_within(call: Any) -> tuple[BaseException | None, float]:
 def test_a_hung_softhsm_call_answers_503_by_its_deadline_then_recovers(short: Hsm) -> None:
     short.ping()
     before = short.call(lambda token: token.session())
-    with token_locked():
+    with token_locked(TOKENS):
         error, waited = _answered_within(short.ping)
         assert isinstance(error, HsmUnavailable)
         assert TIMEOUT <= waited < TIMEOUT + SLACK
