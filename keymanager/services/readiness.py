@@ -1,9 +1,9 @@
 """Readiness: whether this process can serve, told from what its last operations did.
 
 A part (the HSM, the database) is ready when it answers a cheap check now and its last real
-operation did not fail. A ping alone is not enough: SoftHSM keeps answering searches from
-memory while its token directory is gone, and a database answers ``SELECT 1`` on a full
-disk. So after a failed HSM call (or one past its deadline), or a failed audit write, the part
+operation did not fail. A ping alone is not enough: a token that cannot take writes (full
+disk, read-only directory) still answers reads, and a database answers ``SELECT 1`` on a
+full disk. So after a failed HSM call (or one past its deadline), or a failed audit write, the part
 stays unready until an operation succeeds again — a request's, or readiness's own probe, which
 repeats what failed (a token object made and destroyed; one audit record written), at most
 once per ``probe_interval`` per process so that an unauthenticated caller cannot make it costly.
