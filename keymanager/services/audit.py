@@ -78,6 +78,10 @@ class AuditLog:
             self.outcome.failed()
             raise DatabaseUnavailable("the audit record could not be written in time") from None
 
+    def stuck_for(self) -> float:
+        """Seconds the running commit is past its last writer's deadline (0.0 when none is)."""
+        return self._writer.overdue()
+
     def close(self) -> None:
         """Write what is queued, then stop the writer."""
         if not self._writer.close(self._timeout):

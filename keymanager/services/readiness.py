@@ -45,7 +45,7 @@ class Readiness:
         return _answers(self._hsm.ping)
 
     def _database_ready(self) -> bool:
-        if not _answers(self._store.ping):
+        if self._audit.stuck_for() > 0 or not _answers(self._store.ping):
             return False
         if self._audit.outcome.failing:
             return self._audit_probe.run(self._audit.outcome, lambda: self._audit.probe(self._timeout))

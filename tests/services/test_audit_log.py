@@ -75,11 +75,13 @@ def test_a_failed_commit_fails_closed_and_marks_the_log_failing_until_one_succee
     log.close()
 
 
-def test_a_timed_out_write_marks_the_log_failing() -> None:
+def test_a_timed_out_write_marks_the_log_failing_and_stuck_while_it_runs() -> None:
     log = AuditLog(SlowStore(), timeout=0.2)
+    assert log.stuck_for() == 0.0
     with pytest.raises(DatabaseUnavailable):
         asyncio.run(log.awrite(ENTRY))
     assert log.outcome.failing
+    assert log.stuck_for() > 0  # the commit (1 s) is still running past its writer's deadline
     log.close()
 
 
