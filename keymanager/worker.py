@@ -30,7 +30,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, NamedTuple, TypeVar
 
 J = TypeVar("J")
 R = TypeVar("R")
@@ -49,8 +49,7 @@ class Failure:
     error: BaseException
 
 
-@dataclass(frozen=True, slots=True)
-class _Job(Generic[J]):
+class _Job(NamedTuple, Generic[J]):
     work: J
     deadline: float
     waiter: _Waiter
@@ -154,17 +153,23 @@ class Worker(Generic[J, R]):
     # -- the worker thread --------------------------------------------------------------
     def _run(self) -> None:
         while True:
-            batch, stop = self._take()
+            first = self._queue.get()
+            if first is None:
+                return
+            if self._max_batch == 1:  # the HSM thread's case, kept short
+                if first.deadline > time.monotonic():
+                    self._serve_one(first)
+                else:
+                    _settle_one(first.waiter, Failure(DeadlineExceeded()))
+                continue
+            batch, stop = self._take(first)
             if batch:
                 self._serve_batch(batch)
             if stop:
                 return
 
-    def _take(self) -> tuple[list[_Job[J]], bool]:
-        """The jobs waiting now (at least one, at most ``max_batch``), less the expired; and whether to stop."""
-        first = self._queue.get()
-        if first is None:
-            return [], True
+    def _take(self, first: _Job[J]) -> tuple[list[_Job[J]], bool]:
+        """``first`` and the jobs waiting now (at most ``max_batch``), less the expired; and whether to stop."""
         taken, stop = [first], False
         while len(taken) < self._max_batch:
             try:
@@ -176,9 +181,21 @@ class Worker(Generic[J, R]):
                 break
             taken.append(item)
         now = time.monotonic()
-        live = [job for job in taken if job.deadline > now]
-        _settle([(job.waiter, Failure(DeadlineExceeded())) for job in taken if job.deadline <= now])
-        return live, stop
+        expired = [job for job in taken if job.deadline <= now]
+        if expired:
+            _settle([(job.waiter, Failure(DeadlineExceeded())) for job in expired])
+            taken = [job for job in taken if job.deadline > now]
+        return taken, stop
+
+    def _serve_one(self, job: _Job[J]) -> None:
+        self._running_deadline = job.deadline
+        try:
+            outcome: R | Failure = self._serve((job.work,))[0]
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome = Failure(exc)
+        finally:
+            self._running_deadline = None
+        _settle_one(job.waiter, outcome)
 
     def _serve_batch(self, batch: list[_Job[J]]) -> None:
         self._running_deadline = max(job.deadline for job in batch)
@@ -202,6 +219,15 @@ def serve_each(jobs: Sequence[Callable[[], R]]) -> list[R | Failure]:
     return results
 
 
+def _settle_one(waiter: _Waiter, outcome: Any) -> None:
+    """:func:`_settle` for one waiter."""
+    if isinstance(waiter, asyncio.Future):
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            waiter.get_loop().call_soon_threadsafe(_set_on_loop, waiter, outcome)
+    elif not waiter.done():
+        _set(waiter, outcome)
+
+
 def _settle(outcomes: Sequence[tuple[_Waiter, Any]]) -> None:
     """Settle every waiter: thread futures directly, each event loop's futures in one call on that loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
@@ -219,6 +245,11 @@ def _settle_on_loop(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
     for future, outcome in settled:
         if not future.done():
             _set(future, outcome)
+
+
+def _set_on_loop(future: asyncio.Future[Any], outcome: Any) -> None:
+    if not future.done():
+        _set(future, outcome)
 
 
 def _set(waiter: _Waiter, outcome: Any) -> None:
