@@ -98,8 +98,7 @@ def test_awaiting_callers_are_woken_with_results_errors_and_deadlines(
         results = list(await asyncio.gather(ok, failed, return_exceptions=True))
         started = threading.Event()
         held = asyncio.ensure_future(worker.acall(_blocker(gate, started), 30))
-        while not started.is_set():
-            await asyncio.sleep(0.01)
+        assert await asyncio.to_thread(started.wait, 10)
         before = time.monotonic()
         with pytest.raises(DeadlineExceeded):
             await worker.acall(lambda: "never", 0.3)
@@ -117,17 +116,18 @@ def test_awaiting_callers_are_woken_with_results_errors_and_deadlines(
 
 def test_batches_are_served_together_with_one_outcome_each(gate: threading.Event) -> None:
     seen: list[list[int]] = []
+    serving = threading.Event()
 
     def serve(jobs: Sequence[int]) -> list[int | Failure]:
         seen.append(list(jobs))
         if 0 in jobs:
+            serving.set()
             gate.wait(30)  # hold the thread while the next jobs queue up
         return [job * 2 if job >= 0 else Failure(ValueError(job)) for job in jobs]
 
     batching: Worker[int, int] = Worker("batch-worker", serve, max_batch=100)
     held = batching.submit(0, 30)
-    while not seen:  # the first batch is being served
-        threading.Event().wait(0.01)
+    assert serving.wait(10)  # the first batch is being served
     queued = [batching.submit(n, 30) for n in (-1, *range(1, 20))]
     gate.set()
     assert held.result(10) == 0
@@ -189,3 +189,26 @@ def test_fail_queued_releases_the_waiting_callers_at_once(gate: threading.Event)
     assert held.result(10) == "released"
     thread.join(10)  # the stop request survived the purge
     assert not thread.is_alive()
+
+
+def test_a_batch_leaves_out_the_jobs_expired_in_the_queue(gate: threading.Event) -> None:
+    seen: list[list[int]] = []
+    serving = threading.Event()
+
+    def serve(jobs: Sequence[int]) -> list[int | Failure]:
+        seen.append(list(jobs))
+        if 0 in jobs:
+            serving.set()
+            gate.wait(30)
+        return list(jobs)
+
+    batching: Worker[int, int] = Worker("expiring-batch-worker", serve, max_batch=100)
+    held = batching.submit(0, 30)
+    assert serving.wait(10)  # the first batch is being served
+    with pytest.raises(DeadlineExceeded):
+        batching.call(1, 0.1)  # expires while queued
+    kept = batching.submit(2, 30)
+    gate.set()
+    assert held.result(10) == 0 and kept.result(10) == 2
+    assert seen == [[0], [2]]
+    assert batching.close(10)
