@@ -84,6 +84,17 @@ class Settings(BaseSettings):
     """Principals (by credential) each worker caches; the least recently used are evicted."""
     cache_max_keys: int = Field(default=10_000, ge=1)
     """Key entries (by name and by id) each worker caches; the least recently used are evicted."""
+    # -- deadlines and readiness (issue 10: HSM deadlines, truthful readiness) ----------------
+    hsm_timeout_seconds: float = Field(default=5.0, gt=0)
+    """Deadline of every HSM call: past it the request answers 503 ``hsm_unavailable``, later calls
+    are refused at once while the call is still running, and the session is restarted once it returns."""
+    hsm_stuck_exit_seconds: float = Field(default=60.0, ge=0)
+    """A worker process whose HSM call is still running this long past its deadline exits (status 70)
+    so that its supervisor starts a fresh one: the stuck thread cannot be replaced safely inside the
+    process. 0 disables (the process then stays unready until the call returns)."""
+    ready_probe_interval_seconds: float = Field(default=1.0, gt=0)
+    """After a failed HSM operation or audit write, ``/v1/ready`` probes that part (a token object
+    made and destroyed; one audit record) at most this often per process; between probes it answers 503."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

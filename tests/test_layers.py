@@ -1,4 +1,4 @@
-"""The layers depend one way: config/errors <- domain <- hsm, db <- services <- api, cli."""
+"""The layers depend one way: config/errors/worker <- domain <- hsm, db <- services <- api, cli."""
 
 from __future__ import annotations
 
@@ -13,12 +13,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
 ALLOWED = {
     "config": ({"config"}, set()),
     "errors": (set(), set()),
+    "worker": (set(), set()),
     "domain": ({"domain", "errors", "config"}, set()),
-    "hsm": ({"hsm", "domain", "errors", "config"}, {"pkcs11"}),
+    "hsm": ({"hsm", "domain", "errors", "config", "worker"}, {"pkcs11"}),
     "db": ({"db", "domain", "errors", "config"}, {"sqlalchemy", "alembic"}),
-    "services": ({"services", "domain", "errors", "config", "hsm", "db"}, set()),
+    "services": ({"services", "domain", "errors", "config", "worker", "hsm", "db"}, set()),
     "api": ({"api", "services", "domain", "errors", "config"}, {"fastapi", "starlette", "uvicorn"}),
-    "cli": ({"cli", "api", "services", "domain", "errors", "config", "hsm", "db"}, set()),
+    "cli": ({"cli", "api", "services", "domain", "errors", "config", "worker", "hsm", "db"}, set()),
 }
 RESTRICTED = {"pkcs11": "hsm", "sqlalchemy": "db", "alembic": "db", "fastapi": "api", "starlette": "api"}
 

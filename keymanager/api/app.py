@@ -43,14 +43,19 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         owned = services is None
         app.state.services = services or Services.build(settings)
         app.state.services.hsm.observer = metrics.observe_hsm
+        app.state.services.hsm.on_timeout = metrics.observe_hsm_timeout
         app.state.services.audit.observer = metrics.observe_audit_queue
         app.state.services.cache.observer = metrics.observe_cache
-        maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
-        summaries = asyncio.create_task(_summarise(app.state.services, throttle))
+        tasks = [
+            asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
+            asyncio.create_task(_summarise(app.state.services, throttle)),
+        ]
+        if owned and settings.hsm_stuck_exit_seconds > 0:
+            tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
         try:
             yield
         finally:
-            for task in (maintenance, summaries):
+            for task in tasks:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -129,6 +134,28 @@ async def _write_summaries(services: Services, summaries: list[FailureSummary]) 
             await services.audit.awrite(summary_entry(summary, "", 401, {}))
         except Exception as exc:  # the counts are lost, the loop goes on; the log says so
             log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
+
+
+STUCK_EXIT_STATUS = 70
+"""Exit status of a worker whose HSM call never returned (EX_SOFTWARE)."""
+
+
+async def _watch_hsm(services: Services, limit: float) -> None:
+    """End this process when an HSM call has been running ``limit`` seconds past its deadline.
+
+    The thread stuck in the PKCS#11 library can neither be interrupted nor safely replaced by
+    another thread of this process (see ``keymanager.hsm.adapter``); until it returns, every HSM
+    call is refused and ``/v1/ready`` answers 503. A fresh process is the only safe way out, so
+    the worker exits and its supervisor (uvicorn's for ``--workers N``; systemd, Kubernetes or
+    Docker otherwise) starts a new one. Requests in flight are cut, as by any crash: none was
+    acknowledged, so nothing acknowledged is lost.
+    """
+    while True:
+        await asyncio.sleep(min(1.0, limit / 2))
+        stuck = services.hsm.stuck_for()
+        if stuck > limit:
+            log.critical("HSM call stuck %.0f s past its deadline: this worker exits for a fresh one", stuck)
+            os._exit(STUCK_EXIT_STATUS)
 
 
 def app_from_env() -> FastAPI:

@@ -29,6 +29,7 @@ REQUESTS = Counter("km_requests_total", "HTTP requests answered", ["route", "met
 REQUEST_SECONDS = Histogram("km_request_duration_seconds", "Time to answer a request", ["route"], buckets=_FAST)
 HSM_SECONDS = Histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"], buckets=_FAST)
 HSM_ERRORS = Counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
+HSM_TIMEOUTS = Counter("km_hsm_timeouts_total", "HSM calls given up at their deadline", ["operation"])
 AUDIT_QUEUE = Gauge("km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum")
 AUTH_FAILURES = Counter("km_auth_failures_total", "Requests refused with 401: no or an unknown credential")
 AUTH_THROTTLED = Counter("km_auth_throttled_total", "Requests refused with 429 after too many failed authentications")
@@ -43,6 +44,11 @@ def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
     HSM_SECONDS.labels(operation).observe(seconds)
     if failed:
         HSM_ERRORS.labels(operation).inc()
+
+
+def observe_hsm_timeout(operation: str) -> None:
+    """Count one HSM call given up at its deadline (the HSM adapter's ``on_timeout``)."""
+    HSM_TIMEOUTS.labels(operation).inc()
 
 
 def observe_audit_queue(depth: int) -> None:

@@ -7,6 +7,12 @@ methods of :class:`Hsm` may be called from any thread (or awaited from the event
 with the ``a``-prefixed variants); they queue the work and wait for it. The HSM thread
 never blocks on anything but the HSM, so no lock is held across a request.
 
+Deadlines. Every wait for the HSM thread ends within the adapter's ``timeout``
+(``KM_HSM_TIMEOUT_SECONDS``): past it the caller gets HsmUnavailable, later callers are
+refused at once while the call is still running, and once it returns the session and the
+library are started afresh before the next call. A stuck call is never raced by another
+thread: see the comment above :func:`_hsm_worker`.
+
 Sessions. One logged-in session per process (a second ``C_Login`` fails with
 ``UserAlreadyLoggedIn``). Keys are looked up by label once and kept as session-object
 copies (still sensitive and non-extractable), which encrypt about twice as fast as the
@@ -16,13 +22,11 @@ token objects. When the session or the token is lost, the call answers
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
 import contextlib
+import functools
 import hmac
 import logging
 import os
-import queue
 import secrets
 import threading
 import time
@@ -36,6 +40,7 @@ from pkcs11 import exceptions as p11
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed, HsmUnavailable, KeyMaterialMissing
+from keymanager.worker import DeadlineExceeded, LastOutcome, Worker, serve_each
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +110,8 @@ class _Token:
         self._lib: Any = None
         self._session: Any = None
         self._keys: dict[str, Any] = {}
+        self.restart_pending = False
+        """Set when a call failed or overran its deadline: the next call starts the library afresh first."""
 
     # -- session life --------------------------------------------------------------
     def session(self) -> Any:
@@ -139,6 +146,11 @@ class _Token:
             self._lib.reinitialize()
             return self._lib.get_token(token_label=self._token_label)
 
+    def present(self) -> None:
+        """Raise a PKCS#11 error unless the library still finds the token (with an open session)."""
+        self.session()
+        self._lib.get_token(token_label=self._token_label)
+
     def reset(self) -> None:
         """Forget the session and cached keys; the next call reopens."""
         self._keys.clear()
@@ -146,6 +158,21 @@ class _Token:
         if session is not None:
             with contextlib.suppress(p11.PKCS11Error):
                 session.close()
+
+    def restart(self) -> None:
+        """Drop the session and finalise the library (C_Finalize); the next session initialises it again.
+
+        Runs on the HSM thread before the call that follows a failed one, or one that overran its
+        deadline (once it has returned), so that a network HSM's connection, a token directory put
+        back, or a session the stuck call left in any state, is not reused as it was.
+        """
+        self.restart_pending = False
+        self.reset()
+        lib, self._lib = self._lib, None
+        if lib is not None:
+            with contextlib.suppress(p11.PKCS11Error):
+                lib.finalize()
+        log.info("HSM library finalised after a failed call; it is initialised again for this one")
 
     def close(self) -> None:
         self.reset()
@@ -190,82 +217,39 @@ class _Token:
                 copy.destroy()
 
 
-class _HsmThread:
-    """The one thread of this process that calls PKCS#11; work comes in through a queue.
-
-    Results go back to a waiting thread through a ``concurrent.futures.Future`` and to an event
-    loop through one of its own futures, woken with ``call_soon_threadsafe`` (lighter than an
-    executor's chained futures on every request).
-    """
-
-    def __init__(self) -> None:
-        self._queue: queue.SimpleQueue[tuple[Callable[[], Any], Any, asyncio.AbstractEventLoop | None]] = (
-            queue.SimpleQueue()
-        )
-        self._thread = threading.Thread(target=self._run, name="hsm", daemon=True)
-        self._thread.start()
-
-    def here(self) -> bool:
-        return threading.current_thread() is self._thread
-
-    def run(self, work: Callable[[], T], timeout: float | None = None) -> T:
-        """Run ``work`` on the HSM thread and wait for its result (or exception)."""
-        future: concurrent.futures.Future[T] = concurrent.futures.Future()
-        self._queue.put((work, future, None))
-        return future.result(timeout)
-
-    async def arun(self, work: Callable[[], T]) -> T:
-        """Run ``work`` on the HSM thread; the event loop goes on meanwhile."""
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[T] = loop.create_future()
-        self._queue.put((work, future, loop))
-        return await future
-
-    def _run(self) -> None:
-        while True:
-            work, future, loop = self._queue.get()
-            try:
-                outcome, failed = work(), False
-            except BaseException as exc:  # handed to the caller, whatever it is
-                outcome, failed = exc, True
-            if loop is None:
-                if failed:
-                    future.set_exception(outcome)
-                else:
-                    future.set_result(outcome)
-            else:
-                with contextlib.suppress(RuntimeError):  # the loop has closed: nobody waits
-                    loop.call_soon_threadsafe(_settle, future, outcome, failed)
+# Why one thread, and why a stuck one is never replaced while it may still be inside the library:
+# - python-pkcs11 initialises the library with C_Initialize(NULL) (pkcs11/_pkcs11.pyx, lib.initialize)
+#   and keeps one lib object per module path for the process (pkcs11/__init__.py, ``_loaded``);
+# - SoftHSM answers C_Initialize(NULL) with MutexFactory::i()->disable() ("No concurrent access by
+#   multiple threads", SoftHSM.cpp): a second thread entering while the first is inside races on
+#   unlocked state;
+# - PKCS#11 v2.40 section 5.4: "the behavior of C_Finalize is nevertheless undefined if it is called by
+#   an application while other threads of the application are making Cryptoki calls", so a second
+#   thread cannot finalise the library under a stuck call either.
+# So a call past its deadline is abandoned by its caller (503), new calls are refused at once while
+# it is still running (``Worker.overdue``), and only when it has returned does the same thread drop
+# the session and finalise and initialise the library again (``_Token.restart``) before the next
+# call. A call that never returns leaves the process unready; the service's watchdog then ends the
+# process so that its supervisor starts a fresh one (``keymanager.api.app``).
+_worker_lock = threading.Lock()
+_worker: Worker[Callable[[], Any], Any] | None = None
 
 
-def _settle(future: asyncio.Future[Any], outcome: Any, failed: bool) -> None:
-    if future.done():
-        return
-    if failed:
-        future.set_exception(outcome)
-    else:
-        future.set_result(outcome)
-
-
-_thread_lock = threading.Lock()
-_thread: _HsmThread | None = None
-
-
-def _hsm_thread() -> _HsmThread:
+def _hsm_worker() -> Worker[Callable[[], Any], Any]:
     """This process's single PKCS#11 thread, shared by every :class:`Hsm`; made anew after fork."""
-    global _thread
-    with _thread_lock:
-        if _thread is None:
-            _thread = _HsmThread()
-        return _thread
+    global _worker
+    with _worker_lock:
+        if _worker is None:
+            _worker = Worker("hsm", serve_each)
+        return _worker
 
 
-def _forget_thread_after_fork() -> None:
-    global _thread
-    _thread = None
+def _forget_worker_after_fork() -> None:
+    global _worker
+    _worker = None
 
 
-os.register_at_fork(after_in_child=_forget_thread_after_fork)
+os.register_at_fork(after_in_child=_forget_worker_after_fork)
 
 
 class Hsm:
@@ -273,14 +257,20 @@ class Hsm:
 
     Construct with the module path, the token label and the user PIN; the PIN is
     kept only inside this object and never appears in a message. Methods are
-    thread-safe; each runs on this process's single HSM thread.
+    thread-safe; each runs on this process's single HSM thread and answers within
+    ``timeout`` seconds: past it, HsmUnavailable (see the comment above ``_hsm_worker``).
     """
 
-    def __init__(self, module: str, token_label: str, pin: str) -> None:
+    def __init__(self, module: str, token_label: str, pin: str, *, timeout: float = 5.0) -> None:
         self._token = _Token(module, token_label, pin)
-        self._thread = _hsm_thread()
+        self._worker = _hsm_worker()
+        self._timeout = timeout
+        self.outcome = LastOutcome()
+        """Whether the last call failed (HsmUnavailable or past its deadline) and none succeeded since."""
         self.observer: Callable[[str, float, bool], None] | None = None
         """Called on the HSM thread after each call with (operation, seconds, failed)."""
+        self.on_timeout: Callable[[str], None] | None = None
+        """Called with the operation's name when a caller gives up on a call at its deadline."""
 
     # -- dispatch -------------------------------------------------------------------
     def _guarded(self, fn: Callable[..., T], *args: Any) -> T:
@@ -301,39 +291,102 @@ class Hsm:
             observer(fn.__name__.lstrip("_"), time.perf_counter() - start, failed)
 
     def _mapped(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(token, *args)``, mapping a lost session and other PKCS#11 errors to HsmUnavailable."""
+        """Run ``fn(token, *args)``, mapping a lost session and other PKCS#11 errors to HsmUnavailable
+        and recording the outcome (a DecryptionFailed is the caller's failure: the HSM answered)."""
         try:
-            return fn(self._token, *args)
+            if self._token.restart_pending:
+                self._token.restart()
+            result = fn(self._token, *args)
+        except DecryptionFailed:
+            self.outcome.succeeded()
+            raise
         except MissingKeyObject:
+            self.outcome.failed()
             raise KeyMaterialMissing() from None
         except _LOST as exc:
             self._token.reset()
+            self.outcome.failed()
             log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
             raise HsmUnavailable() from None
         except p11.PKCS11Error as exc:
-            # Any other refusal of the HSM (general error, out of memory, template refused):
-            # the service answers 503, never a raw PKCS#11 error (which would be a 500).
+            # Any other refusal of the HSM (general error, out of memory, template refused, a token
+            # directory gone or read-only): the service answers 503, never a raw PKCS#11 error (which
+            # would be a 500), and the library is started afresh before the next call.
+            self._token.restart_pending = True
+            self.outcome.failed()
             log.warning("HSM call failed (%s)", type(exc).__name__)
             raise HsmUnavailable() from None
+        except HsmUnavailable:
+            self.outcome.failed()
+            raise
+        self.outcome.succeeded()
+        return result
+
+    def _refuse_if_stuck(self) -> None:
+        """HsmUnavailable at once while a call runs past its deadline: nothing queues behind it."""
+        if self._worker.overdue() > 0:
+            self.outcome.failed()
+            raise HsmUnavailable()
+
+    def _timed_out(self, fn: Callable[..., Any]) -> HsmUnavailable:
+        """The caller gave up on ``fn`` at its deadline: the session is restarted once the call returns."""
+        self._token.restart_pending = True
+        self.outcome.failed()
+        if self._worker.overdue() > 0:  # the running call is stuck: nobody waits behind it
+            self._worker.fail_queued()
+        operation = fn.__name__.lstrip("_")
+        log.warning(
+            "HSM call %s exceeded its deadline of %.1f s; the session will be restarted", operation, self._timeout
+        )
+        if self.on_timeout is not None:
+            self.on_timeout(operation)
+        return HsmUnavailable()
 
     def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(token, *args)`` on the HSM thread and wait for its result."""
-        if self._thread.here():
+        """Run ``fn(token, *args)`` on the HSM thread and wait for its result, at most ``timeout`` s."""
+        if self._worker.here():
             return self._guarded(fn, *args)
-        return self._thread.run(lambda: self._guarded(fn, *args))
+        self._refuse_if_stuck()
+        try:
+            result: T = self._worker.call(functools.partial(self._guarded, fn, *args), self._timeout)
+        except DeadlineExceeded:
+            raise self._timed_out(fn) from None
+        return result
 
     async def acall(self, fn: Callable[..., T], *args: Any) -> T:
         """Await ``fn(token, *args)`` run on the HSM thread, without blocking the event loop."""
-        return await self._thread.arun(lambda: self._guarded(fn, *args))
+        self._refuse_if_stuck()
+        try:
+            result: T = await self._worker.acall(functools.partial(self._guarded, fn, *args), self._timeout)
+        except DeadlineExceeded:
+            raise self._timed_out(fn) from None
+        return result
+
+    def stuck_for(self) -> float:
+        """Seconds the running HSM call is past its deadline (0.0 when none is): a call that never
+        returns makes this grow for ever."""
+        return self._worker.overdue()
 
     def close(self) -> None:
-        """Close this adapter's session (the process's HSM thread stays for other adapters)."""
-        self._thread.run(self._token.close, timeout=10)
+        """Close this adapter's session (the process's HSM thread stays for other adapters).
+
+        Skipped when the HSM thread is stuck in a call: it cannot be reached and the process is ending.
+        """
+        if self._worker.overdue() > 0:
+            log.warning("HSM thread stuck in a call: the session is left to the process's end")
+            return
+        with contextlib.suppress(DeadlineExceeded):
+            self._worker.call(self._token.close, 10.0)
 
     # -- operations -----------------------------------------------------------------
     def ping(self) -> None:
         """Raise HsmUnavailable unless the token answers."""
         self.call(_ping)
+
+    def probe(self) -> None:
+        """Raise HsmUnavailable unless the token answers and takes a write: a token object is made and
+        destroyed (label ``km-ready-probe``, outside the ``km/`` namespace of key versions)."""
+        self.call(_probe)
 
     def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
         """Generate the token objects of one key version; all or nothing."""
@@ -408,6 +461,21 @@ def _ping(token: _Token) -> None:
     session.generate_random(64)
     # A search reaches the token's object store, not only its random generator.
     list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: "km/ping"}))
+    # Asking for the token again (C_GetSlotList, C_GetTokenInfo) reaches its storage: SoftHSM answers
+    # GeneralError here when the token directory is gone, while the session above still works from memory.
+    token.present()
+
+
+_PROBE_LABEL = "km-ready-probe"
+
+
+def _probe(token: _Token) -> None:
+    _ping(token)
+    session = token.session()
+    session.generate_key(
+        KeyType.AES, 128, label=_PROBE_LABEL, store=True, mechanism=Mechanism.AES_KEY_GEN, template=AES_TEMPLATE
+    )
+    _destroy_label(session, _PROBE_LABEL)  # also any probe object a failed probe left behind
 
 
 def _random(token: _Token, nbytes: int) -> bytes:

@@ -9,23 +9,24 @@ each append locks the chain head) does not become the throughput ceiling.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import queue
-import threading
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import TypeAlias
 
 from keymanager.db.audit import AuditStore
-from keymanager.domain.audit import AuditEntry
+from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
+from keymanager.worker import DeadlineExceeded, Failure, LastOutcome, Worker
 
 log = logging.getLogger(__name__)
 
-_Waiter: TypeAlias = "concurrent.futures.Future[int] | asyncio.Future[int]"
-_Item: TypeAlias = tuple[AuditEntry, int | None, _Waiter]
+_Item: TypeAlias = tuple[AuditEntry, int | None]
+
+PROBE_ACTION = "service.readiness_probe"
+"""The action of the record readiness writes to learn whether the audit log takes writes again."""
 
 
 class StaleMetadata(Exception):
@@ -38,120 +39,68 @@ class AuditLog:
     An entry may carry the metadata version its request relied on: at commit, if the version
     has moved on, the entry is not written and its writer gets :class:`StaleMetadata` (the
     request then checks again against the database and writes what really happened).
+    A write not committed within ``timeout`` seconds fails with DatabaseUnavailable (fail closed).
     """
 
     def __init__(self, store: AuditStore, *, max_batch: int = 1000, timeout: float = 30.0) -> None:
         self._store = store
-        self._max_batch = max_batch
         self._timeout = timeout
-        self._queue: queue.SimpleQueue[_Item | None] = queue.SimpleQueue()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
+        self._writer: Worker[_Item, int] = Worker("audit-writer", self._commit, max_batch=max_batch)
         self.batches = 0
         """Transactions committed by this process's writer (for tests and metrics)."""
+        self.outcome = LastOutcome()
+        """Whether the last commit failed (or timed out) and none succeeded since."""
         self.observer: Callable[[int], None] | None = None
         """Called with the queue depth when the writer takes a batch."""
 
     def submit(self, entry: AuditEntry, expected_version: int | None = None) -> concurrent.futures.Future[int]:
         """Queue ``entry``; the future gives the metadata version at commit, or the store's error,
         or StaleMetadata when ``expected_version`` is given and no longer current."""
-        self._start()
-        future: concurrent.futures.Future[int] = concurrent.futures.Future()
-        self._queue.put((entry, expected_version, future))
-        return future
+        return self._writer.submit((entry, expected_version), self._timeout)
 
     async def awrite(self, entry: AuditEntry, expected_version: int | None = None) -> int:
         """Append ``entry`` and wait for the commit, with the optional version check of :meth:`submit`.
 
         The writer resolves the waiting requests of one event loop with one wake-up per commit.
         """
-        self._start()
-        loop = asyncio.get_running_loop()
-        waiter: asyncio.Future[int] = loop.create_future()
-        self._queue.put((entry, expected_version, waiter))
-        deadline = loop.call_later(self._timeout, _expire, waiter)  # fail closed if the writer is stuck
         try:
-            return await waiter
-        finally:
-            deadline.cancel()
+            return await self._writer.acall((entry, expected_version), self._timeout)
+        except DeadlineExceeded:
+            self.outcome.failed()
+            raise DatabaseUnavailable("the audit record could not be written in time") from None
+
+    def probe(self, timeout: float) -> None:
+        """Write one readiness-probe record; DatabaseUnavailable unless it is committed within ``timeout`` s."""
+        entry = AuditEntry(time=datetime.now(UTC), action=PROBE_ACTION, outcome=Outcome.OK, status=200)
+        try:
+            self._writer.call((entry, None), timeout)
+        except DeadlineExceeded:
+            self.outcome.failed()
+            raise DatabaseUnavailable("the audit record could not be written in time") from None
+
+    def stuck_for(self) -> float:
+        """Seconds the running commit is past its last writer's deadline (0.0 when none is)."""
+        return self._writer.overdue()
 
     def close(self) -> None:
         """Write what is queued, then stop the writer."""
-        with self._lock:
-            thread, self._thread = self._thread, None
-        if thread is not None:
-            self._queue.put(None)
-            thread.join(timeout=self._timeout)
+        if not self._writer.close(self._timeout):
+            log.warning("audit writer still busy at close; queued records may be lost")
 
-    def _start(self) -> None:
-        if self._thread is None:
-            with self._lock:
-                if self._thread is None:
-                    self._thread = threading.Thread(target=self._run, name="audit-writer", daemon=True)
-                    self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch = [first]
-            stop = False
-            while len(batch) < self._max_batch:
-                try:
-                    item = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if item is None:
-                    stop = True
-                    break
-                batch.append(item)
-            if self.observer is not None:
-                with contextlib.suppress(Exception):  # a metrics failure must not stop the writer
-                    self.observer(self._queue.qsize())
-            self._commit(batch)
-            if stop:
-                return
-
-    def _commit(self, batch: Sequence[_Item]) -> None:
-        outcomes: list[tuple[_Waiter, int | BaseException]]
+    def _commit(self, batch: Sequence[_Item]) -> list[int | Failure]:
+        """On the writer thread: append ``batch`` in one transaction; one outcome per entry."""
+        if self.observer is not None:
+            with contextlib.suppress(Exception):  # a metrics failure must not stop the writer
+                self.observer(self._writer.pending())
         try:
-            version, accepted = self._store.append_current([(entry, expected) for entry, expected, _ in batch])
-            self.batches += 1
-            outcomes = [(w, version if ok else StaleMetadata()) for (_, _, w), ok in zip(batch, accepted, strict=True)]
+            version, accepted = self._store.append_current(list(batch))
         except KeyManagerError as exc:
-            outcomes = [(w, exc) for _, _, w in batch]
+            self.outcome.failed()
+            return [Failure(exc)] * len(batch)
         except Exception as exc:  # every failure must fail the waiting requests closed
+            self.outcome.failed()
             log.error("audit append failed: %s", type(exc).__name__)
-            outcomes = [(w, DatabaseUnavailable("the audit record could not be written")) for _, _, w in batch]
-        _resolve(outcomes)
-
-
-def _resolve(outcomes: Sequence[tuple[_Waiter, int | BaseException]]) -> None:
-    """Settle every waiter: thread futures directly, each event loop's futures in one call on that loop."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[int], int | BaseException]]] = {}
-    for waiter, outcome in outcomes:
-        if isinstance(waiter, asyncio.Future):
-            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
-        elif isinstance(outcome, BaseException):
-            waiter.set_exception(outcome)
-        else:
-            waiter.set_result(outcome)
-    for loop, settled in by_loop.items():
-        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-            loop.call_soon_threadsafe(_settle, settled)
-
-
-def _expire(waiter: asyncio.Future[int]) -> None:
-    if not waiter.done():
-        waiter.set_exception(DatabaseUnavailable("the audit record could not be written in time"))
-
-
-def _settle(settled: list[tuple[asyncio.Future[int], int | BaseException]]) -> None:
-    for future, outcome in settled:
-        if future.done():
-            continue
-        if isinstance(outcome, BaseException):
-            future.set_exception(outcome)
-        else:
-            future.set_result(outcome)
+            return [Failure(DatabaseUnavailable("the audit record could not be written"))] * len(batch)
+        self.batches += 1
+        self.outcome.succeeded()
+        return [version if ok else Failure(StaleMetadata()) for ok in accepted]

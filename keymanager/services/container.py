@@ -13,6 +13,7 @@ from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
+from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 
 
@@ -30,6 +31,7 @@ class Services:
     audit_store: AuditStore
     audit: AuditLog
     cache: MetadataCache
+    readiness: Readiness
     owns_hsm: bool = True
 
     @classmethod
@@ -43,8 +45,11 @@ class Services:
         store = Store(engine)
         audit_store = AuditStore(engine)
         owns_hsm = hsm is None
-        hsm = hsm or Hsm(settings.pkcs11_module, settings.pkcs11_token_label, settings.pin())
+        hsm = hsm or Hsm(
+            settings.pkcs11_module, settings.pkcs11_token_label, settings.pin(), timeout=settings.hsm_timeout_seconds
+        )
         keys = KeyService(store, hsm)
+        audit = AuditLog(audit_store)
         return cls(
             settings=settings,
             store=store,
@@ -59,8 +64,15 @@ class Services:
             ),
             lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
             audit_store=audit_store,
-            audit=AuditLog(audit_store),
+            audit=audit,
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
+            readiness=Readiness(
+                hsm,
+                store,
+                audit,
+                probe_interval=settings.ready_probe_interval_seconds,
+                timeout=settings.hsm_timeout_seconds,
+            ),
             owns_hsm=owns_hsm,
         )
 

@@ -12,7 +12,7 @@ import pytest
 from keymanager.db.audit import AuditStore
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable
-from keymanager.services.audit import AuditLog, StaleMetadata
+from keymanager.services.audit import PROBE_ACTION, AuditLog, StaleMetadata
 
 
 class SlowStore(AuditStore):
@@ -45,4 +45,53 @@ def test_a_stale_expected_version_is_refused_and_a_current_one_accepted() -> Non
     current, stale = asyncio.run(both())
     assert current == 7
     assert isinstance(stale, StaleMetadata)
+    log.close()
+
+
+class FlakyStore(AuditStore):
+    """A store whose appends fail while ``broken`` is set (a full disk), and succeed otherwise."""
+
+    def __init__(self) -> None:
+        self.broken = True
+        self.written: list[AuditEntry] = []
+
+    def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
+        if self.broken:
+            raise OSError("No space left on device")
+        self.written.extend(entry for entry, _ in items)
+        return 1, [True] * len(items)
+
+
+def test_a_failed_commit_fails_closed_and_marks_the_log_failing_until_one_succeeds() -> None:
+    store = FlakyStore()
+    log = AuditLog(store, timeout=5)
+    with pytest.raises(DatabaseUnavailable) as info:
+        asyncio.run(log.awrite(ENTRY))
+    assert "space" not in str(info.value)
+    assert log.outcome.failing
+    store.broken = False
+    assert asyncio.run(log.awrite(ENTRY)) == 1
+    assert not log.outcome.failing
+    log.close()
+
+
+def test_a_timed_out_write_marks_the_log_failing_and_stuck_while_it_runs() -> None:
+    log = AuditLog(SlowStore(), timeout=0.2)
+    assert log.stuck_for() == 0.0
+    with pytest.raises(DatabaseUnavailable):
+        asyncio.run(log.awrite(ENTRY))
+    assert log.outcome.failing
+    assert log.stuck_for() > 0  # the commit (1 s) is still running past its writer's deadline
+    log.close()
+
+
+def test_the_readiness_probe_writes_one_record() -> None:
+    store = FlakyStore()
+    log = AuditLog(store, timeout=5)
+    with pytest.raises(DatabaseUnavailable):
+        log.probe(5)
+    store.broken = False
+    log.probe(5)
+    assert [entry.action for entry in store.written] == [PROBE_ACTION]
+    assert not log.outcome.failing
     log.close()

@@ -11,7 +11,6 @@ from keymanager.api import metrics
 from keymanager.api.deps import ServicesDep, require_role
 from keymanager.api.schemas import Health, Readiness
 from keymanager.domain.models import Principal, Role
-from keymanager.errors import KeyManagerError
 
 router = APIRouter(prefix="/v1", tags=["health"])
 metrics_router = APIRouter()
@@ -26,15 +25,10 @@ def health() -> Health:
 
 @router.get("/ready", response_model=Readiness, responses={503: {"model": Readiness}})
 def ready(svc: ServicesDep) -> JSONResponse:
-    """200 when both the HSM and the database answer; 503 naming the part that does not."""
-    parts = {"hsm": svc.hsm.ping, "database": svc.store.ping}
-    status = {}
-    for name, ping in parts.items():
-        try:
-            ping()
-            status[name] = "ok"
-        except KeyManagerError:
-            status[name] = "unavailable"
+    """200 when the HSM and the database answer and neither's last operation failed (an HSM call,
+    one past its deadline, an audit write); 503 naming the part that is not ready. Turns 200 again
+    by itself once an operation of that part succeeds (see :mod:`keymanager.services.readiness`)."""
+    status = {part: "ok" if ok else "unavailable" for part, ok in svc.readiness.check().items()}
     ok = all(v == "ok" for v in status.values())
     body = Readiness(status="ok" if ok else "unavailable", **status)
     return JSONResponse(status_code=200 if ok else 503, content=body.model_dump())

@@ -1,0 +1,286 @@
+"""One thread serving a queue of jobs, with a deadline on every wait.
+
+Some work must stay on one thread: every PKCS#11 call of a process (:mod:`keymanager.hsm.adapter`)
+and the audit writer's group commits (:mod:`keymanager.services.audit`). A :class:`Worker` owns
+that thread. Callers hand it jobs from any thread (:meth:`Worker.call`) or await them from an
+event loop (:meth:`Worker.acall`); the thread takes up to ``max_batch`` waiting jobs at a time
+and gives them to ``serve``, which returns one result (or :class:`Failure`) per job. Results
+reach a waiting thread through a ``concurrent.futures.Future``, and each event loop through one
+``call_soon_threadsafe`` per batch (lighter than an executor's chained futures per request).
+
+Deadlines. Every wait ends by its deadline with :class:`DeadlineExceeded`, whatever the thread
+does. A job whose deadline passed while it was still queued is never started (its caller has
+already been told it failed); a job that is running cannot be stopped — a thread stuck in C
+code cannot be interrupted — so :meth:`Worker.overdue` tells the owner how long the running
+batch is past its deadline, and the owner decides (the HSM adapter refuses new calls at once
+and fails the queued ones with :meth:`Worker.fail_queued` instead of leaving them behind a stuck one).
+
+Shutdown. :meth:`Worker.close` serves what was queued before it, then stops the thread, waiting
+at most its timeout. :class:`LastOutcome` keeps whether the last operation of a part failed, for
+readiness.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import queue
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, NamedTuple, TypeVar
+
+J = TypeVar("J")
+R = TypeVar("R")
+
+_Waiter = concurrent.futures.Future[Any] | asyncio.Future[Any]
+
+
+class DeadlineExceeded(TimeoutError):
+    """The job did not finish by its deadline (it may still be running, or was never started)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """What ``serve`` returns for a job that failed: ``error`` is raised to that job's caller."""
+
+    error: BaseException
+
+
+class _Job(NamedTuple, Generic[J]):
+    work: J
+    deadline: float
+    waiter: _Waiter
+
+
+class Worker(Generic[J, R]):
+    """A thread named ``name`` that runs ``serve`` on batches of jobs (see the module docstring).
+
+    ``serve`` runs on the worker thread only and returns one result or :class:`Failure` per
+    job, in order; an exception escaping ``serve`` fails every job of the batch with it. The
+    thread starts with the first job.
+    """
+
+    def __init__(self, name: str, serve: Callable[[Sequence[J]], Sequence[R | Failure]], *, max_batch: int = 1) -> None:
+        self._name = name
+        self._serve = serve
+        self._max_batch = max_batch
+        self._queue: queue.SimpleQueue[_Job[J] | None] = queue.SimpleQueue()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._running_deadline: float | None = None
+
+    # -- callers ----------------------------------------------------------------------
+    def here(self) -> bool:
+        """True on the worker thread itself (where waiting for a job would dead-lock)."""
+        return threading.current_thread() is self._thread
+
+    def pending(self) -> int:
+        """Jobs waiting in the queue (approximate)."""
+        return self._queue.qsize()
+
+    def overdue(self) -> float:
+        """Seconds the running batch is past its last caller's deadline; 0.0 when none is."""
+        deadline = self._running_deadline
+        return 0.0 if deadline is None else max(0.0, time.monotonic() - deadline)
+
+    def submit(self, work: J, timeout: float) -> concurrent.futures.Future[R]:
+        """Queue ``work``; the future gives its result or error. It is never started after ``timeout`` s."""
+        future: concurrent.futures.Future[R] = concurrent.futures.Future()
+        self._put(_Job(work, time.monotonic() + timeout, future))
+        return future
+
+    def call(self, work: J, timeout: float) -> R:
+        """Run ``work`` and return its result (or raise its error); DeadlineExceeded after ``timeout`` s."""
+        try:
+            return self.submit(work, timeout).result(timeout)
+        except concurrent.futures.TimeoutError:
+            raise DeadlineExceeded() from None
+
+    async def acall(self, work: J, timeout: float) -> R:
+        """:meth:`call` for an event loop, which goes on meanwhile."""
+        loop = asyncio.get_running_loop()
+        waiter: asyncio.Future[R] = loop.create_future()
+        self._put(_Job(work, time.monotonic() + timeout, waiter))
+        expiry = loop.call_later(timeout, _expire, waiter)
+        try:
+            return await waiter
+        finally:
+            expiry.cancel()
+
+    def fail_queued(self) -> int:
+        """Fail every job still waiting in the queue with DeadlineExceeded; returns how many.
+
+        For an owner that found the thread stuck (:meth:`overdue`): its callers need not wait for
+        their own deadlines behind a job that may never end.
+        """
+        failed: list[_Job[J]] = []
+        stop = False
+        while True:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+            else:
+                failed.append(item)
+        if stop:
+            self._queue.put(None)
+        _settle([(job.waiter, Failure(DeadlineExceeded())) for job in failed])
+        return len(failed)
+
+    def close(self, timeout: float) -> bool:
+        """Serve what is queued, then stop the thread; True when it stopped within ``timeout`` s."""
+        with self._lock:
+            thread, self._thread = self._thread, None
+        if thread is None:
+            return True
+        self._queue.put(None)
+        thread.join(timeout)
+        return not thread.is_alive()
+
+    def _put(self, job: _Job[J]) -> None:
+        if self._thread is None:
+            with self._lock:
+                if self._thread is None:
+                    self._thread = threading.Thread(target=self._run, name=self._name, daemon=True)
+                    self._thread.start()
+        self._queue.put(job)
+
+    # -- the worker thread --------------------------------------------------------------
+    def _run(self) -> None:
+        while True:
+            first = self._queue.get()
+            if first is None:
+                return
+            if self._max_batch == 1:  # the HSM thread's case, kept short
+                if first.deadline > time.monotonic():
+                    self._serve_one(first)
+                else:
+                    _settle_one(first.waiter, Failure(DeadlineExceeded()))
+                continue
+            batch, stop = self._take(first)
+            if batch:
+                self._serve_batch(batch)
+            if stop:
+                return
+
+    def _take(self, first: _Job[J]) -> tuple[list[_Job[J]], bool]:
+        """``first`` and the jobs waiting now (at most ``max_batch``), less the expired; and whether to stop."""
+        taken, stop = [first], False
+        while len(taken) < self._max_batch:
+            try:
+                item = self._queue.get_nowait()
+            except queue.Empty:
+                break
+            if item is None:
+                stop = True
+                break
+            taken.append(item)
+        now = time.monotonic()
+        expired = [job for job in taken if job.deadline <= now]
+        if expired:
+            _settle([(job.waiter, Failure(DeadlineExceeded())) for job in expired])
+            taken = [job for job in taken if job.deadline > now]
+        return taken, stop
+
+    def _serve_one(self, job: _Job[J]) -> None:
+        self._running_deadline = job.deadline
+        try:
+            outcome: R | Failure = self._serve((job.work,))[0]
+        except BaseException as exc:  # handed to the caller, whatever it is
+            outcome = Failure(exc)
+        finally:
+            self._running_deadline = None
+        _settle_one(job.waiter, outcome)
+
+    def _serve_batch(self, batch: list[_Job[J]]) -> None:
+        self._running_deadline = max(job.deadline for job in batch)
+        try:
+            results: Sequence[R | Failure] = self._serve([job.work for job in batch])
+        except BaseException as exc:  # handed to every caller of the batch, whatever it is
+            results = [Failure(exc)] * len(batch)
+        finally:
+            self._running_deadline = None
+        _settle([(job.waiter, result) for job, result in zip(batch, results, strict=True)])
+
+
+def serve_each(jobs: Sequence[Callable[[], R]]) -> list[R | Failure]:
+    """A ``serve`` for jobs that are callables: each one's result, or its error as a Failure."""
+    results: list[R | Failure] = []
+    for job in jobs:
+        try:
+            results.append(job())
+        except BaseException as exc:  # handed to the caller, whatever it is
+            results.append(Failure(exc))
+    return results
+
+
+def _settle_one(waiter: _Waiter, outcome: Any) -> None:
+    """:func:`_settle` for one waiter."""
+    if isinstance(waiter, asyncio.Future):
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            waiter.get_loop().call_soon_threadsafe(_set_on_loop, waiter, outcome)
+    elif not waiter.done():
+        _set(waiter, outcome)
+
+
+def _settle(outcomes: Sequence[tuple[_Waiter, Any]]) -> None:
+    """Settle every waiter: thread futures directly, each event loop's futures in one call on that loop."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
+    for waiter, outcome in outcomes:
+        if isinstance(waiter, asyncio.Future):
+            by_loop.setdefault(waiter.get_loop(), []).append((waiter, outcome))
+        elif not waiter.done():
+            _set(waiter, outcome)
+    for loop, settled in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle_on_loop, settled)
+
+
+def _settle_on_loop(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
+    for future, outcome in settled:
+        if not future.done():
+            _set(future, outcome)
+
+
+def _set_on_loop(future: asyncio.Future[Any], outcome: Any) -> None:
+    if not future.done():
+        _set(future, outcome)
+
+
+def _set(waiter: _Waiter, outcome: Any) -> None:
+    # A thread future may have been cancelled by its caller meanwhile: nobody waits then.
+    with contextlib.suppress(concurrent.futures.InvalidStateError):
+        if isinstance(outcome, Failure):
+            waiter.set_exception(outcome.error)
+        else:
+            waiter.set_result(outcome)
+
+
+def _expire(waiter: asyncio.Future[Any]) -> None:
+    if not waiter.done():
+        waiter.set_exception(DeadlineExceeded())
+
+
+class LastOutcome:
+    """Whether the last operation of one part (the HSM, the audit log) failed, and none succeeded since.
+
+    Written from any thread (two racing writers only reorder two outcomes of the same moment);
+    read by readiness.
+    """
+
+    def __init__(self) -> None:
+        self.failing = False
+        """True when the last recorded operation failed."""
+
+    def succeeded(self) -> None:
+        """Record a successful operation."""
+        self.failing = False
+
+    def failed(self) -> None:
+        """Record a failed operation."""
+        self.failing = True

@@ -1,0 +1,214 @@
+"""The worker-thread primitive (keymanager.worker): results, errors, deadlines, loop wake-up, shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+
+import pytest
+
+from keymanager.worker import DeadlineExceeded, Failure, LastOutcome, Worker, serve_each
+
+Job = Callable[[], object]
+
+
+@pytest.fixture
+def worker() -> Iterator[Worker[Job, object]]:
+    made: Worker[Job, object] = Worker("test-worker", serve_each)
+    yield made
+    assert made.close(10)
+
+
+@pytest.fixture
+def gate() -> Iterator[threading.Event]:
+    """An event a job can wait on to hold the worker thread; always set at the end."""
+    event = threading.Event()
+    yield event
+    event.set()
+
+
+def _blocker(gate: threading.Event, started: threading.Event) -> Job:
+    def block() -> str:
+        started.set()
+        gate.wait(30)
+        return "released"
+
+    return block
+
+
+def test_results_and_errors_reach_the_caller(worker: Worker[Job, object]) -> None:
+    assert worker.call(lambda: threading.current_thread().name, 5) == "test-worker"
+    with pytest.raises(ZeroDivisionError):
+        worker.call(lambda: 1 / 0, 5)
+    # A returned exception object is a result, not an error.
+    value = worker.call(lambda: KeyError("x"), 5)
+    assert isinstance(value, KeyError)
+    assert worker.call(lambda: 42, 5) == 42
+
+
+def test_a_stuck_job_meets_its_deadline_and_the_next_one_runs_after_it(
+    worker: Worker[Job, object], gate: threading.Event
+) -> None:
+    started = threading.Event()
+    stuck = worker.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    before = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        worker.call(lambda: "never", 0.3)
+    assert time.monotonic() - before < 5
+    assert worker.overdue() == 0.0  # the running job's own deadline (30 s) has not passed
+    gate.set()
+    assert stuck.result(10) == "released"
+    assert worker.call(lambda: "after", 5) == "after"
+
+
+def test_overdue_tells_how_long_the_running_job_is_past_its_deadline(
+    worker: Worker[Job, object], gate: threading.Event
+) -> None:
+    started = threading.Event()
+    with pytest.raises(DeadlineExceeded):
+        worker.call(_blocker(gate, started), 0.2)
+    assert started.is_set()
+    assert worker.overdue() > 0
+    gate.set()
+    assert worker.call(lambda: "ok", 5) == "ok"
+    assert worker.overdue() == 0.0
+
+
+def test_a_job_expired_in_the_queue_is_never_started(worker: Worker[Job, object], gate: threading.Event) -> None:
+    started = threading.Event()
+    ran: list[str] = []
+    worker.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    with pytest.raises(DeadlineExceeded):
+        worker.call(lambda: ran.append("late"), 0.2)
+    gate.set()
+    assert worker.call(lambda: ran.append("fresh"), 5) is None
+    assert ran == ["fresh"]
+
+
+def test_awaiting_callers_are_woken_with_results_errors_and_deadlines(
+    worker: Worker[Job, object], gate: threading.Event
+) -> None:
+    async def scenario() -> list[object]:
+        ok = worker.acall(lambda: threading.current_thread().name, 5)
+        failed = worker.acall(lambda: {}["missing"], 5)
+        results = list(await asyncio.gather(ok, failed, return_exceptions=True))
+        started = threading.Event()
+        held = asyncio.ensure_future(worker.acall(_blocker(gate, started), 30))
+        assert await asyncio.to_thread(started.wait, 10)
+        before = time.monotonic()
+        with pytest.raises(DeadlineExceeded):
+            await worker.acall(lambda: "never", 0.3)
+        results.append(time.monotonic() - before)
+        gate.set()
+        results.append(await held)
+        return results
+
+    name, error, waited, released = asyncio.run(scenario())
+    assert name == "test-worker"
+    assert isinstance(error, KeyError)
+    assert isinstance(waited, float) and waited < 5
+    assert released == "released"
+
+
+def test_batches_are_served_together_with_one_outcome_each(gate: threading.Event) -> None:
+    seen: list[list[int]] = []
+    serving = threading.Event()
+
+    def serve(jobs: Sequence[int]) -> list[int | Failure]:
+        seen.append(list(jobs))
+        if 0 in jobs:
+            serving.set()
+            gate.wait(30)  # hold the thread while the next jobs queue up
+        return [job * 2 if job >= 0 else Failure(ValueError(job)) for job in jobs]
+
+    batching: Worker[int, int] = Worker("batch-worker", serve, max_batch=100)
+    held = batching.submit(0, 30)
+    assert serving.wait(10)  # the first batch is being served
+    queued = [batching.submit(n, 30) for n in (-1, *range(1, 20))]
+    gate.set()
+    assert held.result(10) == 0
+    with pytest.raises(ValueError):
+        queued[0].result(10)
+    assert [future.result(10) for future in queued[1:]] == [n * 2 for n in range(1, 20)]
+    assert seen == [[0], [-1, *range(1, 20)]]
+    assert batching.close(10)
+
+
+def test_an_exception_escaping_serve_fails_the_whole_batch() -> None:
+    def serve(jobs: Sequence[int]) -> list[int | Failure]:
+        raise RuntimeError("store exploded")
+
+    broken: Worker[int, int] = Worker("broken-worker", serve)
+    with pytest.raises(RuntimeError, match="store exploded"):
+        broken.call(1, 5)
+    assert broken.close(10)
+
+
+def test_close_serves_what_was_queued_then_stops(gate: threading.Event) -> None:
+    closing: Worker[Job, object] = Worker("closing-worker", serve_each)
+    started = threading.Event()
+    held = closing.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    thread = next(t for t in threading.enumerate() if t.name == "closing-worker")
+    queued = closing.submit(lambda: "queued", 30)
+    assert not closing.close(0.2)  # still held: close stops waiting, the thread goes on
+    gate.set()
+    assert held.result(10) == "released"
+    assert queued.result(10) == "queued"
+    thread.join(10)
+    assert not thread.is_alive()
+
+
+def test_last_outcome() -> None:
+    outcome = LastOutcome()
+    assert not outcome.failing
+    outcome.failed()
+    outcome.failed()
+    assert outcome.failing
+    outcome.succeeded()
+    assert not outcome.failing
+
+
+def test_fail_queued_releases_the_waiting_callers_at_once(gate: threading.Event) -> None:
+    stuck: Worker[Job, object] = Worker("stuck-worker", serve_each)
+    started = threading.Event()
+    held = stuck.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    waiting = [stuck.submit(lambda: "never", 30) for _ in range(3)]
+    assert not stuck.close(0.1)  # the stop request is queued behind them too
+    assert stuck.fail_queued() == 3
+    for future in waiting:
+        with pytest.raises(DeadlineExceeded):
+            future.result(1)
+    thread = next(t for t in threading.enumerate() if t.name == "stuck-worker")
+    gate.set()
+    assert held.result(10) == "released"
+    thread.join(10)  # the stop request survived the purge
+    assert not thread.is_alive()
+
+
+def test_a_batch_leaves_out_the_jobs_expired_in_the_queue(gate: threading.Event) -> None:
+    seen: list[list[int]] = []
+    serving = threading.Event()
+
+    def serve(jobs: Sequence[int]) -> list[int | Failure]:
+        seen.append(list(jobs))
+        if 0 in jobs:
+            serving.set()
+            gate.wait(30)
+        return list(jobs)
+
+    batching: Worker[int, int] = Worker("expiring-batch-worker", serve, max_batch=100)
+    held = batching.submit(0, 30)
+    assert serving.wait(10)  # the first batch is being served
+    with pytest.raises(DeadlineExceeded):
+        batching.call(1, 0.1)  # expires while queued
+    kept = batching.submit(2, 30)
+    gate.set()
+    assert held.result(10) == 0 and kept.result(10) == 2
+    assert seen == [[0], [2]]
+    assert batching.close(10)
