@@ -60,6 +60,18 @@ class Settings(BaseSettings):
     maintenance_interval_seconds: float = Field(default=60.0, gt=0)
     """How often each process looks for keys due for scheduled rotation or destruction."""
 
+    # -- streams, spool and leftovers (issue 10, items 2 and 10) --------------------------
+    max_stream_bytes: int = Field(default=1024**3, gt=0)
+    """Largest upload of ``…/encrypt/stream`` and ``…/decrypt/stream``; beyond it 413."""
+    max_spool_bytes: int = Field(default=2 * 1024**3, gt=0)
+    """Spool quota of one process: bytes of spool files it holds at once. A stream that would
+    take more than what is free answers 503 ``spool_busy`` with ``Retry-After``; one that
+    could never fit (more than the whole quota) answers 413."""
+    orphan_grace_seconds: float = Field(default=3600.0, ge=0)
+    """Age (first seen unreferenced) after which a ``km/`` token object that no key version
+    names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
+    window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
+
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:

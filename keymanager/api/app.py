@@ -21,6 +21,7 @@ from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
 from keymanager.services.container import Services
+from keymanager.services.spool import remove_dead
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services = services or Services.build(settings)
         app.state.services.hsm.observer = metrics.observe_hsm
         app.state.services.audit.observer = metrics.observe_audit_queue
+        await asyncio.to_thread(remove_dead, settings.spool_dir)  # spool files of processes that are gone
         maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
         try:
             yield
@@ -86,7 +88,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
 
 async def _maintain(services: Services, interval: float) -> None:
-    """Every ``interval`` seconds (with jitter), rotate due keys and sweep keys due for destruction.
+    """Every ``interval`` seconds (with jitter), rotate due keys, sweep keys due for destruction,
+    orphaned HSM objects and spool areas of dead processes (:meth:`Services.maintain`).
 
     Every process does this; the database makes sure each change happens once.
     """

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from keymanager.config import Settings
 from keymanager.db import Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
+from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
 from keymanager.services.audit import AuditLog
 from keymanager.services.crypto import CryptoService
@@ -14,6 +15,7 @@ from keymanager.services.keys import KeyService
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.snapshot import MetadataCache
+from keymanager.services.spool import SpoolArea, remove_dead
 
 
 @dataclass
@@ -30,6 +32,7 @@ class Services:
     audit_store: AuditStore
     audit: AuditLog
     cache: MetadataCache
+    spool: SpoolArea
     owns_hsm: bool = True
 
     @classmethod
@@ -57,20 +60,32 @@ class Services:
                 max_plaintext_bytes=settings.max_plaintext_bytes,
                 max_batch_items=settings.max_batch_items,
             ),
-            lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
+            lifecycle=LifecycleService(
+                store,
+                hsm,
+                min_pending_days=settings.min_pending_days,
+                orphans=OrphanStore(engine),
+                orphan_grace_seconds=settings.orphan_grace_seconds,
+            ),
             audit_store=audit_store,
             audit=AuditLog(audit_store),
             cache=MetadataCache(store),
+            spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             owns_hsm=owns_hsm,
         )
 
     def maintain(self) -> None:
-        """One round of scheduled work: rotate keys that are due, destroy keys whose date has come."""
+        """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,
+        destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes."""
         self.lifecycle.rotate_due()
         self.lifecycle.sweep()
+        self.lifecycle.sweep_orphans_when_due()
+        remove_dead(self.settings.spool_dir)
 
     def close(self) -> None:
-        """Flush the audit log, close the HSM session (when this object opened it) and the database pool."""
+        """Flush the audit log, remove this process's spool area, close the HSM session (when this
+        object opened it) and the database pool."""
+        self.spool.close()
         self.audit.close()
         self.audit_store.close()
         if self.owns_hsm:
