@@ -67,7 +67,10 @@ class Settings(BaseSettings):
     """Spool quota of one process: bytes of spool files it holds at once. A stream that would
     take more than what is free answers 503 ``spool_busy`` with ``Retry-After``; one that
     could never fit (more than the whole quota) answers 413."""
-    orphan_grace_seconds: float = Field(default=3600.0, ge=0)
+    orphan_sweep: bool = True
+    """Let the maintenance task destroy orphaned ``km/`` token objects. Turn it off when the token
+    is shared with another installation (another database), whose key versions this one cannot see."""
+    orphan_grace_seconds: float = Field(default=3600.0, ge=0, le=365 * 86400)
     """Age (first seen unreferenced) after which a ``km/`` token object that no key version
     names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
     window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""

@@ -79,7 +79,8 @@ class Services:
         destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes."""
         self.lifecycle.rotate_due()
         self.lifecycle.sweep()
-        self.lifecycle.sweep_orphans_when_due()
+        if self.settings.orphan_sweep:
+            self.lifecycle.sweep_orphans_when_due()
         remove_dead(self.settings.spool_dir)
 
     def close(self) -> None:

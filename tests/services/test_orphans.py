@@ -160,3 +160,17 @@ def test_two_processes_sweeping_at_once_record_each_orphan_once(
     assert sorted(label for _, label, _, _ in orphan_records(services)) == sorted(orphans)
     assert services.hsm.find_labels_afresh("km/") == []
     assert services.audit_store.verify().ok
+
+
+@pytest.mark.usefixtures("services")  # an empty token
+def test_no_sweep_when_turned_off(settings_kwargs: dict[str, object]) -> None:
+    built = Services.build(
+        Settings(**{**settings_kwargs, "orphan_grace_seconds": 0, "orphan_sweep": False})  # type: ignore[arg-type]
+    )
+    try:
+        foreign = built.hsm.generate_version(new_id(), 1, Algorithm.AES_256_GCM)  # another installation's key
+        built.maintain()
+        assert foreign.enc_label in built.hsm.find_labels_afresh("km/")
+        assert orphan_records(built) == []
+    finally:
+        built.close()
