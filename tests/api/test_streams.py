@@ -148,6 +148,8 @@ def test_policy_and_key_state_are_checked_before_a_byte_is_spooled(
     services.spool.quota = 1  # whatever asks the spool for a byte is refused with 413
     refused = client.post(f"/v1/keys/{key}/decrypt/stream", content=stream, headers=headers(stranger_token))
     assert_error(refused, 403, "forbidden")
+    garbage = client.post(f"/v1/keys/{key}/decrypt/stream", content=b"not a stream", headers=headers(stranger_token))
+    assert_error(garbage, 403, "forbidden")  # decided before the body is read
     refused = client.post(f"/v1/keys/{key}/encrypt/stream", content=b"x" * 100, headers=headers(stranger_token))
     assert_error(refused, 403, "forbidden")
     assert client.patch(f"/v1/keys/{key}", json={"enabled": False}, headers=auth(admin_token)).status_code == 200

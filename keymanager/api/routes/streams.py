@@ -5,9 +5,9 @@ in the header ``X-KM-Context`` (base64 of a JSON object of strings). Memory stay
 the service keeps ciphertext (never plaintext) in a spool file under ``var/spool`` while
 the upload completes, then streams the answer.
 
-Nothing is spooled before it is allowed: encryption checks the key and the policy first;
-decryption reads the stream header (key, version) from the first bytes of the upload and
-checks the key's state, the version and the policy before it writes a byte. An upload over
+Nothing is spooled before it is allowed: both check the key's state and the policy before
+reading the body; decryption then reads the stream header (key, version) from the first bytes
+of the upload and checks it (and the policy again) before it writes a byte. An upload over
 ``KM_MAX_STREAM_BYTES`` is refused with 413 (at once when ``Content-Length`` says so); one
 that does not fit in the free part of the process's spool quota (``KM_MAX_SPOOL_BYTES``)
 with 503 ``spool_busy`` and ``Retry-After``. A refused upload's partial spool file is removed.
@@ -35,7 +35,7 @@ from starlette.concurrency import run_in_threadpool
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep
-from keymanager.api.schemas import ERROR_RESPONSES
+from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody
 from keymanager.domain.stream import (
     StreamHeader,
     header_size,
@@ -62,7 +62,13 @@ OCTETS = "application/octet-stream"
 READ_CHUNK = 256 * 1024
 _BODY = {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}, "required": True}
 _ANSWER: dict[int | str, dict[str, Any]] = {
-    200: {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}}
+    200: {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}},
+    413: {"model": ErrorBody, "description": "payload_too_large: the upload is over KM_MAX_STREAM_BYTES"},
+    503: {
+        "model": ErrorBody,
+        "description": "hsm_unavailable, database_unavailable, or spool_busy (the spool quota is taken for now)",
+        "headers": {"Retry-After": {"description": "seconds, with spool_busy", "schema": {"type": "integer"}}},
+    },
 }
 
 
@@ -113,6 +119,7 @@ async def decrypt_stream(
     """Decrypt an on-board stream of this key; each segment is released only once authenticated."""
     trail.details["key"] = key
     context = _context(x_km_context)
+    await run_in_threadpool(svc.crypto.stream_key, principal, key)  # a refused caller sends nothing we read
     body = request.stream()
     header, offset, first = await _read_header(body)
     opener = await run_in_threadpool(svc.crypto.stream_opener, principal, key, header, context)
