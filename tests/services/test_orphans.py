@@ -30,9 +30,12 @@ GRACE = 3600.0
 
 
 @pytest.fixture(scope="module")
-def orphan_token(softhsm_token: str) -> str:
+def orphan_token(softhsm_token: str, hsm: Hsm) -> Iterator[str]:
     ensure_softhsm_token(SOFTHSM_MODULE, TOKEN, TEST_PIN, TEST_SO_PIN, SOFTHSM_CONF)
-    return TOKEN
+    yield TOKEN
+    # The sweeps here re-initialise the library (a fresh view of the token), which ends every
+    # session of this process: the run's shared adapter opens its session anew for the next tests.
+    hsm.find_labels_afresh("km/")
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])

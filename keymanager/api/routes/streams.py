@@ -120,12 +120,13 @@ async def decrypt_stream(
     trail.details["key"] = key
     context = _context(x_km_context)
     await run_in_threadpool(svc.crypto.stream_key, principal, key)  # a refused caller sends nothing we read
+    limit = svc.settings.max_stream_bytes
+    declared = _declared_length(request, limit)
     body = request.stream()
     header, offset, first = await _read_header(body)
     opener = await run_in_threadpool(svc.crypto.stream_opener, principal, key, header, context)
     trail.key_id, trail.key_version = header.key_id, header.key_version
-    limit = svc.settings.max_stream_bytes
-    spool = svc.spool.open(_declared_length(request, limit))
+    spool = svc.spool.open(declared)
     try:
         await _spool_body(first, body, spool, limit)
         segments = _segments(spool, offset, header.segment_size)
