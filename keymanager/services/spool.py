@@ -23,6 +23,7 @@ import secrets
 import shutil
 import tempfile
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -61,7 +62,8 @@ class SpoolArea:
         spool = SpoolFile(self)
         try:
             spool.reserve(expected)
-            spool.attach(tempfile.NamedTemporaryFile(dir=self._claimed(), prefix="stream-"))  # noqa: SIM115
+            with _unwritable_as_busy():
+                spool.attach(tempfile.NamedTemporaryFile(dir=self._claimed(), prefix="stream-"))  # noqa: SIM115
         except BaseException:
             spool.close()
             raise
@@ -122,7 +124,8 @@ class SpoolFile:
     def write(self, data: bytes) -> None:
         """Append ``data``; SpoolBusy or PayloadTooLarge when the quota does not allow it."""
         self.reserve(self.size + len(data))
-        self._require().write(data)
+        with _unwritable_as_busy():
+            self._require().write(data)
         self.size += len(data)
 
     def seek(self, offset: int, whence: int = os.SEEK_SET) -> int:
@@ -144,6 +147,16 @@ class SpoolFile:
         if self._file is None:
             raise ValueError("the spool file is closed")
         return self._file
+
+
+@contextlib.contextmanager
+def _unwritable_as_busy() -> Iterator[None]:
+    """A spool that cannot be written (disk full, read-only) answers 503, as a full quota does."""
+    try:
+        yield
+    except OSError as exc:
+        log.warning("the spool could not be written: %s", type(exc).__name__)
+        raise SpoolBusy("the spool cannot be written for now; retry later") from None
 
 
 def _claim(root: Path) -> tuple[str, int]:

@@ -102,3 +102,18 @@ def test_claiming_races_with_cleaners_lose_nothing(tmp_path: Path) -> None:
         spool.close()
         area.close()
     assert list(root.iterdir()) == []
+
+
+def test_a_spool_that_cannot_be_written_answers_busy(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-directory"
+    blocked.write_bytes(b"")
+    with pytest.raises(SpoolBusy):
+        SpoolArea(blocked, quota=100).open()  # no area can be made there
+    area = SpoolArea(tmp_path / "spool", quota=100)
+    spool = area.open()
+    spool.attach(open("/dev/full", "wb", buffering=0))  # noqa: SIM115 (a full disk, injected)
+    with pytest.raises(SpoolBusy):
+        spool.write(b"x")
+    spool.close()
+    assert area.used == 0
+    area.close()
