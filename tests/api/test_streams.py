@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.app import create_app
 from keymanager.api.routes.streams import StreamAborted
 from keymanager.domain.stream import read_header
 from keymanager.services.container import Services
@@ -207,3 +208,13 @@ def test_a_full_spool_answers_503_with_retry_after_until_it_has_room(
     assert opened.status_code == 200 and opened.content == data
     assert services.spool.used == 0
     assert spool_files(services) == []
+
+
+def test_spool_areas_of_dead_processes_are_removed_when_the_app_starts(services: Services) -> None:
+    root = services.settings.spool_dir
+    (root / "4000000-deadbeef").mkdir(parents=True)  # its process is gone: nobody holds the lock
+    (root / "4000000-deadbeef.lock").touch()
+    (root / "4000000-deadbeef" / "stream-left").write_bytes(b"ciphertext of a killed worker")
+    with TestClient(create_app(services=services), base_url="https://testserver") as started:
+        assert started.get("/v1/health").status_code == 200
+        assert list(root.iterdir()) == []
