@@ -19,17 +19,20 @@ from __future__ import annotations
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.models import Key, KeyState, KeyVersion
-from keymanager.errors import Conflict, InvalidRequest, KeyManagerError
+from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest, KeyManagerError
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_PENDING_DAYS = 30
 MAX_PENDING_DAYS = 365
@@ -37,6 +40,8 @@ SYSTEM = "system"
 """The principal named in audit records of scheduled work."""
 VERSION_LABEL = re.compile(r"km/(?P<key_id>[0-9a-f]{32})/v[0-9]{1,9}(?:\.[0-9a-f]{1,32})?/(?:aes|hmac)")
 """Labels of key-version objects (``hsm.adapter.version_labels``): the only ones the orphan sweep touches."""
+HSM_ATTEMPTS = 3
+"""Tries of an idempotent HSM call of the orphan sweep (listing, destroying one label)."""
 ORPHAN_MEMORY_DAYS = 30
 """How long a destroyed orphan's row is kept (so a stale view of the token cannot record it twice)."""
 
@@ -123,14 +128,14 @@ class LifecycleService:
         if self._orphans is None:
             return []
         moment = now or datetime.now(UTC)
-        listed = {label for label in self._hsm.find_labels_afresh("km/") if VERSION_LABEL.fullmatch(label)}
+        listed = {label for label in _retried(self._hsm.find_labels_afresh, "km/") if VERSION_LABEL.fullmatch(label)}
         unreferenced = listed - self._orphans.referenced_labels()
         self._orphans.observe(unreferenced, moment)
         destroyed = []
         for label in self._orphans.due(moment - self._orphan_grace):
             if label not in unreferenced:
                 continue
-            self._hsm.destroy_label(label)
+            _retried(self._hsm.destroy_label, label)
             if self._orphans.mark_destroyed(label, moment, audit=_orphan_entry(label)):
                 log.warning("destroyed HSM object %s: no key version names it", label)
                 destroyed.append(label)
@@ -143,6 +148,17 @@ class LifecycleService:
             return []
         self._next_orphan_sweep = time.monotonic() + self._orphan_grace.total_seconds() / 4
         return self.sweep_orphans()
+
+
+def _retried(call: Callable[[str], T], argument: str) -> T:
+    """``call(argument)`` for an idempotent HSM call, tried again when it answers HsmUnavailable:
+    SoftHSM may fail to open a session while another process destroys objects of the token."""
+    for _ in range(HSM_ATTEMPTS - 1):
+        try:
+            return call(argument)
+        except HsmUnavailable:
+            log.info("HSM call of the orphan sweep failed; trying again")
+    return call(argument)
 
 
 def _orphan_entry(label: str) -> AuditEntry:
