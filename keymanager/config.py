@@ -95,6 +95,20 @@ class Settings(BaseSettings):
     ready_probe_interval_seconds: float = Field(default=1.0, gt=0)
     """After a failed HSM operation or audit write, ``/v1/ready`` probes that part (a token object
     made and destroyed; one audit record) at most this often per process; between probes it answers 503."""
+    # -- streams, spool and leftovers (issue 10, items 2 and 10) --------------------------
+    max_stream_bytes: int = Field(default=1024**3, gt=0)
+    """Largest upload of ``…/encrypt/stream`` and ``…/decrypt/stream``; beyond it 413."""
+    max_spool_bytes: int = Field(default=2 * 1024**3, gt=0)
+    """Spool quota of one process: bytes of spool files it holds at once. A stream that would
+    take more than what is free answers 503 ``spool_busy`` with ``Retry-After``; one that
+    could never fit (more than the whole quota) answers 413."""
+    orphan_sweep: bool = True
+    """Let the maintenance task destroy orphaned ``km/`` token objects. Turn it off when the token
+    is shared with another installation (another database), whose key versions this one cannot see."""
+    orphan_grace_seconds: float = Field(default=3600.0, ge=0, le=365 * 86400)
+    """Age (first seen unreferenced) after which a ``km/`` token object that no key version
+    names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
+    window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

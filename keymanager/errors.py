@@ -19,7 +19,8 @@ Hierarchy::
     ├── RateLimited               429 rate_limited (with Retry-After)
     ├── HsmUnavailable            503 hsm_unavailable
     │   └── KeyMaterialMissing    503 hsm_unavailable (a key version's object is not in the token)
-    └── DatabaseUnavailable       503 database_unavailable
+    ├── DatabaseUnavailable       503 database_unavailable
+    └── SpoolBusy                 503 spool_busy (with Retry-After)
 
 Messages are fixed or built from public identifiers only: never plaintext,
 ciphertext, key material, tokens or PINs.
@@ -34,6 +35,8 @@ class KeyManagerError(Exception):
     code = "internal_error"
     status = 500
     default_message = "internal error"
+    retry_after: int | None = None
+    """Seconds for a ``Retry-After`` header, for refusals that pass by themselves."""
 
     def __init__(self, message: str | None = None) -> None:
         self.message = message or self.default_message
@@ -148,3 +151,12 @@ class DatabaseUnavailable(KeyManagerError):
     code = "database_unavailable"
     status = 503
     default_message = "the database is unavailable"
+
+
+class SpoolBusy(KeyManagerError):
+    """The process's spool quota is taken by other streams for now; the same stream may fit later."""
+
+    code = "spool_busy"
+    status = 503
+    default_message = "the service is busy with other streams; retry later"
+    retry_after = 5

@@ -23,6 +23,7 @@ from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
 from keymanager.services.container import Services
+from keymanager.services.spool import remove_dead
 from keymanager.services.throttle import AuthThrottle, FailureSummary
 
 log = logging.getLogger(__name__)
@@ -46,6 +47,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services.hsm.on_timeout = metrics.observe_hsm_timeout
         app.state.services.audit.observer = metrics.observe_audit_queue
         app.state.services.cache.observer = metrics.observe_cache
+        await asyncio.to_thread(remove_dead, settings.spool_dir)  # spool files of processes that are gone
         tasks = [
             asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
             asyncio.create_task(_summarise(app.state.services, throttle)),
@@ -106,7 +108,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
 
 
 async def _maintain(services: Services, interval: float) -> None:
-    """Every ``interval`` seconds (with jitter), rotate due keys and sweep keys due for destruction.
+    """Every ``interval`` seconds (with jitter), rotate due keys, sweep keys due for destruction,
+    orphaned HSM objects and spool areas of dead processes (:meth:`Services.maintain`).
 
     Every process does this; the database makes sure each change happens once. Each finished
     round is a DEBUG line naming the process.

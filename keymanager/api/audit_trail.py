@@ -7,11 +7,15 @@ with the status and an outcome derived from it — and waits for the commit. If 
 cannot be written, the client gets 503 ``database_unavailable`` instead of the answer
 (fail closed). Changes that are recorded in the same transaction as the change itself mark
 the context ``recorded``, and the trail writes nothing more for them.
+
+A client that hangs up before the answer completed (mid-upload or mid-download) is recorded
+with status 499 and logged as one WARNING line, without a traceback.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,6 +23,7 @@ from typing import Any, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keymanager.domain.audit import AuditEntry, Outcome
@@ -27,6 +32,9 @@ from keymanager.services.audit import AuditLog
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
+CLIENT_CLOSED = 499
+"""The status recorded when the client hung up before its answer completed (nginx's code)."""
+log = logging.getLogger(__name__)
 
 
 def audited(action: str) -> Callable[[F], F]:
@@ -112,27 +120,48 @@ class AuditTrail:
         client = scope.get("client")
         context = AuditContext(request_id=state.get("request_id", ""), client=client[0] if client else None)
         state["audit"] = context
-        refused = False
+        refused = answered = hung_up = recorded_hang_up = False
+
+        async def watch_receive() -> Message:
+            nonlocal hung_up
+            message = await receive()
+            hung_up = hung_up or (message["type"] == "http.disconnect" and not answered)
+            return message
 
         async def send_after_audit(message: Message) -> None:
-            nonlocal refused
+            nonlocal refused, answered, recorded_hang_up
             if refused:
                 return
             if message["type"] == "http.response.start":
+                recorded_hang_up = hung_up
                 try:
-                    await self._record(scope, context, message["status"])
+                    await self._record(scope, context, CLIENT_CLOSED if hung_up else message["status"])
                 except KeyManagerError as exc:
                     refused = True
                     await self.error_app(exc, context.request_id)(scope, receive, send)
                     return
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                answered = True
             await send(message)
 
         try:
-            await self.app(scope, receive, send_after_audit)
+            await self.app(scope, watch_receive, send_after_audit)
+        except ClientDisconnect:
+            hung_up = True
         except Exception:
             with contextlib.suppress(KeyManagerError):  # the request failed already; its error goes on
                 await self._record(scope, context, 400 if "aborted" in context.details else 500)
             raise
+        if hung_up:
+            await self._hung_up(scope, context, recorded=recorded_hang_up)
+
+    async def _hung_up(self, scope: Scope, context: AuditContext, *, recorded: bool) -> None:
+        """One WARNING line and (unless the answer's start recorded it already) a 499 record."""
+        action = getattr(scope.get("endpoint"), _ATTRIBUTE, "unaudited")
+        log.warning("client hung up before its answer completed (%s, request %s)", action, context.request_id)
+        if not recorded:
+            with contextlib.suppress(KeyManagerError):  # nobody is left to answer
+                await self._record(scope, context, CLIENT_CLOSED)
 
     async def _record(self, scope: Scope, context: AuditContext, status: int) -> None:
         action = getattr(scope.get("endpoint"), _ATTRIBUTE, None)

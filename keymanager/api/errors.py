@@ -25,18 +25,21 @@ _HTTP_CODES = {
 }
 
 
-def error_response(status: int, code: str, message: str, request_id: str) -> JSONResponse:
-    """The JSON error body every failure is answered with."""
+def error_response(
+    status: int, code: str, message: str, request_id: str, *, retry_after: int | None = None
+) -> JSONResponse:
+    """The JSON error body every failure is answered with (and ``Retry-After`` when given)."""
     return JSONResponse(
         status_code=status,
         content={"error": {"code": code, "message": message}, "request_id": request_id},
+        headers=None if retry_after is None else {"Retry-After": str(retry_after)},
     )
 
 
 def render(exc: KeyManagerError, request_id: str) -> JSONResponse:
     """The response for a service error (also used by middleware before routing)."""
     _log_ours(exc)
-    return error_response(exc.status, exc.code, exc.message, request_id)
+    return error_response(exc.status, exc.code, exc.message, request_id, retry_after=exc.retry_after)
 
 
 def _log_ours(exc: KeyManagerError) -> None:
@@ -64,7 +67,7 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(KeyManagerError)
     async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
         _log_ours(exc)
-        return error_response(exc.status, exc.code, exc.message, request_id_of(request))
+        return error_response(exc.status, exc.code, exc.message, request_id_of(request), retry_after=exc.retry_after)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

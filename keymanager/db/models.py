@@ -135,3 +135,13 @@ class MetadataVersionRow(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     version: Mapped[int] = mapped_column(BigInteger)
+
+
+class HsmOrphanRow(Base):
+    """A ``km/`` token object seen with no key version naming it (see :mod:`keymanager.db.orphans`)."""
+
+    __tablename__ = "hsm_orphans"
+
+    label: Mapped[str] = mapped_column(String(128), primary_key=True)
+    first_seen_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    destroyed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

@@ -78,6 +78,19 @@ def read_header(data: bytes) -> tuple[StreamHeader, int]:
     return header, end
 
 
+def header_size(prefix: bytes | bytearray) -> int | None:
+    """The length of the header that ``prefix`` starts, or None while too few bytes are known."""
+    if len(prefix) < _FIXED.size:
+        return None
+    return _FIXED.size + int.from_bytes(prefix[_FIXED.size - 2 : _FIXED.size], "big")
+
+
+def sealed_size_bound(plaintext_bytes: int, segment_size: int, header_bytes: int) -> int:
+    """At most how many bytes the stream of ``plaintext_bytes`` takes (header, prefixes, overheads)."""
+    segments = max(1, -(-plaintext_bytes // segment_size))
+    return header_bytes + plaintext_bytes + segments * (4 + SEGMENT_OVERHEAD)
+
+
 def segment_prefix(sealed_length: int) -> bytes:
     return struct.pack(">I", sealed_length)
 

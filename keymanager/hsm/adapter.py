@@ -452,6 +452,15 @@ class Hsm:
         """:meth:`decrypt` for the event loop."""
         return await self.acall(_decrypt, objects, algorithm, head, body, context)
 
+    def find_labels_afresh(self, prefix: str) -> list[str]:
+        """:meth:`find_labels` after re-initialising the library, so that objects other processes
+        made or destroyed since this one last wrote are seen too (SoftHSM keeps a view per process)."""
+        return self.call(_find_labels_afresh, prefix)
+
+    def destroy_label(self, label: str) -> None:
+        """Destroy the token's secret keys labelled ``label`` (none is fine; idempotent)."""
+        self.call(_destroy_one_label, label)
+
 
 # -- work done on the HSM thread ------------------------------------------------------
 
@@ -641,3 +650,15 @@ def _decrypt_cbc_hmac(token: _Token, objects: HsmObjects, head: bytes, body: byt
         raise DecryptionFailed()
     aes = token.key(_require(objects.enc_label))
     return bytes(aes.decrypt(sealed, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))
+
+
+def _find_labels_afresh(token: _Token, prefix: str) -> list[str]:
+    token.reset()
+    if token._lib is not None:
+        token._lib.reinitialize()
+    return _find_labels(token, prefix)
+
+
+def _destroy_one_label(token: _Token, label: str) -> None:
+    token.forget(label)
+    _destroy_label(token.session(), label)

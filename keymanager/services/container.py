@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from keymanager.config import Settings
 from keymanager.db import Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
+from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
 from keymanager.services.audit import AuditLog
 from keymanager.services.crypto import CryptoService
@@ -15,6 +16,7 @@ from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
+from keymanager.services.spool import SpoolArea, remove_dead
 
 
 @dataclass
@@ -32,6 +34,7 @@ class Services:
     audit: AuditLog
     cache: MetadataCache
     readiness: Readiness
+    spool: SpoolArea
     owns_hsm: bool = True
 
     @classmethod
@@ -62,7 +65,13 @@ class Services:
                 max_plaintext_bytes=settings.max_plaintext_bytes,
                 max_batch_items=settings.max_batch_items,
             ),
-            lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
+            lifecycle=LifecycleService(
+                store,
+                hsm,
+                min_pending_days=settings.min_pending_days,
+                orphans=OrphanStore(engine),
+                orphan_grace_seconds=settings.orphan_grace_seconds,
+            ),
             audit_store=audit_store,
             audit=audit,
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
@@ -73,16 +82,23 @@ class Services:
                 probe_interval=settings.ready_probe_interval_seconds,
                 timeout=settings.hsm_timeout_seconds,
             ),
+            spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             owns_hsm=owns_hsm,
         )
 
     def maintain(self) -> None:
-        """One round of scheduled work: rotate keys that are due, destroy keys whose date has come."""
+        """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,
+        destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes."""
         self.lifecycle.rotate_due()
         self.lifecycle.sweep()
+        if self.settings.orphan_sweep:
+            self.lifecycle.sweep_orphans_when_due()
+        remove_dead(self.settings.spool_dir)
 
     def close(self) -> None:
-        """Flush the audit log, close the HSM session (when this object opened it) and the database pool."""
+        """Flush the audit log, remove this process's spool area, close the HSM session (when this
+        object opened it) and the database pool."""
+        self.spool.close()
         self.audit.close()
         self.audit_store.close()
         if self.owns_hsm:

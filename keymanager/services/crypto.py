@@ -259,12 +259,15 @@ class CryptoService:
         key = self._usable(ref, principal, Operation.ENCRYPT)
         return StreamSealer.for_key(self._hsm, key, segment_size, context)
 
+    def stream_key(self, principal: Principal, ref: str) -> Key:
+        """Key ``ref`` if ``principal`` may decrypt with it now (policy and state; before any byte is read)."""
+        return self._usable(ref, principal, Operation.DECRYPT)
+
     def stream_opener(
         self, principal: Principal, ref: str, header: StreamHeader, context: Context = None
     ) -> StreamOpener:
         """An opener of an on-board stream made with key ``ref`` (checks policy, state and the header now)."""
-        key = self._usable(ref, principal, Operation.DECRYPT)
-        return StreamOpener.for_key(self._hsm, key, header, context)
+        return StreamOpener.for_key(self._hsm, self.stream_key(principal, ref), header, context)
 
     # -- steps ------------------------------------------------------------------------
     def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:

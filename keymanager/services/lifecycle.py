@@ -6,35 +6,64 @@ that attempt) and then adds the version only if the primary version is still the
 started from; the loser of a race destroys its own objects. The sweeper destroys the HSM
 objects of every version (idempotent) and then marks the key destroyed with a conditional
 update, so exactly one process records the destruction.
+
+The orphan sweep destroys ``km/`` token objects that no key version names (a crash between
+the HSM's create and the database's commit leaves them) once they have been seen unreferenced
+for a grace period; objects being created right now are younger than that and never touched.
+Every process may sweep; a conditional update recorded with the audit record makes one
+process record each destroyed object.
 """
 
 from __future__ import annotations
 
 import logging
+import re
+import time
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import TypeVar
 
 from keymanager.db import Store
+from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.models import Key, KeyState, KeyVersion
-from keymanager.errors import Conflict, InvalidRequest, KeyManagerError
+from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest, KeyManagerError
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_PENDING_DAYS = 30
 MAX_PENDING_DAYS = 365
 SYSTEM = "system"
 """The principal named in audit records of scheduled work."""
+VERSION_LABEL = re.compile(r"km/(?P<key_id>[0-9a-f]{32})/v[0-9]{1,9}(?:\.[0-9a-f]{1,32})?/(?:aes|hmac)")
+"""Labels of key-version objects (``hsm.adapter.version_labels``): the only ones the orphan sweep touches."""
+HSM_ATTEMPTS = 3
+"""Tries of an idempotent HSM call of the orphan sweep (listing, destroying one label)."""
+ORPHAN_MEMORY_DAYS = 30
+"""How long a destroyed orphan's row is kept (so a stale view of the token cannot record it twice)."""
 
 
 class LifecycleService:
     """Rotation, scheduled deletion and destruction of keys."""
 
-    def __init__(self, store: Store, hsm: Hsm, *, min_pending_days: int = 7) -> None:
+    def __init__(
+        self,
+        store: Store,
+        hsm: Hsm,
+        *,
+        min_pending_days: int = 7,
+        orphans: OrphanStore | None = None,
+        orphan_grace_seconds: float = 3600.0,
+    ) -> None:
         self._store = store
         self._hsm = hsm
         self._min_pending_days = min_pending_days
+        self._orphans = orphans
+        self._orphan_grace = timedelta(seconds=orphan_grace_seconds)
+        self._next_orphan_sweep = 0.0
 
     def rotate(self, key: Key, *, audit: AuditEntry | None = None) -> Key:
         """Make a new HSM-generated version primary. Conflict when the key is not enabled or
@@ -92,6 +121,57 @@ class LifecycleService:
                 continue  # another process rotated it first
             rotated.append(key.id)
         return rotated
+
+    def sweep_orphans(self, now: datetime | None = None) -> list[str]:
+        """Destroy the key-version objects of the token that no key version names and that were
+        first seen so at least the grace period ago; the labels this call recorded destroyed."""
+        if self._orphans is None:
+            return []
+        moment = now or datetime.now(UTC)
+        listed = {label for label in _retried(self._hsm.find_labels_afresh, "km/") if VERSION_LABEL.fullmatch(label)}
+        unreferenced = listed - self._orphans.referenced_labels()
+        self._orphans.observe(unreferenced, moment)
+        destroyed = []
+        for label in self._orphans.due(moment - self._orphan_grace):
+            if label not in unreferenced:
+                continue
+            _retried(self._hsm.destroy_label, label)
+            if self._orphans.mark_destroyed(label, moment, audit=_orphan_entry(label)):
+                log.warning("destroyed HSM object %s: no key version names it", label)
+                destroyed.append(label)
+        self._orphans.prune(moment - timedelta(days=ORPHAN_MEMORY_DAYS))
+        return destroyed
+
+    def sweep_orphans_when_due(self) -> list[str]:
+        """:meth:`sweep_orphans` at most every quarter of the grace period (it re-reads the whole token)."""
+        if time.monotonic() < self._next_orphan_sweep:
+            return []
+        self._next_orphan_sweep = time.monotonic() + self._orphan_grace.total_seconds() / 4
+        return self.sweep_orphans()
+
+
+def _retried(call: Callable[[str], T], argument: str) -> T:
+    """``call(argument)`` for an idempotent HSM call, tried again when it answers HsmUnavailable:
+    SoftHSM may fail to open a session while another process destroys objects of the token."""
+    for _ in range(HSM_ATTEMPTS - 1):
+        try:
+            return call(argument)
+        except HsmUnavailable:
+            log.info("HSM call of the orphan sweep failed; trying again")
+    return call(argument)
+
+
+def _orphan_entry(label: str) -> AuditEntry:
+    match = VERSION_LABEL.fullmatch(label)
+    return AuditEntry(
+        time=datetime.now(UTC),
+        action="hsm.orphan_destroy",
+        outcome=Outcome.OK,
+        status=200,
+        principal=SYSTEM,
+        key_id=match["key_id"] if match else None,
+        details={"label": label},
+    )
 
 
 def _system_entry(action: str, key: Key, **details: object) -> AuditEntry:

@@ -6,10 +6,12 @@ import base64
 import json
 import os
 import struct
+from collections.abc import Iterator
 
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.app import create_app
 from keymanager.api.routes.streams import StreamAborted
 from keymanager.domain.stream import read_header
 from keymanager.services.container import Services
@@ -117,3 +119,102 @@ def test_refusals_and_bad_context(client: TestClient, app_token: str, admin_toke
     assert_error(
         client.post("/v1/keys/nope/encrypt/stream", content=b"x", headers=headers(app_token)), 404, "key_not_found"
     )
+
+
+# -- check first, spool later (issue 10) ------------------------------------------------
+
+
+@pytest.fixture
+def stranger_token(client: TestClient, admin_token: str) -> str:
+    made = client.post("/v1/principals", json={"name": "stranger", "role": "app"}, headers=auth(admin_token))
+    return str(made.json()["token"])
+
+
+def spool_files(services: Services) -> list[str]:
+    root = services.settings.spool_dir
+    return [p.name for p in root.rglob("*") if p.is_file() and not p.name.endswith(".lock")] if root.exists() else []
+
+
+def chunked(data: bytes, size: int = 16 * 1024) -> Iterator[bytes]:
+    for start in range(0, len(data), size):
+        yield data[start : start + size]
+
+
+@pytest.mark.usefixtures("small_segments")
+def test_policy_and_key_state_are_checked_before_a_byte_is_spooled(
+    client: TestClient, services: Services, app_token: str, stranger_token: str, admin_token: str
+) -> None:
+    key = "blob-AES_256_GCM"
+    stream = seal(client, app_token, key, os.urandom(3 * SEGMENT))
+    services.spool.quota = 1  # whatever asks the spool for a byte is refused with 413
+    refused = client.post(f"/v1/keys/{key}/decrypt/stream", content=stream, headers=headers(stranger_token))
+    assert_error(refused, 403, "forbidden")
+    garbage = client.post(f"/v1/keys/{key}/decrypt/stream", content=b"not a stream", headers=headers(stranger_token))
+    assert_error(garbage, 403, "forbidden")  # decided before the body is read
+    refused = client.post(f"/v1/keys/{key}/encrypt/stream", content=b"x" * 100, headers=headers(stranger_token))
+    assert_error(refused, 403, "forbidden")
+    assert client.patch(f"/v1/keys/{key}", json={"enabled": False}, headers=auth(admin_token)).status_code == 200
+    disabled = client.post(f"/v1/keys/{key}/decrypt/stream", content=stream, headers=headers(app_token))
+    assert_error(disabled, 409, "key_disabled")
+    assert client.patch(f"/v1/keys/{key}", json={"enabled": True}, headers=auth(admin_token)).status_code == 200
+    allowed = client.post(f"/v1/keys/{key}/decrypt/stream", content=stream, headers=headers(app_token))
+    assert_error(allowed, 413, "payload_too_large")  # the allowed one reached the spool
+    assert services.spool.used == 0
+    assert spool_files(services) == []
+
+
+@pytest.mark.usefixtures("small_segments")
+@pytest.mark.parametrize("announced", [True, False], ids=["content-length", "chunked"])
+def test_a_stream_over_the_maximum_is_413_and_leaves_no_spool(
+    client: TestClient, services: Services, app_token: str, announced: bool
+) -> None:
+    key = "blob-AES_256_CBC_HMAC_SHA256"
+    data = os.urandom(4 * SEGMENT)
+    stream = seal(client, app_token, key, data)
+    services.settings.max_stream_bytes = 2 * SEGMENT
+    for route, body in (("decrypt", stream), ("encrypt", data)):
+        content = body if announced else chunked(body)
+        answer = client.post(f"/v1/keys/{key}/{route}/stream", content=content, headers=headers(app_token))
+        body_ = assert_error(answer, 413, "payload_too_large")
+        assert str(2 * SEGMENT) in body_["error"]["message"]
+        assert services.spool.used == 0
+        assert spool_files(services) == []
+    services.settings.max_stream_bytes = len(stream)
+    opened = client.post(f"/v1/keys/{key}/decrypt/stream", content=chunked(stream), headers=headers(app_token))
+    assert opened.status_code == 200 and opened.content == data
+
+
+@pytest.mark.usefixtures("small_segments")
+def test_a_full_spool_answers_503_with_retry_after_until_it_has_room(
+    client: TestClient, services: Services, app_token: str
+) -> None:
+    key = "blob-AES_256_GCM"
+    data = os.urandom(2 * SEGMENT)
+    stream = seal(client, app_token, key, data)
+    services.spool.quota = 3 * SEGMENT
+    held = services.spool.open(expected=2 * SEGMENT)  # another stream of this process
+    try:
+        for content in (stream, chunked(stream)):
+            busy = client.post(f"/v1/keys/{key}/decrypt/stream", content=content, headers=headers(app_token))
+            assert_error(busy, 503, "spool_busy")
+            assert int(busy.headers["retry-after"]) > 0
+        busy = client.post(f"/v1/keys/{key}/encrypt/stream", content=data, headers=headers(app_token))
+        assert_error(busy, 503, "spool_busy")
+        assert services.spool.used == 2 * SEGMENT
+        assert len(spool_files(services)) == 1
+    finally:
+        held.close()
+    opened = client.post(f"/v1/keys/{key}/decrypt/stream", content=stream, headers=headers(app_token))
+    assert opened.status_code == 200 and opened.content == data
+    assert services.spool.used == 0
+    assert spool_files(services) == []
+
+
+def test_spool_areas_of_dead_processes_are_removed_when_the_app_starts(services: Services) -> None:
+    root = services.settings.spool_dir
+    (root / "4000000-deadbeef").mkdir(parents=True)  # its process is gone: nobody holds the lock
+    (root / "4000000-deadbeef.lock").touch()
+    (root / "4000000-deadbeef" / "stream-left").write_bytes(b"ciphertext of a killed worker")
+    with TestClient(create_app(services=services), base_url="https://testserver") as started:
+        assert started.get("/v1/health").status_code == 200
+        assert list(root.iterdir()) == []

@@ -5,6 +5,13 @@ in the header ``X-KM-Context`` (base64 of a JSON object of strings). Memory stay
 the service keeps ciphertext (never plaintext) in a spool file under ``var/spool`` while
 the upload completes, then streams the answer.
 
+Nothing is spooled before it is allowed: both check the key's state and the policy before
+reading the body; decryption then reads the stream header (key, version) from the first bytes
+of the upload and checks it (and the policy again) before it writes a byte. An upload over
+``KM_MAX_STREAM_BYTES`` is refused with 413 (at once when ``Content-Length`` says so); one
+that does not fit in the free part of the process's spool quota (``KM_MAX_SPOOL_BYTES``)
+with 503 ``spool_busy`` and ``Retry-After``. A refused upload's partial spool file is removed.
+
 Decryption releases each segment only after its MAC or tag verified. When a segment fails
 (a changed byte, a segment dropped, duplicated or reordered, a truncated or extended
 stream), the service aborts the response: the chunked body ends without its last chunk,
@@ -19,9 +26,8 @@ import asyncio
 import base64
 import binascii
 import json
-import tempfile
 from collections.abc import AsyncIterator
-from typing import IO, Any
+from typing import Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
@@ -29,10 +35,17 @@ from starlette.concurrency import run_in_threadpool
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep
-from keymanager.api.schemas import ERROR_RESPONSES
-from keymanager.domain.stream import read_header, sealed_length, segment_prefix
-from keymanager.errors import DecryptionFailed, InvalidRequest, KeyManagerError
-from keymanager.services.container import Services
+from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody
+from keymanager.domain.stream import (
+    StreamHeader,
+    header_size,
+    read_header,
+    sealed_length,
+    sealed_size_bound,
+    segment_prefix,
+)
+from keymanager.errors import DecryptionFailed, InvalidRequest, KeyManagerError, PayloadTooLarge
+from keymanager.services.spool import SpoolFile
 from keymanager.services.streams import StreamOpener, StreamSealer
 
 router = APIRouter(prefix="/v1/keys", tags=["streams"], responses=ERROR_RESPONSES)
@@ -49,7 +62,13 @@ OCTETS = "application/octet-stream"
 READ_CHUNK = 256 * 1024
 _BODY = {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}, "required": True}
 _ANSWER: dict[int | str, dict[str, Any]] = {
-    200: {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}}
+    200: {"content": {OCTETS: {"schema": {"type": "string", "format": "binary"}}}},
+    413: {"model": ErrorBody, "description": "payload_too_large: the upload is over KM_MAX_STREAM_BYTES"},
+    503: {
+        "model": ErrorBody,
+        "description": "hsm_unavailable, database_unavailable, or spool_busy (the spool quota is taken for now)",
+        "headers": {"Retry-After": {"description": "seconds, with spool_busy", "schema": {"type": "integer"}}},
+    },
 }
 
 
@@ -71,10 +90,12 @@ async def encrypt_stream(
     segment = svc.settings.stream_segment_bytes
     sealer = await run_in_threadpool(svc.crypto.stream_sealer, principal, key, segment, context)
     trail.key_id, trail.key_version = sealer.header.key_id, sealer.header.key_version
-    spool = _spool(svc)
+    limit = svc.settings.max_stream_bytes
+    head = sealer.header.encode()
+    spool = svc.spool.open(sealed_size_bound(_declared_length(request, limit), segment, len(head)))
     try:
-        spool.write(sealer.header.encode())
-        size = await _seal_body(request.stream(), sealer, segment, spool)
+        spool.write(head)
+        size = await _seal_body(request.stream(), sealer, segment, spool, limit)
     except BaseException:
         spool.close()
         raise
@@ -98,18 +119,20 @@ async def decrypt_stream(
     """Decrypt an on-board stream of this key; each segment is released only once authenticated."""
     trail.details["key"] = key
     context = _context(x_km_context)
-    spool = _spool(svc)
+    await run_in_threadpool(svc.crypto.stream_key, principal, key)  # a refused caller sends nothing we read
+    limit = svc.settings.max_stream_bytes
+    declared = _declared_length(request, limit)
+    body = request.stream()
+    header, offset, first = await _read_header(body)
+    opener = await run_in_threadpool(svc.crypto.stream_opener, principal, key, header, context)
+    trail.key_id, trail.key_version = header.key_id, header.key_version
+    spool = svc.spool.open(declared)
     try:
-        async for chunk in request.stream():
-            spool.write(chunk)
-        spool.seek(0)
-        header, offset = read_header(spool.read(4096))
-        opener = await run_in_threadpool(svc.crypto.stream_opener, principal, key, header, context)
+        await _spool_body(first, body, spool, limit)
         segments = _segments(spool, offset, header.segment_size)
     except BaseException:
         spool.close()
         raise
-    trail.key_id, trail.key_version = header.key_id, header.key_version
     return StreamingResponse(_open_segments(spool, segments, opener, trail), media_type=OCTETS)
 
 
@@ -125,15 +148,51 @@ def _context(header: str | None) -> dict[str, str] | None:
     return value
 
 
-def _spool(svc: Services) -> IO[bytes]:
-    svc.settings.spool_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return tempfile.TemporaryFile(dir=svc.settings.spool_dir)
+def _declared_length(request: Request, limit: int) -> int:
+    """The body's ``Content-Length`` (0 when not given); PayloadTooLarge when it is over ``limit``."""
+    value = request.headers.get("content-length", "")
+    length = int(value) if value.isdigit() else 0
+    if length > limit:
+        raise PayloadTooLarge(f"a stream is limited to {limit} bytes")
+    return length
 
 
-async def _seal_body(body: AsyncIterator[bytes], sealer: StreamSealer, segment: int, out: IO[bytes]) -> int:
+async def _read_header(body: AsyncIterator[bytes]) -> tuple[StreamHeader, int, bytes]:
+    """The stream header from the first bytes of ``body``: the header, its length, the bytes read.
+
+    Reads no further than the chunk that completes the header; DecryptionFailed when the body
+    ends first or the header is malformed.
+    """
+    first = bytearray()
+    async for chunk in body:
+        first += chunk
+        size = header_size(first)
+        if size is not None and len(first) >= size:
+            break
+    header, offset = read_header(bytes(first))
+    return header, offset, bytes(first)
+
+
+async def _spool_body(first: bytes, body: AsyncIterator[bytes], spool: SpoolFile, limit: int) -> None:
+    """Write ``first`` and the rest of ``body`` to ``spool``; PayloadTooLarge past ``limit`` bytes."""
+    size = 0
+
+    def add(chunk: bytes) -> None:
+        nonlocal size
+        size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"a stream is limited to {limit} bytes")
+        spool.write(chunk)
+
+    add(first)
+    async for chunk in body:
+        add(chunk)
+
+
+async def _seal_body(body: AsyncIterator[bytes], sealer: StreamSealer, segment: int, out: SpoolFile, limit: int) -> int:
     """Seal the body into ``out``; one segment is held back until it is known whether it is the last.
 
-    While the HSM seals one segment, the next is being received.
+    While the HSM seals one segment, the next is being received. PayloadTooLarge past ``limit`` bytes.
     """
     buffer = bytearray()
     held: bytes | None = None
@@ -149,6 +208,8 @@ async def _seal_body(body: AsyncIterator[bytes], sealer: StreamSealer, segment: 
 
     async for chunk in body:
         size += len(chunk)
+        if size > limit:
+            raise PayloadTooLarge(f"a stream is limited to {limit} bytes")
         buffer += chunk
         while len(buffer) > segment or (held is None and len(buffer) == segment):
             if held is not None:
@@ -164,12 +225,12 @@ async def _seal_body(body: AsyncIterator[bytes], sealer: StreamSealer, segment: 
     return size
 
 
-def _write_segment(out: IO[bytes], sealed: bytes) -> None:
+def _write_segment(out: SpoolFile, sealed: bytes) -> None:
     out.write(segment_prefix(len(sealed)))
     out.write(sealed)
 
 
-async def _read_spool(spool: IO[bytes]) -> AsyncIterator[bytes]:
+async def _read_spool(spool: SpoolFile) -> AsyncIterator[bytes]:
     try:
         while chunk := spool.read(READ_CHUNK):
             yield chunk
@@ -177,7 +238,7 @@ async def _read_spool(spool: IO[bytes]) -> AsyncIterator[bytes]:
         spool.close()
 
 
-def _segments(spool: IO[bytes], offset: int, segment_size: int) -> list[tuple[int, int]]:
+def _segments(spool: SpoolFile, offset: int, segment_size: int) -> list[tuple[int, int]]:
     """(offset, length) of every sealed segment; DecryptionFailed when the framing does not add up."""
     end = spool.seek(0, 2)
     found = []
@@ -194,7 +255,7 @@ def _segments(spool: IO[bytes], offset: int, segment_size: int) -> list[tuple[in
 
 
 async def _open_segments(
-    spool: IO[bytes], segments: list[tuple[int, int]], opener: StreamOpener, trail: AuditContext
+    spool: SpoolFile, segments: list[tuple[int, int]], opener: StreamOpener, trail: AuditContext
 ) -> AsyncIterator[bytes]:
     """Plaintext segment by segment, the next one opening while the current one is sent."""
 
