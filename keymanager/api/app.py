@@ -36,14 +36,18 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services.hsm.observer = metrics.observe_hsm
         app.state.services.audit.observer = metrics.observe_audit_queue
         maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
+        checkpoints = asyncio.create_task(_checkpoints(app.state.services, settings.audit_checkpoint_interval_seconds))
         try:
             yield
         finally:
             maintenance.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await maintenance
+            checkpoints.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await checkpoints
             if owned:
-                app.state.services.close()
+                _close_with_checkpoint(app.state.services)
 
     app = FastAPI(
         title="keymanager",
@@ -96,6 +100,26 @@ async def _maintain(services: Services, interval: float) -> None:
             await asyncio.to_thread(services.maintain)
         except Exception as exc:  # keep the loop alive; the next round retries
             log.warning("scheduled maintenance failed: %s", type(exc).__name__)
+
+
+async def _checkpoints(services: Services, interval: float) -> None:
+    """Every ``interval`` seconds, a checkpoint of the audit chain to the log (when it moved)."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await asyncio.to_thread(services.audit_chain.emit_checkpoint)
+        except Exception as exc:  # keep the loop alive; the next round retries
+            log.warning("audit checkpoint failed: %s", type(exc).__name__)
+
+
+def _close_with_checkpoint(services: Services) -> None:
+    """Flush the audit log, write a last checkpoint, then close everything."""
+    services.audit.close()
+    try:
+        services.audit_chain.emit_checkpoint(always=True)
+    except Exception as exc:  # closing goes on
+        log.warning("audit checkpoint at shutdown failed: %s", type(exc).__name__)
+    services.close()
 
 
 def app_from_env() -> FastAPI:

@@ -25,7 +25,7 @@ def _write_secret(path: Path, text: str) -> None:
 
 
 def init(settings: Settings) -> int:
-    """Create what is missing: SoftHSM token, schema, development PKI, first admin principal."""
+    """Create what is missing: SoftHSM token, schema, development PKI, audit key, first admin principal."""
     from keymanager.cli.tls import ensure_dev_pki
     from keymanager.services.container import Services
 
@@ -50,6 +50,8 @@ def init(settings: Settings) -> int:
     try:
         services.hsm.ping()
         print(f"database: {_redacted(settings.resolved_database_url())} (schema current)")
+        presence = services.audit_chain.prepare()
+        print(f"audit key '{settings.audit_key_label}': {'created' if presence.value == 'created' else 'present'}")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
         token_file = settings.var_dir / "admin.token"
         if admins:
@@ -87,6 +89,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
     if settings.is_softhsm:
         settings.export_softhsm_conf()
+    if not _prepare_audit_chain(settings):
+        return 2
     _fresh_metrics_dir(settings.var_dir / "metrics")
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
@@ -107,19 +111,41 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def audit_verify(settings: Settings) -> int:
-    """Check the audit log's hash chain; exit 0 when intact, 1 naming the first broken record."""
-    from keymanager.db import make_engine, migrate
-    from keymanager.db.audit import AuditStore
+def _prepare_audit_chain(settings: Settings) -> bool:
+    """Before the workers start: the audit chain keyed (once across replicas); False, said why, if not."""
+    from keymanager.services.container import Services
 
-    engine = make_engine(settings.resolved_database_url())
+    services = Services.build(settings)
     try:
-        migrate(engine)
-        result = AuditStore(engine).verify()
+        services.audit_chain.prepare()
+    except KeyManagerError as exc:
+        print(f"keymanager does not start: {exc.message}; run 'keymanager init'", file=sys.stderr)
+        return False
     finally:
-        engine.dispose()
+        services.close()
+    return True
+
+
+def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
+    """Check the audit chain (seals in the HSM) and, with ``--checkpoint``, that it still holds the
+    checkpoint's record; exit 0 when intact, 1 naming the first broken record, 2 for a bad argument."""
+    from keymanager.cli.checkpoint import read_checkpoint
+    from keymanager.services.container import Services
+
+    checkpoint = None
+    if checkpoint_arg is not None:
+        checkpoint = read_checkpoint(checkpoint_arg)
+        if checkpoint is None:
+            print("--checkpoint: no 'audit checkpoint seq=… hash=…' line in that file or text", file=sys.stderr)
+            return 2
+    services = Services.build(settings)
+    try:
+        result = services.audit_chain.verify(checkpoint)
+    finally:
+        services.close()
     if result.ok:
-        print(f"audit log ok: {result.records} records, chain intact")
+        against = f"; checkpoint at record {checkpoint.seq} contained" if checkpoint else ""
+        print(f"audit log ok: {result.records} records, chain intact and sealed{against}")
         return 0
     print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
     return 1
@@ -146,7 +172,12 @@ def parser() -> argparse.ArgumentParser:
     )
     audit = commands.add_parser("audit", help="audit log tools")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
-    audit_commands.add_parser("verify", help="verify the hash chain of the audit log")
+    verify = audit_commands.add_parser("verify", help="verify the audit chain and its seals (with the HSM)")
+    verify.add_argument(
+        "--checkpoint",
+        metavar="FILE_OR_LINE",
+        help="a checkpoint file or log (the latest checkpoint line in it counts) or one checkpoint line",
+    )
     return top
 
 
@@ -165,7 +196,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "init":
             return init(settings)
         if args.command == "audit":
-            return audit_verify(settings)
+            return audit_verify(settings, args.checkpoint)
         return serve(settings, args)
     except KeyManagerError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

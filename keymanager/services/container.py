@@ -8,7 +8,9 @@ from keymanager.config import Settings
 from keymanager.db import Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
 from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditLog
+from keymanager.services.audit_chain import AuditChain
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.lifecycle import LifecycleService
@@ -29,6 +31,7 @@ class Services:
     lifecycle: LifecycleService
     audit_store: AuditStore
     audit: AuditLog
+    audit_chain: AuditChain
     cache: MetadataCache
     owns_hsm: bool = True
 
@@ -40,10 +43,11 @@ class Services:
         engine = make_engine(settings.resolved_database_url())
         if run_migrations:
             migrate(engine)
-        store = Store(engine)
-        audit_store = AuditStore(engine)
         owns_hsm = hsm is None
         hsm = hsm or Hsm(settings.pkcs11_module, settings.pkcs11_token_label, settings.pin())
+        audit_key = AuditKey(hsm, settings.audit_key_label)
+        store = Store(engine, audit_key=audit_key)
+        audit_store = AuditStore(engine, audit_key)
         keys = KeyService(store, hsm)
         return cls(
             settings=settings,
@@ -60,6 +64,7 @@ class Services:
             lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
             audit_store=audit_store,
             audit=AuditLog(audit_store),
+            audit_chain=AuditChain(audit_store, audit_key, checkpoint_file=settings.audit_checkpoint_file),
             cache=MetadataCache(store),
             owns_hsm=owns_hsm,
         )
