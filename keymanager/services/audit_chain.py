@@ -105,19 +105,21 @@ class AuditChain:
             self._emitted = head
             checkpoint_log.info("%s", head.line())
             if self._checkpoint_file is not None:
-                self._append_to_file(head)
+                _append_line(self._checkpoint_file, head)
         return head
 
-    def _append_to_file(self, head: Checkpoint) -> None:
-        line = f"{datetime.now(UTC).isoformat(timespec='seconds')} {head.line()}\n"
+
+def _append_line(path: Path, head: Checkpoint) -> None:
+    """Append ``head``'s line, with the time, to ``path`` (made 0600); a failure is logged, not raised."""
+    line = f"{datetime.now(UTC).isoformat(timespec='seconds')} {head.line()}\n"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            fd = os.open(self._checkpoint_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # type: ignore[arg-type]
-            try:
-                os.write(fd, line.encode())  # one write of a short line: appends of processes do not interleave
-            finally:
-                os.close(fd)
-        except OSError as exc:
-            log.warning("audit checkpoint not written to its file: %s", type(exc).__name__)
+            os.write(fd, line.encode())  # one write of a short line: appends of processes do not interleave
+        finally:
+            os.close(fd)
+    except OSError as exc:
+        log.warning("audit checkpoint not written to its file: %s", type(exc).__name__)
 
 
 def _marker(legacy: Verification, last_seq: int) -> AuditEntry:
