@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import shutil
 import sys
@@ -14,6 +15,10 @@ from pydantic import ValidationError
 from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
+
+PREPARE_TIMEOUT_SECONDS = 120
+"""How long ``serve`` waits for the audit chain to be prepared (the first start after an upgrade
+verifies the whole chain written before it was keyed)."""
 
 
 def _write_secret(path: Path, text: str) -> None:
@@ -89,7 +94,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
     if settings.is_softhsm:
         settings.export_softhsm_conf()
-    if not _prepare_audit_chain(settings):
+    if not _prepare_audit_chain():
         return 2
     _fresh_metrics_dir(settings.var_dir / "metrics")
     log_level = args.log_level or settings.log_level
@@ -111,19 +116,38 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def _prepare_audit_chain(settings: Settings) -> bool:
-    """Before the workers start: the audit chain keyed (once across replicas); False, said why, if not."""
+def _prepare_audit_chain() -> bool:
+    """Before the workers start: the audit chain keyed (once across replicas); False, said why, if not.
+
+    In a child process of its own: the serving process never loads the PKCS#11 library (its
+    workers each initialise it themselves).
+    """
+    child = multiprocessing.get_context("spawn").Process(target=_prepare_in_child, name="audit-chain-prepare")
+    child.start()
+    child.join(timeout=PREPARE_TIMEOUT_SECONDS)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        print(
+            f"keymanager does not start: the audit chain was not ready in {PREPARE_TIMEOUT_SECONDS} s", file=sys.stderr
+        )
+    return child.exitcode == 0
+
+
+def _prepare_in_child() -> None:
+    """Exit 0 once the audit chain is prepared, 2 (said why on stderr) when it cannot be."""
     from keymanager.services.container import Services
 
-    services = Services.build(settings)
+    settings = Settings()
     try:
-        services.audit_chain.prepare()
+        services = Services.build(settings)
+        try:
+            services.audit_chain.prepare()
+        finally:
+            services.close()
     except KeyManagerError as exc:
-        print(f"keymanager does not start: {exc.message}; run 'keymanager init'", file=sys.stderr)
-        return False
-    finally:
-        services.close()
-    return True
+        print(f"keymanager does not start: {exc.message}", file=sys.stderr)
+        sys.exit(2)
 
 
 def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:

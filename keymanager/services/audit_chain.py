@@ -65,7 +65,7 @@ class AuditChain:
             if presence is Presence.MISSING:
                 raise AuditKeyMissing(
                     f"the audit chain is sealed, but the token has no audit key labelled {self._key.label!r} "
-                    "(another token, or the key was destroyed); the service does not start without it"
+                    "(another token or KM_AUDIT_KEY_LABEL, or the key was destroyed)"
                 )
             unsealed = not tail.keyed and tail.last_seq > 0
             return []

@@ -38,3 +38,24 @@ def _entry(n: int, principal: str) -> AuditEntry:
         principal=principal,
         details={"n": n},
     )
+
+
+def append_and_checkpoint(appends: int) -> None:
+    """With the settings of the environment: ``appends`` appends of two records each (each sealed),
+    then one checkpoint (to the log, and to ``KM_AUDIT_CHECKPOINT_FILE`` when set)."""
+    from keymanager.config import Settings
+    from keymanager.services.container import Services
+
+    services = Services.build(Settings())
+    try:
+        for n in range(appends):
+            services.audit_store.append([_entry(2 * n, "cli"), _entry(2 * n + 1, "cli")])
+        services.audit_chain.emit_checkpoint(always=True)
+    finally:
+        services.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    append_and_checkpoint(int(sys.argv[1]))
