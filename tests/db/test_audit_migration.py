@@ -3,6 +3,7 @@ SHA-256 chain it is, then continued keyed from a sealed marker record (SQLite an
 
 from __future__ import annotations
 
+import multiprocessing
 import secrets
 from collections.abc import Iterator
 
@@ -18,8 +19,10 @@ from keymanager.domain.audit import GENESIS_HASH, AuditQuery, chain
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey, Presence
 from keymanager.services.audit_chain import MARKER_ACTION, AuditChain, AuditKeyMissing
+from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_TOKEN_LABEL
 from tests.db.test_audit import entry
 from tests.db.test_audit_chain import rewrite_from
+from tests.support.audit_child import count_labels, prepare_chain
 
 
 def upgrade(engine: Engine, revision: str) -> None:
@@ -102,3 +105,22 @@ def test_a_chain_not_keyed_yet_gets_a_new_key(engine: Engine, hsm: Hsm) -> None:
     fresh = AuditKey(hsm, f"keymanager-audit-test-{secrets.token_hex(4)}")
     assert AuditChain(AuditStore(engine, fresh), fresh).prepare() is Presence.CREATED
     assert AuditChain(AuditStore(engine, fresh), fresh).prepare() is Presence.FOUND
+
+
+def test_processes_preparing_at_once_make_one_audit_key(engine: Engine) -> None:
+    label = f"keymanager-audit-race-{secrets.token_hex(4)}"
+    url = engine.url.render_as_string(hide_password=False)
+    context = multiprocessing.get_context("spawn")
+    barrier, results = context.Barrier(3), context.Queue()
+    common = (url, str(SOFTHSM_CONF), TEST_TOKEN_LABEL, TEST_PIN, label, barrier, results)
+    racers = [context.Process(target=prepare_chain, args=common) for _ in range(3)]
+    for racer in racers:
+        racer.start()
+    for racer in racers:
+        racer.join(timeout=120)
+        assert racer.exitcode == 0
+    assert sorted(results.get(timeout=10) for _ in racers) == ["created", "found", "found"]
+    counter = context.Process(target=count_labels, args=(str(SOFTHSM_CONF), TEST_TOKEN_LABEL, TEST_PIN, label, results))
+    counter.start()
+    counter.join(timeout=120)
+    assert results.get(timeout=10) == 1

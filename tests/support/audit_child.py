@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from datetime import UTC, datetime
+from typing import Any
 
 from keymanager.config import SOFTHSM_MODULE
 from keymanager.db import make_engine
@@ -12,6 +13,7 @@ from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditLog
+from keymanager.services.audit_chain import AuditChain
 
 
 def append_records(url: str, softhsm_conf: str, token: str, pin: str, worker: int, count: int) -> None:
@@ -26,6 +28,32 @@ def append_records(url: str, softhsm_conf: str, token: str, pin: str, worker: in
     log.close()
     hsm.close()
     engine.dispose()
+
+
+def prepare_chain(url: str, softhsm_conf: str, token: str, pin: str, label: str, barrier: Any, results: Any) -> None:
+    """``AuditChain.prepare`` with the audit key ``label``, once every party reached ``barrier``;
+    reports the key's presence (found or created) on ``results``."""
+    os.environ["SOFTHSM2_CONF"] = softhsm_conf
+    engine = make_engine(url)
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    key = AuditKey(hsm, label)
+    hsm.ping()  # the session is open before the race
+    barrier.wait(timeout=60)
+    try:
+        results.put(AuditChain(AuditStore(engine, key), key).prepare().value)
+    finally:
+        hsm.close()
+        engine.dispose()
+
+
+def count_labels(softhsm_conf: str, token: str, pin: str, label: str, results: Any) -> None:
+    """Report how many secret keys labelled ``label`` the token holds (a fresh process sees them all)."""
+    os.environ["SOFTHSM2_CONF"] = softhsm_conf
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    try:
+        results.put(hsm.find_labels(label).count(label))
+    finally:
+        hsm.close()
 
 
 def _entry(n: int, principal: str) -> AuditEntry:
