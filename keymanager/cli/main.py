@@ -53,10 +53,10 @@ def init(settings: Settings) -> int:
         print(f"development CA: {pki.ca_cert}")
     services = Services.build(settings)
     try:
-        services.hsm.ping()
-        print(f"database: {_redacted(settings.resolved_database_url())} (schema current)")
         presence = services.audit_chain.prepare()
         print(f"audit key '{settings.audit_key_label}': {'created' if presence.value == 'created' else 'present'}")
+        services.hsm.ping()
+        print(f"database: {_redacted(settings.resolved_database_url())} (schema current)")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
         token_file = settings.var_dir / "admin.token"
         if admins:
@@ -95,7 +95,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     if settings.is_softhsm:
         settings.export_softhsm_conf()
     if not _prepare_audit_chain():
-        return 2
+        return 1
     _fresh_metrics_dir(settings.var_dir / "metrics")
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
@@ -128,14 +128,12 @@ def _prepare_audit_chain() -> bool:
     if child.exitcode is None:
         child.kill()
         child.join()
-        print(
-            f"keymanager does not start: the audit chain was not ready in {PREPARE_TIMEOUT_SECONDS} s", file=sys.stderr
-        )
+        print(f"keymanager cannot start: audit chain: not ready in {PREPARE_TIMEOUT_SECONDS} s", file=sys.stderr)
     return child.exitcode == 0
 
 
 def _prepare_in_child() -> None:
-    """Exit 0 once the audit chain is prepared, 2 (said why on stderr) when it cannot be."""
+    """Exit 0 once the audit chain is prepared, 1 (said why on stderr) when it cannot be."""
     from keymanager.services.container import Services
 
     settings = Settings()
@@ -146,8 +144,8 @@ def _prepare_in_child() -> None:
         finally:
             services.close()
     except KeyManagerError as exc:
-        print(f"keymanager does not start: {exc.message}", file=sys.stderr)
-        sys.exit(2)
+        print(f"keymanager cannot start: audit chain: {exc.message}", file=sys.stderr)
+        sys.exit(1)
 
 
 def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:

@@ -71,6 +71,8 @@ def test_a_checkpoint_argument_without_a_checkpoint_is_refused(home: Path) -> No
 def test_serve_refuses_to_start_without_the_key_that_sealed_the_chain(home: Path) -> None:
     env = {**environment(home), "KM_AUDIT_KEY_LABEL": "keymanager-audit-elsewhere"}
     refused = keymanager("serve", "--port", "1", env=env, cwd=home)
-    assert refused.returncode == 2
-    assert "keymanager does not start: the audit chain is sealed, but the token has no audit key" in refused.stderr
+    assert refused.returncode == 1
+    assert "keymanager cannot start: audit chain: the audit chain is sealed, but the token has no audit key" in (
+        refused.stderr
+    )
     assert "'keymanager-audit-elsewhere'" in refused.stderr
