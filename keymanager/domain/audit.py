@@ -213,12 +213,13 @@ class ChainVerifier:
                 f"the chain ends before the checkpoint's record {self._checkpoint.seq} (records were removed)",
             )
         if self._sealed_seq != self._seq and not self._unsealed_tail:
-            return Verification(
-                False,
-                self._sealed_seq,
-                self._sealed_seq + 1,
-                "the last records carry no seal of the audit key (written or recomputed without the HSM)",
+            why = (
+                "no record carries a seal of the audit key yet (a chain from before it was keyed is "
+                "verified and sealed by 'keymanager init' or the first start; otherwise it was written without the HSM)"
+                if self._sealed_seq == 0
+                else "the last records carry no seal of the audit key (written or recomputed without the HSM)"
             )
+            return Verification(False, self._sealed_seq, self._sealed_seq + 1, why)
         return None
 
     def _check_seals(self) -> bool:

@@ -58,7 +58,9 @@ def _row(fields: dict[str, object]) -> dict[str, object]:
 def test_a_plain_chain_is_verified_then_continued_keyed(legacy: Engine, hsm: Hsm) -> None:
     key = AuditKey(hsm)
     store = AuditStore(legacy, key)
-    assert not store.verify().ok  # the last record carries no seal yet
+    unkeyed = store.verify()
+    assert (unkeyed.ok, unkeyed.first_broken_seq) == (False, 1)
+    assert "no record carries a seal of the audit key yet" in (unkeyed.reason or "")
     AuditChain(store, key).prepare()
     marker = store.query(AuditQuery(after=5))[0]
     assert (marker.seq, marker.entry.action, marker.entry.principal) == (6, MARKER_ACTION, "system")
