@@ -16,9 +16,9 @@ from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
 
-PREPARE_TIMEOUT_SECONDS = 120
+PREPARE_TIMEOUT_SECONDS = 600
 """How long ``serve`` waits for the audit chain to be prepared (the first start after an upgrade
-verifies the whole chain written before it was keyed)."""
+verifies the whole chain written before it was keyed: about 100 µs per record here)."""
 
 
 def _write_secret(path: Path, text: str) -> None:
