@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEV_PIN = "km-dev-pin"
@@ -109,6 +109,20 @@ class Settings(BaseSettings):
     """Age (first seen unreferenced) after which a ``km/`` token object that no key version
     names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
     window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
+    # -- audit chain keyed by the HSM (keymanager/services/audit_chain.py) --
+    audit_key_label: str = Field(default="keymanager-audit", min_length=1, max_length=64)
+    """Label of the audit key in the token (HMAC-SHA256, made by ``keymanager init``); must not start with ``km/``."""
+    audit_checkpoint_file: Path | None = None
+    """When set, every audit checkpoint line is also appended to this file (keep it off the database's host)."""
+    audit_checkpoint_interval_seconds: float = Field(default=60.0, gt=0)
+    """How often each process writes a checkpoint of the audit chain (when it moved) to its log; also at shutdown."""
+
+    @field_validator("audit_key_label")
+    @classmethod
+    def _audit_key_apart_from_key_versions(cls, label: str) -> str:
+        if label.startswith("km/"):
+            raise ValueError("must not start with 'km/' (the labels of key versions, which sweeps remove)")
+        return label
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

@@ -19,6 +19,7 @@ from keymanager.api.app import create_app
 from keymanager.config import SOFTHSM_MODULE, Settings
 from keymanager.domain.models import Role
 from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
 from keymanager.services.container import Services
 
@@ -46,6 +47,7 @@ def softhsm_token() -> Iterator[str]:
 def hsm(softhsm_token: str) -> Iterator[Hsm]:
     """The run's HSM adapter (one logged-in session for the whole test process)."""
     adapter = Hsm(SOFTHSM_MODULE, softhsm_token, TEST_PIN)
+    AuditKey(adapter).ensure(create=True)  # as `keymanager init` does; every test database shares it
     yield adapter
     adapter.close()
 

@@ -51,6 +51,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         tasks = [
             asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
             asyncio.create_task(_summarise(app.state.services, throttle)),
+            asyncio.create_task(_checkpoints(app.state.services, settings.audit_checkpoint_interval_seconds)),
         ]
         if owned and settings.hsm_stuck_exit_seconds > 0:
             tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
@@ -63,7 +64,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                     await task
             await _write_summaries(app.state.services, throttle.due(everything=True))
             if owned:
-                app.state.services.close()
+                _close_with_checkpoint(app.state.services)
 
     app = FastAPI(
         title="keymanager",
@@ -159,6 +160,26 @@ async def _watch_hsm(services: Services, limit: float) -> None:
         if stuck > limit:
             log.critical("HSM call stuck %.0f s past its deadline: this worker exits for a fresh one", stuck)
             os._exit(STUCK_EXIT_STATUS)
+
+
+async def _checkpoints(services: Services, interval: float) -> None:
+    """Every ``interval`` seconds, a checkpoint of the audit chain to the log (when it moved)."""
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            await asyncio.to_thread(services.audit_chain.emit_checkpoint)
+        except Exception as exc:  # keep the loop alive; the next round retries
+            log.warning("audit checkpoint failed: %s", type(exc).__name__)
+
+
+def _close_with_checkpoint(services: Services) -> None:
+    """Flush the audit log, write a last checkpoint, then close everything."""
+    services.audit.close()
+    try:
+        services.audit_chain.emit_checkpoint(always=True)
+    except Exception as exc:  # closing goes on
+        log.warning("audit checkpoint at shutdown failed: %s", type(exc).__name__)
+    services.close()
 
 
 def app_from_env() -> FastAPI:

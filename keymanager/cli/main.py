@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
 import sys
 from collections.abc import Sequence
@@ -15,6 +16,10 @@ from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
 
+PREPARE_TIMEOUT_SECONDS = 600
+"""How long ``serve`` waits for the audit chain to be prepared (the first start after an upgrade
+verifies the whole chain written before it was keyed: about 100 µs per record here)."""
+
 
 def _write_secret(path: Path, text: str) -> None:
     """Write ``text`` to a new file readable by its owner only."""
@@ -25,7 +30,7 @@ def _write_secret(path: Path, text: str) -> None:
 
 
 def init(settings: Settings) -> int:
-    """Create what is missing: SoftHSM token, schema, development PKI, first admin principal."""
+    """Create what is missing: SoftHSM token, schema, development PKI, audit key, first admin principal."""
     from keymanager.cli.tls import ensure_dev_pki
     from keymanager.services.container import Services
 
@@ -48,6 +53,8 @@ def init(settings: Settings) -> int:
         print(f"development CA: {pki.ca_cert}")
     services = Services.build(settings)
     try:
+        presence = services.audit_chain.prepare()
+        print(f"audit key '{settings.audit_key_label}': {'created' if presence.value == 'created' else 'present'}")
         services.hsm.ping()
         print(f"database: {redacted_url(settings.resolved_database_url())} (schema current)")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
@@ -83,6 +90,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"keymanager cannot start: {problem}", file=sys.stderr)
         return 1
+    if not _prepare_audit_chain():
+        return 1
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
     scheme = "http" if args.insecure_http else "https"
@@ -108,19 +117,58 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     return 0
 
 
-def audit_verify(settings: Settings) -> int:
-    """Check the audit log's hash chain; exit 0 when intact, 1 naming the first broken record."""
-    from keymanager.db import make_engine, migrate
-    from keymanager.db.audit import AuditStore
+def _prepare_audit_chain() -> bool:
+    """Before the workers start: the audit chain keyed (once across replicas); False, said why, if not.
 
-    engine = make_engine(settings.resolved_database_url())
+    In a child process of its own: the serving process never loads the PKCS#11 library (its
+    workers each initialise it themselves).
+    """
+    child = multiprocessing.get_context("spawn").Process(target=_prepare_in_child, name="audit-chain-prepare")
+    child.start()
+    child.join(timeout=PREPARE_TIMEOUT_SECONDS)
+    if child.exitcode is None:
+        child.kill()
+        child.join()
+        print(f"keymanager cannot start: audit chain: not ready in {PREPARE_TIMEOUT_SECONDS} s", file=sys.stderr)
+    return child.exitcode == 0
+
+
+def _prepare_in_child() -> None:
+    """Exit 0 once the audit chain is prepared, 1 (said why on stderr) when it cannot be."""
+    from keymanager.services.container import Services
+
+    settings = Settings()
     try:
-        migrate(engine)
-        result = AuditStore(engine).verify()
+        services = Services.build(settings)
+        try:
+            services.audit_chain.prepare()
+        finally:
+            services.close()
+    except KeyManagerError as exc:
+        print(f"keymanager cannot start: audit chain: {exc.message}", file=sys.stderr)
+        sys.exit(1)
+
+
+def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
+    """Check the audit chain (seals in the HSM) and, with ``--checkpoint``, that it still holds the
+    checkpoint's record; exit 0 when intact, 1 naming the first broken record, 2 for a bad argument."""
+    from keymanager.cli.checkpoint import read_checkpoint
+    from keymanager.services.container import Services
+
+    checkpoint = None
+    if checkpoint_arg is not None:
+        checkpoint = read_checkpoint(checkpoint_arg)
+        if checkpoint is None:
+            print("--checkpoint: no 'audit checkpoint seq=… hash=…' line in that file or text", file=sys.stderr)
+            return 2
+    services = Services.build(settings)
+    try:
+        result = services.audit_chain.verify(checkpoint)
     finally:
-        engine.dispose()
+        services.close()
     if result.ok:
-        print(f"audit log ok: {result.records} records, chain intact")
+        against = f"; checkpoint at record {checkpoint.seq} contained" if checkpoint else ""
+        print(f"audit log ok: {result.records} records, chain intact and sealed{against}")
         return 0
     print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
     return 1
@@ -140,7 +188,12 @@ def parser() -> argparse.ArgumentParser:
     )
     audit = commands.add_parser("audit", help="audit log tools")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
-    audit_commands.add_parser("verify", help="verify the hash chain of the audit log")
+    verify = audit_commands.add_parser("verify", help="verify the audit chain and its seals (with the HSM)")
+    verify.add_argument(
+        "--checkpoint",
+        metavar="FILE_OR_LINE",
+        help="a checkpoint file or log (the latest checkpoint line in it counts) or one checkpoint line",
+    )
     return top
 
 
@@ -159,7 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "init":
             return init(settings)
         if args.command == "audit":
-            return audit_verify(settings)
+            return audit_verify(settings, args.checkpoint)
         return serve(settings, args)
     except KeyManagerError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

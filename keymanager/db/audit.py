@@ -3,7 +3,9 @@
 Appending locks the chain head row (``UPDATE audit_head … WHERE id = 1`` is the first
 statement of the step), so appenders in other threads, processes or replicas wait for
 each other and the chain stays single. An append can join a transaction that makes the
-change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`).
+change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`). Given the
+audit key, every append seals its last record in the HSM, under the lock (one HMAC per
+group commit, see :mod:`keymanager.domain.audit`); verification checks the seals with it.
 """
 
 from __future__ import annotations
@@ -12,14 +14,14 @@ import contextlib
 import json
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, Select, select
+from sqlalchemy import Connection, Engine, Select, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from keymanager.db.engine import connection_errors_as_unavailable
@@ -28,27 +30,42 @@ from keymanager.domain.audit import (
     AuditEntry,
     AuditQuery,
     AuditRecord,
+    ChainKey,
     ChainVerifier,
     Outcome,
     Verification,
     chain,
+    seal,
 )
+from keymanager.domain.checkpoint import Checkpoint
 
 
-def append(connection: Connection, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
-    """Append ``entries`` to the chain inside ``connection``'s transaction; the records made."""
+def append(connection: Connection, entries: Sequence[AuditEntry], key: ChainKey | None = None) -> list[AuditRecord]:
+    """Append ``entries`` to the chain inside ``connection``'s transaction, the last one sealed
+    with ``key`` (unsealed without: such a chain does not verify); the records made."""
     if not entries:
         return []
     with _cursor(connection) as (cursor, sql):
         cursor.execute(sql.lock)
-        return _append_locked(cursor, sql, entries)
+        return _append_locked(cursor, sql, entries, key)
+
+
+@dataclass(frozen=True)
+class ChainTail:
+    """The end of the chain as seen under its lock."""
+
+    last_seq: int
+    last_hash: str
+    keyed: bool
+    """Whether any record carries a seal (the chain is keyed by an audit key already)."""
 
 
 class AuditStore:
-    """Reads and appends audit records over one engine."""
+    """Reads and appends audit records over one engine; ``key`` seals appends and checks seals."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, key: ChainKey | None = None) -> None:
         self._engine = engine
+        self._key = key
         self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._writer: Any = None
         """SQLite: the connection :meth:`append_current` keeps (see there)."""
@@ -57,7 +74,7 @@ class AuditStore:
     def append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
         """Append ``entries`` in one transaction of their own."""
         with connection_errors_as_unavailable(), self._engine.begin() as connection:
-            return append(connection, entries)
+            return append(connection, entries, self._key)
 
     def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
         """Append, in one transaction, each entry whose expected metadata version is None or current.
@@ -76,7 +93,7 @@ class AuditStore:
                 sql,
             ),
         ):
-            return _append_current(cursor, sql, items)
+            return _append_current(cursor, sql, items, self._key)
 
     def _append_current_sqlite(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
         """SQLite: on a connection of its own, kept, in an explicit ``BEGIN IMMEDIATE`` transaction.
@@ -97,7 +114,7 @@ class AuditStore:
             try:
                 cursor.execute("BEGIN IMMEDIATE")
                 try:
-                    result = _append_current(cursor, _SQLITE, items)
+                    result = _append_current(cursor, _SQLITE, items, self._key)
                     cursor.execute("COMMIT")
                 except BaseException:
                     with contextlib.suppress(sqlite3.Error):  # none may be open any more
@@ -129,15 +146,53 @@ class AuditStore:
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             return [_record(row) for row in session.scalars(statement)]
 
-    def verify(self, batch: int = 1000) -> Verification:
-        """Walk the whole chain in sequence order and check every link and the head."""
-        verifier = ChainVerifier()
+    def verify(
+        self, checkpoint: Checkpoint | None = None, *, unsealed_tail: bool = False, batch: int = 1000
+    ) -> Verification:
+        """Walk the whole chain in sequence order and check every link, every seal (in the HSM),
+        the head and, when given, the ``checkpoint`` (see :class:`ChainVerifier`).
+
+        Raises ValueError when this store has no audit key: a chain is never called intact
+        without its seals checked.
+        """
+        if self._key is None:
+            raise ValueError("verifying the audit chain needs the audit key")
+        verifier = ChainVerifier(self._key, checkpoint, batch=batch, unsealed_tail=unsealed_tail)
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             head = session.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash)).one()
             for record in _walk(session, head.last_seq, batch):
                 if not verifier.feed(record):
                     break
             return verifier.finish(head.last_seq, head.last_hash)
+
+    def head(self) -> Checkpoint:
+        """The chain head now: the last record's sequence number and chain value."""
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            head = session.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash)).one()
+            return Checkpoint(int(head.last_seq), str(head.last_hash))
+
+    def extend_locked(self, decide: Callable[[ChainTail], Sequence[AuditEntry]]) -> list[AuditRecord]:
+        """In one transaction holding the chain lock, append (sealed) what ``decide`` returns for
+        the chain's tail; the records made.
+
+        Every other appender, in any process or replica, waits meanwhile: ``decide`` may use the
+        HSM to do once what must be done once (create the audit key). Its exceptions roll back.
+        """
+        with connection_errors_as_unavailable(), self._engine.begin() as connection:
+            connection.execute(update(AuditHeadRow).where(AuditHeadRow.id == 1).values(last_seq=AuditHeadRow.last_seq))
+            head = connection.execute(select(AuditHeadRow.last_seq, AuditHeadRow.last_hash)).one()
+            last_seal = connection.execute(
+                select(AuditRecordRow.seal).where(AuditRecordRow.seq == head.last_seq)
+            ).scalar_one_or_none()
+            keyed = last_seal is not None or (
+                connection.execute(select(AuditRecordRow.seq).where(AuditRecordRow.seal.is_not(None)).limit(1)).first()
+                is not None
+            )
+            entries = decide(ChainTail(int(head.last_seq), str(head.last_hash), keyed))
+            if not entries:
+                return []
+            with _cursor(connection) as (cursor, sql):
+                return _append_locked(cursor, sql, entries, self._key)
 
 
 def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
@@ -181,7 +236,7 @@ class _RawSql:
             version="SELECT version FROM metadata_version WHERE id = 1",
             head="SELECT last_seq, last_hash FROM audit_head WHERE id = 1",
             # Only parameter marks are formatted in, never values.
-            insert=f"INSERT INTO audit_records ({columns}prev_hash, hash) VALUES ({', '.join([mark] * 13)})",  # noqa: S608
+            insert=f"INSERT INTO audit_records ({columns}prev_hash, hash, seal) VALUES ({', '.join([mark] * 14)})",  # noqa: S608
             move=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
             sqlite=dialect == "sqlite",
         )
@@ -209,6 +264,7 @@ class _RawSql:
             details,
             record.prev_hash,
             record.hash,
+            record.seal,
         )
 
 
@@ -226,24 +282,27 @@ def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
 
 
 def _append_current(
-    cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]]
+    cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]], key: ChainKey | None
 ) -> tuple[int, list[bool]]:
     """Lock the chain, then append each entry whose expected metadata version is None or current."""
     cursor.execute(sql.lock)
     cursor.execute(sql.version)
     version = int(cursor.fetchone()[0])
     accepted = [expected is None or expected == version for _, expected in items]
-    _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok])
+    _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok], key)
     return version, accepted
 
 
-def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
-    """Append ``entries`` after the chain head, which this transaction has locked."""
+def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry], key: ChainKey | None) -> list[AuditRecord]:
+    """Append ``entries`` after the chain head, which this transaction has locked, sealing the
+    last with ``key`` (one HMAC in the HSM per append)."""
     if not entries:
         return []
     cursor.execute(sql.head)
     last_seq, last_hash = cursor.fetchone()
     records = chain(entries, int(last_seq), str(last_hash))
+    if key is not None:
+        records[-1] = seal(key, records[-1])
     cursor.executemany(sql.insert, [sql.row(r) for r in records])
     cursor.execute(sql.move, (records[-1].seq, records[-1].hash))
     return records
@@ -262,4 +321,4 @@ def _record(row: AuditRecordRow) -> AuditRecord:
         client=row.client,
         details=row.details,
     )
-    return AuditRecord(seq=row.seq, entry=entry, prev_hash=row.prev_hash, hash=row.hash)
+    return AuditRecord(seq=row.seq, entry=entry, prev_hash=row.prev_hash, hash=row.hash, seal=row.seal)

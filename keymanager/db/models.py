@@ -113,6 +113,8 @@ class AuditRecordRow(Base):
     details: Mapped[dict[str, Any]] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
+    seal: Mapped[str | None] = mapped_column(String(64))
+    """HMAC-SHA256 (hex, in the HSM) of the last record of each append; NULL on the others."""
 
 
 class AuditHeadRow(Base):

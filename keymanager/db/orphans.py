@@ -21,14 +21,16 @@ from sqlalchemy.orm import sessionmaker
 from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import HsmOrphanRow, KeyVersionRow
-from keymanager.domain.audit import AuditEntry
+from keymanager.domain.audit import AuditEntry, ChainKey
 
 
 class OrphanStore:
     """The ``hsm_orphans`` table and the labels key versions name, over one engine."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
+        """``audit_key`` seals the audit record of each destroyed object (see ``keymanager.db.audit``)."""
         self._engine = engine
+        self._audit_key = audit_key
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def referenced_labels(self) -> set[str]:
@@ -62,7 +64,7 @@ class OrphanStore:
             result = session.execute(update(HsmOrphanRow).where(pending).values(destroyed_at=now))
             if cast("CursorResult[Any]", result).rowcount != 1:
                 return False
-            append_audit(session.connection(), [audit])
+            append_audit(session.connection(), [audit], self._audit_key)
             return True
 
     def prune(self, before: datetime) -> None:

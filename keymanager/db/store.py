@@ -33,7 +33,7 @@ from keymanager import errors
 from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
-from keymanager.domain.audit import AuditEntry
+from keymanager.domain.audit import AuditEntry, ChainKey
 from keymanager.domain.models import (
     Algorithm,
     HsmObjects,
@@ -49,9 +49,10 @@ from keymanager.domain.policy import Policy
 class Store:
     """Persistence of principals and keys over one engine; safe to share between threads."""
 
-    def __init__(self, engine: Engine) -> None:
+    def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
+        """``audit_key`` seals the audit records written with changes (see ``keymanager.db.audit``)."""
         self._engine = engine
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._sessions = sessionmaker(engine, expire_on_commit=False, info={_AUDIT_KEY: audit_key})
 
     def close(self) -> None:
         """Close the pooled database connections; a later call opens new ones."""
@@ -262,13 +263,17 @@ class Store:
         return errors.Conflict(f"a principal named {principal.name!r} exists")
 
 
+_AUDIT_KEY = "audit_key"
+"""Where a session of a :class:`Store` finds the store's audit key (``Session.info``)."""
+
+
 def _changed(session: Session, entry: AuditEntry | None) -> None:
     """Close a change: bump the metadata version (caches everywhere notice) and record ``entry``."""
     session.execute(
         update(MetadataVersionRow).where(MetadataVersionRow.id == 1).values(version=MetadataVersionRow.version + 1)
     )
     if entry is not None:
-        append_audit(session.connection(), [entry])
+        append_audit(session.connection(), [entry], session.info.get(_AUDIT_KEY))
 
 
 def _now() -> datetime:

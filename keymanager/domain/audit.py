@@ -1,9 +1,17 @@
-"""Audit records and their hash chain.
+"""Audit records, their hash chain and its seals.
 
 Each record carries its sequence number and the hash of the record before it; its own hash
-is SHA-256 over the canonical JSON of every other field. Editing a record changes its hash;
-deleting or reordering records breaks a ``prev_hash`` link or the sequence; removing records
-at the end is seen against the chain head (last sequence number and hash) kept beside them.
+(the chain value) is SHA-256 over the canonical JSON of every other field. Editing a record
+changes its hash; deleting or reordering records breaks a ``prev_hash`` link or the sequence.
+
+A SHA-256 chain alone can be recomputed by anyone who can write the database, so every
+append (one group commit) also *seals* its last record: ``seal`` is HMAC-SHA256, computed in
+the HSM with the audit key (:class:`ChainKey`), over that record's sequence number and chain
+value. A seal covers its record and, through the chain, every record before it; the last
+record of a valid chain is always sealed. Records before the first seal are those written
+before the chain was keyed (migration 0004), covered by that first seal. Removing records
+at the end back to an earlier seal is only seen against a checkpoint kept outside the
+database (:mod:`keymanager.domain.checkpoint`).
 Records never hold plaintext, ciphertext, tokens or key material, and every record has a
 maximum size (:func:`bounded`): whatever a client sends, a record stays around 1 KiB.
 """
@@ -12,11 +20,14 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import hmac
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
+
+from keymanager.domain.checkpoint import Checkpoint
 
 GENESIS_HASH = "0" * 64
 MAX_TEXT = 128
@@ -58,10 +69,30 @@ class AuditRecord:
     entry: AuditEntry
     prev_hash: str
     hash: str
+    seal: str | None = None
+    """Hex HMAC-SHA256 of :func:`seal_message` in the HSM; set on the last record of each append."""
 
     def fields(self) -> dict[str, Any]:
-        """Every field of the record (as stored and as returned by the API), hash last."""
-        return {**canonical_fields(self.seq, self.prev_hash, self.entry), "hash": self.hash}
+        """Every field of the record (as stored and as returned by the API), hash and seal last."""
+        return {**canonical_fields(self.seq, self.prev_hash, self.entry), "hash": self.hash, "seal": self.seal}
+
+
+class ChainKey(Protocol):
+    """The audit key: HMAC-SHA256 computed in the HSM with a key nobody can extract."""
+
+    def sign(self, messages: Sequence[bytes]) -> list[bytes]:
+        """The HMAC-SHA256 of each message, in order (one trip to the HSM)."""
+        ...
+
+
+def seal_message(seq: int, chain_value: str) -> bytes:
+    """What a seal authenticates: the record's sequence number and chain value, domain-separated."""
+    return f"keymanager-audit-seal:v1:{seq}:{chain_value}".encode()
+
+
+def seal(key: ChainKey, record: AuditRecord) -> AuditRecord:
+    """``record`` with its seal, computed with ``key``."""
+    return replace(record, seal=key.sign([seal_message(record.seq, record.hash)])[0].hex())
 
 
 def canonical_fields(seq: int, prev_hash: str, entry: AuditEntry) -> dict[str, Any]:
@@ -119,12 +150,29 @@ class Verification:
 
 
 class ChainVerifier:
-    """Checks records fed in sequence order, then the chain head; keeps O(1) state."""
+    """Checks records fed in sequence order, then the chain head; keeps O(batch) state.
 
-    def __init__(self) -> None:
+    Links and SHA-256 hashes are checked as records come; seals are checked with ``key`` (in
+    the HSM) ``batch`` at a time, and always before a later problem is reported, so the
+    result names the first broken record. With a ``checkpoint``, the chain must reach its
+    record and hold its chain value there. ``unsealed_tail`` accepts records after the last
+    seal (only for checking a chain written before it was keyed, see ``AuditChain.prepare``).
+    """
+
+    def __init__(
+        self, key: ChainKey, checkpoint: Checkpoint | None = None, *, batch: int = 1000, unsealed_tail: bool = False
+    ) -> None:
+        self._key = key
+        self._checkpoint = checkpoint
+        self._batch = batch
+        self._unsealed_tail = unsealed_tail
         self._count = 0
         self._seq = 0
         self._hash = GENESIS_HASH
+        self._sealed_seq = 0
+        """The last record whose seal was checked and found good."""
+        self._pending: list[tuple[int, str, bytes]] = []
+        """Seals fed and not yet checked: (seq, seal hex, message)."""
         self._broken: Verification | None = None
 
     def feed(self, record: AuditRecord) -> bool:
@@ -138,20 +186,68 @@ class ChainVerifier:
             problem = "link to the previous record broken (a record was removed, inserted or swapped)"
         elif record_hash(record.seq, record.prev_hash, record.entry) != record.hash:
             problem = "record contents do not match its hash (the record was edited)"
+        elif self._differs_from_checkpoint(record):
+            problem = "record differs from the checkpoint (the chain was rewritten up to here)"
         if problem is not None:
-            self._broken = Verification(False, self._count, self._seq + 1, problem)
+            if self._check_seals():
+                self._broken = Verification(False, self._count, self._seq + 1, problem)
             return False
         self._count += 1
         self._seq, self._hash = record.seq, record.hash
+        if record.seal is not None:
+            self._pending.append((record.seq, record.seal, seal_message(record.seq, record.hash)))
+            if len(self._pending) >= self._batch:
+                return self._check_seals()
         return True
 
+    def _differs_from_checkpoint(self, record: AuditRecord) -> bool:
+        checkpoint = self._checkpoint
+        return checkpoint is not None and record.seq == checkpoint.seq and record.hash != checkpoint.hash
+
     def finish(self, head_seq: int, head_hash: str) -> Verification:
-        """The result, checking that the last record is the chain head."""
-        if self._broken is not None:
-            return self._broken
+        """The result, checking that the last record is the chain head, sealed, and reaches the checkpoint."""
+        if self._broken is None and self._check_seals():
+            self._broken = self._check_end(head_seq, head_hash)
+        return self._broken or Verification(True, self._count)
+
+    def _check_end(self, head_seq: int, head_hash: str) -> Verification | None:
         if (head_seq, head_hash) != (self._seq, self._hash):
             return Verification(False, self._count, self._seq + 1, "records missing at the end of the chain")
-        return Verification(True, self._count)
+        if self._checkpoint is not None and self._checkpoint.seq > self._seq:
+            return Verification(
+                False,
+                self._count,
+                self._seq + 1,
+                f"the chain ends before the checkpoint's record {self._checkpoint.seq} (records were removed)",
+            )
+        if self._sealed_seq != self._seq and not self._unsealed_tail:
+            why = (
+                "no record carries a seal of the audit key yet (a chain from before it was keyed is "
+                "verified and sealed by 'keymanager init' or the first start; otherwise it was written without the HSM)"
+                if self._sealed_seq == 0
+                else "the last records carry no seal of the audit key (written or recomputed without the HSM)"
+            )
+            return Verification(False, self._sealed_seq, self._sealed_seq + 1, why)
+        return None
+
+    def _check_seals(self) -> bool:
+        """Check the pending seals in the HSM; False (and the chain broken) at the first bad one."""
+        if not self._pending:
+            return True
+        pending, self._pending = self._pending, []
+        expected = self._key.sign([message for _, _, message in pending])
+        for (seq, found, _), good in zip(pending, expected, strict=True):
+            if not hmac.compare_digest(found.encode(), good.hex().encode()):
+                self._broken = Verification(
+                    False,
+                    self._sealed_seq,
+                    self._sealed_seq + 1,
+                    f"the seal of record {seq} does not match: a record up to it was edited and the chain "
+                    "recomputed, or the seal was not made with the audit key",
+                )
+                return False
+            self._sealed_seq = seq
+        return True
 
 
 def with_details(entry: AuditEntry, **details: Any) -> AuditEntry:

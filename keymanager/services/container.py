@@ -9,7 +9,9 @@ from keymanager.db import Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditLog
+from keymanager.services.audit_chain import AuditChain
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.lifecycle import LifecycleService
@@ -32,6 +34,7 @@ class Services:
     lifecycle: LifecycleService
     audit_store: AuditStore
     audit: AuditLog
+    audit_chain: AuditChain
     cache: MetadataCache
     readiness: Readiness
     spool: SpoolArea
@@ -45,12 +48,13 @@ class Services:
         engine = make_engine(settings.resolved_database_url())
         if run_migrations:
             migrate(engine)
-        store = Store(engine)
-        audit_store = AuditStore(engine)
         owns_hsm = hsm is None
         hsm = hsm or Hsm(
             settings.pkcs11_module, settings.pkcs11_token_label, settings.pin(), timeout=settings.hsm_timeout_seconds
         )
+        audit_key = AuditKey(hsm, settings.audit_key_label)
+        store = Store(engine, audit_key=audit_key)
+        audit_store = AuditStore(engine, audit_key)
         keys = KeyService(store, hsm)
         audit = AuditLog(audit_store)
         return cls(
@@ -69,12 +73,13 @@ class Services:
                 store,
                 hsm,
                 min_pending_days=settings.min_pending_days,
-                orphans=OrphanStore(engine),
+                orphans=OrphanStore(engine, audit_key=audit_key),
                 orphan_grace_seconds=settings.orphan_grace_seconds,
             ),
             audit_store=audit_store,
             audit=audit,
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
+            audit_chain=AuditChain(audit_store, audit_key, checkpoint_file=settings.audit_checkpoint_file),
             readiness=Readiness(
                 hsm,
                 store,

@@ -1,4 +1,4 @@
-"""The audit chain in the database: appends, tamper detection, concurrent writers (SQLite and PostgreSQL)."""
+"""The audit chain in the database: appends, seals, tamper detection, concurrent writers (SQLite and PostgreSQL)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,13 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine, text
 
-from keymanager.db import make_engine
 from keymanager.db.audit import AuditStore
 from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
+from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditLog
+from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_TOKEN_LABEL
+from tests.support.audit_child import append_records
 
 
 def entry(n: int, action: str = "key.encrypt", principal: str = "billing") -> AuditEntry:
@@ -31,8 +34,13 @@ def entry(n: int, action: str = "key.encrypt", principal: str = "billing") -> Au
 
 
 @pytest.fixture
-def audit(engine: Engine) -> AuditStore:
-    store = AuditStore(engine)
+def audit_key(hsm: Hsm) -> AuditKey:
+    return AuditKey(hsm)
+
+
+@pytest.fixture
+def audit(engine: Engine, audit_key: AuditKey) -> AuditStore:
+    store = AuditStore(engine, audit_key)
     store.append([entry(n) for n in range(1, 6)])
     return store
 
@@ -43,6 +51,7 @@ def test_appended_records_form_a_valid_chain(audit: AuditStore) -> None:
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(records))
     result = audit.verify()
     assert (result.ok, result.records, result.first_broken_seq) == (True, 5, None)
+    assert [r.seal is not None for r in records] == [False, False, False, False, True]
 
 
 def test_query_filters_and_pages(audit: AuditStore) -> None:
@@ -89,20 +98,11 @@ def test_swapped_records_are_detected(audit: AuditStore, engine: Engine) -> None
     assert (result.ok, result.first_broken_seq) == (False, 2)
 
 
-def _append_from_process(url: str, worker: int, count: int) -> None:
-    engine = make_engine(url)
-    log = AuditLog(AuditStore(engine))
-    futures = [log.submit(entry(worker * 10_000 + n, principal=f"w{worker}")) for n in range(count)]
-    for future in futures:
-        future.result(timeout=60)
-    log.close()
-    engine.dispose()
-
-
 def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditStore, engine: Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     context = multiprocessing.get_context("spawn")
-    workers = [context.Process(target=_append_from_process, args=(url, w, 300)) for w in (1, 2)]
+    args = (url, str(SOFTHSM_CONF), TEST_TOKEN_LABEL, TEST_PIN)
+    workers = [context.Process(target=append_records, args=(*args, w, 300)) for w in (1, 2)]
     for process in workers:
         process.start()
     for process in workers:
@@ -114,14 +114,18 @@ def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditStore,
     assert seqs == list(range(1, 606))
 
 
-def test_group_commit_batches_waiting_records(engine: Engine) -> None:
-    log = AuditLog(AuditStore(engine))
+def test_group_commit_batches_waiting_records(engine: Engine, audit_key: AuditKey) -> None:
+    log = AuditLog(AuditStore(engine, audit_key))
     futures = [log.submit(entry(n)) for n in range(500)]
     for future in futures:
         future.result(timeout=60)
     log.close()
     assert log.batches < 500
-    assert AuditStore(engine).verify().records == 500
+    result = AuditStore(engine, audit_key).verify()
+    assert (result.ok, result.records) == (True, 500)
+    sealed = [r.seq for r in AuditStore(engine).query(AuditQuery(limit=1000)) if r.seal is not None]
+    assert len(sealed) == log.batches  # one seal per group commit, on its last record
+    assert sealed[-1] == 500
 
 
 def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditStore, engine: Engine) -> None:

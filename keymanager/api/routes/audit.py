@@ -32,6 +32,8 @@ class AuditRecordOut(BaseModel):
     details: dict[str, Any]
     prev_hash: str
     hash: str
+    seal: str | None
+    """HMAC-SHA256 of the audit key (in the HSM) on the last record of each group commit."""
 
 
 class AuditPage(BaseModel):
@@ -70,7 +72,9 @@ def list_audit(
 
 @router.get("/verify", response_model=AuditVerification)
 def verify_audit(reader: Reader, svc: ServicesDep) -> AuditVerification:
-    """Check the whole chain: ``ok``, or the first broken record and why."""
+    """Check the whole chain, its links and its seals (with the HSM's audit key): ``ok``, or the
+    first broken record and why. Records removed from the end back to an earlier seal are seen
+    only against a checkpoint: ``keymanager audit verify --checkpoint``."""
     result = svc.audit_store.verify()
     return AuditVerification(
         ok=result.ok, records=result.records, first_broken_seq=result.first_broken_seq, reason=result.reason

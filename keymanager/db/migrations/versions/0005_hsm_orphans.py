@@ -4,8 +4,8 @@ The maintenance task destroys such an object once it has been unreferenced for a
 period (a crash between the HSM's create and the database's commit leaves one), and marks
 the row destroyed in the transaction of its audit record, so one process records it.
 
-Revision ID: 0004
-Revises: 0003
+Revision ID: 0005
+Revises: 0004
 Create Date: 2026-11-30
 """
 
@@ -16,8 +16,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0004"
-down_revision: str | None = "0003"
+revision: str = "0005"
+down_revision: str | None = "0004"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

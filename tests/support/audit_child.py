@@ -1,0 +1,89 @@
+"""Work run in a child process by the audit multi-process tests (free of the fixtures' imports)."""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime
+from typing import Any
+
+from keymanager.config import SOFTHSM_MODULE
+from keymanager.db import make_engine
+from keymanager.db.audit import AuditStore
+from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
+from keymanager.services.audit import AuditLog
+from keymanager.services.audit_chain import AuditChain
+
+
+def append_records(url: str, softhsm_conf: str, token: str, pin: str, worker: int, count: int) -> None:
+    """Append ``count`` records through an audit writer of this process, sealed with the run's audit key."""
+    os.environ["SOFTHSM2_CONF"] = softhsm_conf  # before the library is first initialised here
+    engine = make_engine(url)
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    log = AuditLog(AuditStore(engine, AuditKey(hsm)))
+    futures = [log.submit(_entry(worker * 10_000 + n, f"w{worker}")) for n in range(count)]
+    for future in futures:
+        future.result(timeout=60)
+    log.close()
+    hsm.close()
+    engine.dispose()
+
+
+def prepare_chain(url: str, softhsm_conf: str, token: str, pin: str, label: str, barrier: Any, results: Any) -> None:
+    """``AuditChain.prepare`` with the audit key ``label``, once every party reached ``barrier``;
+    reports the key's presence (found or created) on ``results``."""
+    os.environ["SOFTHSM2_CONF"] = softhsm_conf
+    engine = make_engine(url)
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    key = AuditKey(hsm, label)
+    hsm.ping()  # the session is open before the race
+    barrier.wait(timeout=60)
+    try:
+        results.put(AuditChain(AuditStore(engine, key), key).prepare().value)
+    finally:
+        hsm.close()
+        engine.dispose()
+
+
+def count_labels(softhsm_conf: str, token: str, pin: str, label: str, results: Any) -> None:
+    """Report how many secret keys labelled ``label`` the token holds (a fresh process sees them all)."""
+    os.environ["SOFTHSM2_CONF"] = softhsm_conf
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    try:
+        results.put(hsm.find_labels(label).count(label))
+    finally:
+        hsm.close()
+
+
+def _entry(n: int, principal: str) -> AuditEntry:
+    return AuditEntry(
+        time=datetime.now(UTC),
+        action="key.encrypt",
+        outcome=Outcome.OK,
+        status=200,
+        request_id=f"req-{n}",
+        principal=principal,
+        details={"n": n},
+    )
+
+
+def append_and_checkpoint(appends: int) -> None:
+    """With the settings of the environment: ``appends`` appends of two records each (each sealed),
+    then one checkpoint (to the log, and to ``KM_AUDIT_CHECKPOINT_FILE`` when set)."""
+    from keymanager.config import Settings
+    from keymanager.services.container import Services
+
+    services = Services.build(Settings())
+    try:
+        for n in range(appends):
+            services.audit_store.append([_entry(2 * n, "cli"), _entry(2 * n + 1, "cli")])
+        services.audit_chain.emit_checkpoint(always=True)
+    finally:
+        services.close()
+
+
+if __name__ == "__main__":
+    import sys
+
+    append_and_checkpoint(int(sys.argv[1]))
