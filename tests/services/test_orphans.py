@@ -19,6 +19,7 @@ from keymanager.domain.audit import AuditQuery
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, KeyVersion
 from keymanager.hsm import Hsm
+from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token
 from keymanager.services.container import Services
 from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_SO_PIN
@@ -66,6 +67,7 @@ def services(settings_kwargs: dict[str, object]) -> Iterator[Services]:
     built = Services.build(Settings(**settings_kwargs))  # type: ignore[arg-type]
     for label in built.hsm.find_labels_afresh("km/"):  # an empty token for each test
         built.hsm.destroy_label(label)
+    AuditKey(built.hsm, built.settings.audit_key_label).ensure(create=True)  # the sweep's records are sealed
     yield built
     built.close()
 
