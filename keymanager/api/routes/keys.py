@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
-from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch
+from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch, QueryInt
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
 
@@ -81,7 +81,9 @@ def schedule_key_deletion(
     admin: Admin,
     svc: ServicesDep,
     trail: AuditDep,
-    pending_days: Annotated[int | None, Query(description="Waiting period in days (default 30, minimum 7).")] = None,
+    pending_days: Annotated[
+        QueryInt | None, Query(description="Waiting period in days (default 30, minimum 7).")
+    ] = None,
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
     trail.details["key"] = key

@@ -1,0 +1,167 @@
+"""Schemathesis against a real server over TLS: every documented route, as each role.
+
+The OpenAPI description is the contract. For each of four callers (an admin, an app named in
+the keys' policies, an auditor, nobody) every operation gets schema-driven cases: the
+coverage phase (boundary values, wrong types, missing fields, unexpected methods) and a
+bounded fuzzing phase, both valid and invalid data. A case fails on a 5xx, a status the
+description does not list for that route, a body or header outside the description, an
+error body that is not exactly ``{"error": {"code", "message"}, "request_id"}``, invalid data
+accepted, or a 405 without ``Allow``. The run is bounded: a fixed number of fuzzed cases per
+operation, no shrinking, a request timeout, and a test-level deadline.
+"""
+
+from __future__ import annotations
+
+import ssl
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis.errors import Unsatisfiable
+from schemathesis import GenerationMode
+from schemathesis.checks import (
+    CheckContext,
+    not_a_server_error,
+)
+from schemathesis.specs.openapi.checks import (
+    content_type_conformance,
+    negative_data_rejection,
+    response_headers_conformance,
+    response_schema_conformance,
+    status_code_conformance,
+)
+
+from tests.security.conftest import Server, running_server
+
+ROLES = ("app", "auditor", "anonymous", "admin")  # admin last: its cases change and delete the keys
+FUZZED_PER_OPERATION = 8
+RUN_DEADLINE_SECONDS = 90.0
+KEYS = {"fuzz-cbc": "AES_256_CBC_HMAC_SHA256", "fuzz-gcm": "AES_256_GCM", "fuzz-hmac": "HMAC_SHA256"}
+REFUSALS = ["400", "401", "403", "404", "405", "409", "413", "415", "422", "429"]
+
+
+def error_shape(ctx: CheckContext, response: schemathesis.Response, case: schemathesis.Case) -> bool | None:
+    """Every 4xx/5xx is exactly the documented error body, JSON, with the request id of its header."""
+    if response.status_code < 400:
+        return None
+    assert response.headers.get("content-type", [""])[0].startswith("application/json"), response.headers
+    body = response.json()
+    assert isinstance(body, dict) and set(body) == {"error", "request_id"}, body
+    assert isinstance(body["error"], dict) and set(body["error"]) == {"code", "message"}, body
+    assert all(isinstance(body["error"][k], str) and body["error"][k] for k in ("code", "message")), body
+    assert body["request_id"] == response.headers.get("x-request-id", [""])[0], body
+    assert "Traceback" not in response.text
+    return True
+
+
+CHECKS = [
+    not_a_server_error,
+    status_code_conformance,
+    content_type_conformance,
+    response_headers_conformance,
+    response_schema_conformance,
+    negative_data_rejection,
+    error_shape,
+]
+
+
+@pytest.fixture(scope="module")
+def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """A server of its own: the fuzzed admin creates, changes and deletes keys and principals."""
+    with running_server(tmp_path_factory.mktemp("fuzz")) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def role_headers(fuzz_server: Server) -> dict[str, dict[str, str]]:
+    """The headers of each role; the app is named for every use of the three fuzz keys."""
+    headers = {"admin": {"Authorization": f"Bearer {fuzz_server.admin_token}"}, "anonymous": {}}
+    with fuzz_server.client(fuzz_server.admin_token) as admin:
+        for role in ("app", "auditor"):
+            made = admin.post("/v1/principals", json={"name": f"fuzz-{role}", "role": role})
+            assert made.status_code == 201, made.text
+            headers[role] = {"Authorization": f"Bearer {made.json()['token']}"}
+        uses = ("encrypt", "decrypt", "generate_data_key", "reencrypt", "mac")
+        for name, algorithm in KEYS.items():
+            body = {"name": name, "algorithm": algorithm, "policy": {use: ["fuzz-app"] for use in uses}}
+            assert admin.post("/v1/keys", json=body).status_code == 201
+    return headers
+
+
+def _draw_real_keys(described: dict[str, Any]) -> None:
+    """Let the ``key`` path parameter be one of the real keys about half of the time."""
+    for operations in described["paths"].values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter["in"] == "path" and parameter["name"] == "key":
+                    parameter["schema"] = {"anyOf": [{"enum": list(KEYS)}, parameter["schema"]]}
+
+
+@pytest.fixture(scope="module")
+def api_schema(fuzz_server: Server) -> Any:
+    """The server's own OpenAPI description, loaded by schemathesis."""
+    described = httpx.get(f"{fuzz_server.url}/openapi.json", verify=_tls(fuzz_server), timeout=10).json()
+    _draw_real_keys(described)
+    config = schemathesis.Config.from_dict(
+        {
+            "base-url": fuzz_server.url,
+            "tls-verify": str(fuzz_server.ca),
+            "request-timeout": 10,
+            "checks": {"negative_data_rejection": {"expected-statuses": REFUSALS}},
+        }
+    )
+    return schemathesis.openapi.from_dict(described, config=config)
+
+
+@pytest.fixture(scope="module")
+def deadline() -> float:
+    """The whole fuzz run (every role) ends before this monotonic time."""
+    return time.monotonic() + RUN_DEADLINE_SECONDS
+
+
+def _tls(server: Server) -> ssl.SSLContext:
+    return ssl.create_default_context(cafile=str(server.ca))
+
+
+@pytest.mark.parametrize("role", ROLES)
+def test_every_route_keeps_the_documented_contract(
+    api_schema: Any, role_headers: dict[str, dict[str, str]], role: str, deadline: float
+) -> None:
+    headers = role_headers[role]
+    ran = 0
+    failures: list[str] = []
+    session = requests.Session()
+    session.verify = str(api_schema.config.tls_verify)
+
+    def run(case: schemathesis.Case) -> None:
+        nonlocal ran
+        assert time.monotonic() < deadline, f"the fuzz run took over {RUN_DEADLINE_SECONDS} s"
+        ran += 1
+        case.call_and_validate(session=session, headers=headers, checks=CHECKS)
+
+    for result in api_schema.get_all_operations():
+        operation = result.ok()
+        for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
+            fuzz = settings(
+                max_examples=FUZZED_PER_OPERATION,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )(given(operation.as_strategy(generation_mode=mode))(run))
+            try:
+                fuzz()
+            except Unsatisfiable:
+                continue  # nothing of this operation can be made invalid (no body, free-form path)
+            except (Exception, BaseExceptionGroup) as exc:  # one failing operation must not hide the others
+                failures.append(f"{operation.label} ({mode.value}, {role}): {str(exc)[:1500]}")
+    session.close()
+    print(f"fuzz {role}: {ran} cases, {len(failures)} failing operation(s)")
+    assert ran >= 200
+    assert not failures, "\n\n".join(failures)
