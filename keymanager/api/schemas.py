@@ -105,14 +105,18 @@ class PrincipalCreated(PrincipalOut):
     token: str = Field(description="Bearer token; shown only in this response.")
 
 
-class PolicyBody(Body):
-    """Which principals may use the key for which operation; anything not granted is denied."""
+Grantees = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=1000)]
 
-    encrypt: list[str] = []
-    decrypt: list[str] = []
-    generate_data_key: list[str] = []
-    reencrypt: list[str] = []
-    mac: list[str] = []
+
+class PolicyBody(Body):
+    """Which principals (by name; app or admin principals that exist) may use the key for which
+    operation; anything not granted is denied."""
+
+    encrypt: Grantees = []
+    decrypt: Grantees = []
+    generate_data_key: Grantees = []
+    reencrypt: Grantees = []
+    mac: Grantees = []
     not_before: IsoTime | None = None
     not_after: IsoTime | None = None
 
@@ -163,7 +167,8 @@ class KeyOut(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, key: Key) -> KeyOut:
+    def of(cls, key: Key, policy: Policy) -> KeyOut:
+        """``key`` as the API shows it, with ``policy``: its policy naming principals by name."""
         return cls(
             id=key.id,
             name=key.name,
@@ -174,7 +179,7 @@ class KeyOut(BaseModel):
             min_decryption_version=key.min_decryption_version,
             rotation_period_days=key.rotation_period_days,
             deletion_date=key.deletion_date,
-            policy=PolicyBody.of(key.policy),
+            policy=PolicyBody.of(policy),
             versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
             created_at=key.created_at,
             updated_at=key.updated_at,
