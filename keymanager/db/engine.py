@@ -7,7 +7,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -59,10 +59,8 @@ def _create_private(path: Path) -> None:
     """Create the database file readable and writable by its owner only, in a directory only its
     owner can enter, unless they exist (an existing file or directory keeps its mode)."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    try:
+    with suppress(FileExistsError):
         os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
-    except FileExistsError:
-        pass
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
