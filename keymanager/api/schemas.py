@@ -322,9 +322,17 @@ _ERRORS = {
 }
 
 
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+
+
 def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """OpenAPI ``responses`` for ``statuses``, each with the error body's schema."""
-    return {status: {"model": ErrorBody, "description": _ERRORS[status]} for status in statuses}
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        responses[status] = {"model": ErrorBody, "description": _ERRORS[status]}
+        if status == 429:
+            responses[status]["headers"] = _RETRY_AFTER
+    return responses
 
 
 ERROR_RESPONSES = error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)

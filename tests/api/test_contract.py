@@ -157,6 +157,7 @@ def test_openapi_documents_every_refusal_with_the_error_schema(client: TestClien
             for status in expected:
                 schema = responses[status]["content"]["application/json"]["schema"]
                 assert schema == {"$ref": error_ref}, (method, path, status)
+            assert "Retry-After" in responses["429"]["headers"], (method, path)
     assert {"401", "403"} <= set(spec["paths"]["/metrics"]["get"]["responses"])
     error = spec["components"]["schemas"]["ErrorBody"]
     assert error["additionalProperties"] is False and set(error["required"]) == {"error", "request_id"}
