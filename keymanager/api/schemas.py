@@ -86,7 +86,7 @@ class PrincipalCreate(Body):
 class PrincipalOut(BaseModel):
     id: str
     name: str
-    role: Annotated[Role, Field(strict=False)]
+    role: Role
     cert_subject: str | None
     created_at: datetime
 

@@ -34,15 +34,7 @@ from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import (
-    Algorithm,
-    HsmObjects,
-    Key,
-    KeyState,
-    KeyVersion,
-    Principal,
-    Role,
-)
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
 from keymanager.domain.policy import Policy
 
 
@@ -98,16 +90,12 @@ class Store:
 
     def principals_by_name(self, names: Collection[str]) -> list[Principal]:
         """The principals whose names are among ``names`` (those that exist)."""
-        if not names:
-            return []
         with self._transaction() as session:
             rows = session.scalars(select(PrincipalRow).where(PrincipalRow.name.in_(sorted(names))))
             return [_principal(row) for row in rows]
 
     def principal_names(self, ids: Collection[str]) -> dict[str, str]:
         """Id to name of the principals whose ids are among ``ids`` (those that exist)."""
-        if not ids:
-            return {}
         with self._transaction() as session:
             rows = session.execute(select(PrincipalRow.id, PrincipalRow.name).where(PrincipalRow.id.in_(sorted(ids))))
             return {row.id: row.name for row in rows}
@@ -119,14 +107,12 @@ class Store:
             return [_principal(row) for row in rows]
 
     def delete_principal(self, name: str, *, audit: AuditEntry | None = None) -> bool:
-        """Delete the principal named ``name`` and remove it from every key policy (recording
-        ``audit`` with it, in one transaction); True when there was one."""
+        """Delete the principal named ``name`` and its grants in every policy (with ``audit``); True if it was there."""
         with self._transaction() as session:
             principal_id = session.scalar(select(PrincipalRow.id).where(PrincipalRow.name == name))
             if principal_id is None:
                 return False
-            if _rowcount(session, delete(PrincipalRow).where(PrincipalRow.id == principal_id)) == 0:
-                return False
+            session.execute(delete(PrincipalRow).where(PrincipalRow.id == principal_id))
             _forget_in_policies(session, principal_id)
             _changed(session, audit)
             return True
@@ -296,8 +282,8 @@ def _forget_in_policies(session: Session, principal_id: str) -> None:
     for key_id, stored in session.execute(select(KeyRow.id, KeyRow.policy)):
         policy = Policy.from_dict(stored)
         if policy.names(principal_id):
-            others = {p: p for p in policy.principals() if p != principal_id}
-            _update_keys(session, KeyRow.id == key_id, {"policy": policy.translated(others).to_dict()})
+            kept = policy.translated({p: p for p in policy.principals() - {principal_id}})
+            _update_keys(session, KeyRow.id == key_id, {"policy": kept.to_dict()})
 
 
 def _now() -> datetime:
