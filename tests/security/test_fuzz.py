@@ -1,25 +1,27 @@
 """Schemathesis against a real server over TLS: every documented route, as each role.
 
 The OpenAPI description is the contract. For each of four callers (an admin, an app named in
-the keys' policies, an auditor, nobody) every operation gets schema-generated cases, valid
-(positive) and invalid (negative: wrong types, missing or unknown fields, out-of-range
-values), its ``key`` parameter often one of three real keys. A case fails on a 5xx, a status
-the description does not list for that route, a body, content type or header outside the
-description, an error body that is not exactly ``{"error": {"code", "message"}, "request_id"}``,
-or invalid data accepted. Every undocumented method of every path must answer 405 with
-``Allow``. The run is bounded: a fixed number of cases per operation and mode (derandomized,
-no shrinking), a request timeout, and a deadline over the whole module.
+the keys' policies, an auditor, nobody) every operation gets fuzzed cases, valid (positive)
+and invalid (negative: wrong types, missing or unknown fields, out-of-range values), its
+``key`` parameter often one of three real keys; then the admin gets schemathesis's
+deterministic coverage phase. A case fails on a 5xx, a status the description does not list
+for that route, a body, content type or header outside the description, an error body that is
+not exactly ``{"error": {"code", "message"}, "request_id"}``, invalid data accepted, or an
+unexpected method not answered 405 with ``Allow``. The run is bounded: a fixed number of cases
+per operation and mode (derandomized, no shrinking), a request timeout, and a deadline over
+the whole module.
 
 schemathesis's pytest integration (``schemathesis.pytest.from_fixture``) does not run under
 pytest 9.2 (it sets ``Node._nodeid``), so the cases are drawn with its Python API: each
-operation's ``as_strategy`` under hypothesis ``given``, checked by ``call_and_validate``.
+operation's ``as_strategy`` under hypothesis ``given``, and the coverage phase through
+``create_test`` (the builder that integration uses), checked by ``call_and_validate``.
 """
 
 from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -33,18 +35,20 @@ from schemathesis.checks import (
     CheckContext,
     not_a_server_error,
 )
+from schemathesis.generation.hypothesis.builder import HypothesisTestConfig, HypothesisTestMode, create_test
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     negative_data_rejection,
     response_headers_conformance,
     response_schema_conformance,
     status_code_conformance,
+    unsupported_method,
 )
 
 from tests.security.conftest import Server, running_server
 
 ROLES = ("app", "auditor", "anonymous", "admin")  # admin last: its cases change and delete the keys
-FUZZED_PER_OPERATION = 8
+FUZZED_PER_OPERATION = 6
 RUN_DEADLINE_SECONDS = 300.0  # a safety bound under load; the run takes ~60-75 s on 2 shared cores
 KEYS = {"fuzz-cbc": "AES_256_CBC_HMAC_SHA256", "fuzz-gcm": "AES_256_GCM", "fuzz-hmac": "HMAC_SHA256"}
 REFUSALS = ["400", "401", "403", "404", "405", "409", "413", "415", "422", "429"]
@@ -71,6 +75,7 @@ CHECKS = [
     response_headers_conformance,
     response_schema_conformance,
     negative_data_rejection,
+    unsupported_method,
     error_shape,
 ]
 
@@ -117,6 +122,8 @@ def api_schema(fuzz_server: Server) -> Any:
             "base-url": fuzz_server.url,
             "tls-verify": str(fuzz_server.ca),
             "request-timeout": 10,
+            "generation": {"mode": "all"},
+            "phases": {"coverage": {"enabled": True}},
             "checks": {"negative_data_rejection": {"expected-statuses": REFUSALS}},
         }
     )
@@ -133,22 +140,42 @@ def _tls(server: Server) -> ssl.SSLContext:
     return ssl.create_default_context(cafile=str(server.ca))
 
 
+class Runner:
+    """Sends cases as one role over one TLS session, counting them and collecting failures."""
+
+    def __init__(self, api_schema: Any, headers: dict[str, str], deadline: float) -> None:
+        self.schema, self.headers, self.deadline = api_schema, headers, deadline
+        self.session = requests.Session()
+        self.session.verify = str(api_schema.config.tls_verify)
+        self.ran = 0
+        self.failures: list[str] = []
+
+    def send(self, case: schemathesis.Case) -> None:
+        assert time.monotonic() < self.deadline, f"the fuzz run took over {RUN_DEADLINE_SECONDS} s"
+        self.ran += 1
+        case.call_and_validate(session=self.session, headers=self.headers, checks=CHECKS)
+
+    def run(self, label: str, test: Callable[[], None]) -> None:
+        """Run one hypothesis test; one failing operation must not hide the others."""
+        try:
+            test()
+        except Unsatisfiable:
+            pass  # nothing of this operation can be made invalid (no body, a free-form path)
+        except (Exception, BaseExceptionGroup) as exc:
+            self.failures.append(f"{label}: {str(exc)[:1500]}")
+
+    def report(self, what: str) -> None:
+        self.session.close()
+        print(f"{what}: {self.ran} cases, {len(self.failures)} failing")
+        assert not self.failures, "\n\n".join(self.failures)
+
+
 @pytest.mark.parametrize("role", ROLES)
 def test_every_route_keeps_the_documented_contract(
     api_schema: Any, role_headers: dict[str, dict[str, str]], role: str, deadline: float
 ) -> None:
-    headers = role_headers[role]
-    ran = 0
-    failures: list[str] = []
-    session = requests.Session()
-    session.verify = str(api_schema.config.tls_verify)
-
-    def run(case: schemathesis.Case) -> None:
-        nonlocal ran
-        assert time.monotonic() < deadline, f"the fuzz run took over {RUN_DEADLINE_SECONDS} s"
-        ran += 1
-        case.call_and_validate(session=session, headers=headers, checks=CHECKS)
-
+    """Fuzzed valid and invalid cases of every operation, as ``role``."""
+    runner = Runner(api_schema, role_headers[role], deadline)
     for result in api_schema.get_all_operations():
         operation = result.ok()
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
@@ -159,17 +186,26 @@ def test_every_route_keeps_the_documented_contract(
                 derandomize=True,
                 phases=[Phase.generate],
                 suppress_health_check=list(HealthCheck),
-            )(given(operation.as_strategy(generation_mode=mode))(run))
-            try:
-                fuzz()
-            except Unsatisfiable:
-                continue  # nothing of this operation can be made invalid (no body, free-form path)
-            except (Exception, BaseExceptionGroup) as exc:  # one failing operation must not hide the others
-                failures.append(f"{operation.label} ({mode.value}, {role}): {str(exc)[:1500]}")
-    session.close()
-    print(f"fuzz {role}: {ran} cases, {len(failures)} failing operation(s)")
-    assert ran >= 200
-    assert not failures, "\n\n".join(failures)
+            )(given(operation.as_strategy(generation_mode=mode))(runner.send))
+            runner.run(f"{operation.label} ({mode.value}, {role})", fuzz)
+    assert runner.ran >= 150
+    runner.report(f"fuzz {role}")
+
+
+def test_coverage_cases_as_admin(api_schema: Any, role_headers: dict[str, dict[str, str]], deadline: float) -> None:
+    """schemathesis's coverage phase as the admin (the one role whose requests get past
+    authorisation everywhere): boundary values, each field with every wrong JSON type
+    (``"enabled": 0`` among them), missing required fields and parameters, unexpected methods
+    (405 with ``Allow``). Deterministic: the same cases every run."""
+    runner = Runner(api_schema, role_headers["admin"], deadline)
+    explicit = settings(phases=[Phase.explicit], database=None, deadline=None, suppress_health_check=list(HealthCheck))
+    for result in api_schema.get_all_operations():
+        operation = result.ok()
+        config = HypothesisTestConfig(project=api_schema.config, modes=[HypothesisTestMode.COVERAGE], settings=explicit)
+        test = create_test(operation=operation, test_func=runner.send, config=config)
+        runner.run(f"{operation.label} (coverage)", test)
+    assert runner.ran >= 500
+    runner.report("coverage admin")
 
 
 def test_undocumented_methods_are_405_with_allow(fuzz_server: Server, api_schema: Any) -> None:
