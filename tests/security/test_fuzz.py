@@ -188,8 +188,8 @@ def test_every_route_keeps_the_documented_contract(
                 suppress_health_check=list(HealthCheck),
             )(given(operation.as_strategy(generation_mode=mode))(runner.send))
             runner.run(f"{operation.label} ({mode.value}, {role})", fuzz)
-    assert runner.ran >= 150
     runner.report(f"fuzz {role}")
+    assert runner.ran >= 150
 
 
 def test_coverage_cases_as_admin(api_schema: Any, role_headers: dict[str, dict[str, str]], deadline: float) -> None:
@@ -204,8 +204,8 @@ def test_coverage_cases_as_admin(api_schema: Any, role_headers: dict[str, dict[s
         config = HypothesisTestConfig(project=api_schema.config, modes=[HypothesisTestMode.COVERAGE], settings=explicit)
         test = create_test(operation=operation, test_func=runner.send, config=config)
         runner.run(f"{operation.label} (coverage)", test)
-    assert runner.ran >= 500
     runner.report("coverage admin")
+    assert runner.ran >= 500
 
 
 def test_undocumented_methods_are_405_with_allow(fuzz_server: Server, api_schema: Any) -> None:
