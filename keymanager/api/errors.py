@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match
 
 from keymanager.errors import KeyManagerError, KeyMaterialMissing
 
@@ -25,14 +27,25 @@ _HTTP_CODES = {
 }
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
 def error_response(
-    status: int, code: str, message: str, request_id: str, *, retry_after: int | None = None
+    status: int,
+    code: str,
+    message: str,
+    request_id: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    retry_after: int | None = None,
 ) -> JSONResponse:
     """The JSON error body every failure is answered with (and ``Retry-After`` when given)."""
+    if retry_after is not None:
+        headers = {**(headers or {}), "Retry-After": str(retry_after)}
     return JSONResponse(
         status_code=status,
         content={"error": {"code": code, "message": message}, "request_id": request_id},
-        headers=None if retry_after is None else {"Retry-After": str(retry_after)},
+        headers=headers,
     )
 
 
@@ -61,6 +74,21 @@ def _validation_message(errors: list[Any]) -> str:
     return "; ".join(parts) or "invalid request"
 
 
+def _allowed_methods(request: Request) -> str:
+    """Every method some route of the app serves at this request's path (``Allow`` of a 405).
+
+    Starlette's own 405 names only the first route whose path matched, while one path may be
+    served by several routes (``GET`` and ``PATCH /v1/keys/{key}``): so each method is tried.
+    """
+    routes = request.app.router.routes
+    allowed = [
+        method
+        for method in _METHODS
+        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+    ]
+    return ", ".join(allowed)
+
+
 def install(app: FastAPI) -> None:
     """Register the handlers that turn every exception into the JSON error body."""
 
@@ -80,7 +108,10 @@ def install(app: FastAPI) -> None:
             return error_response(cause.status, cause.code, cause.message, request_id_of(request))
         code = _HTTP_CODES.get(exc.status_code, "error")
         message = exc.detail if isinstance(exc.detail, str) else "error"
-        return error_response(exc.status_code, code, message, request_id_of(request))
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            headers["Allow"] = _allowed_methods(request)
+        return error_response(exc.status_code, code, message, request_id_of(request), headers)
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-from datetime import datetime
-from typing import Any, Literal
+import re
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
 from keymanager.domain.policy import Policy
@@ -15,9 +16,50 @@ from keymanager.errors import InvalidRequest
 
 Context = dict[str, str]
 
+_ISO_8601 = re.compile(r"\d{4}-\d{2}-\d{2}([Tt ]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?([Zz]|[+-]\d{2}:?\d{2})?)?")
+_DECIMAL = re.compile(r"[0-9]{1,18}")
+
+
+def _iso_8601(value: object) -> object:
+    """Only an ISO 8601 string (or a datetime) is a time: never a number, nor a string of one."""
+    if isinstance(value, datetime):
+        return value
+    if not isinstance(value, str) or not _ISO_8601.fullmatch(value):
+        raise ValueError("must be an ISO 8601 date-time such as 2030-01-31T12:00:00Z")
+    return value
+
+
+def _decimal(value: object) -> object:
+    """A query parameter that is a number: decimal digits only (no sign, point, exponent or spaces)."""
+    if isinstance(value, str) and not _DECIMAL.fullmatch(value):
+        raise ValueError("must be a whole number written in decimal digits")
+    return value
+
+
+def _json_integer(value: object) -> object:
+    """An integer must be a JSON integer: ``256.0`` and ``true`` are refused."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError("must be an integer")
+    return value
+
+
+def _utc_if_naive(value: datetime) -> datetime:
+    return value if value.tzinfo is not None else value.replace(tzinfo=UTC)
+
+
+IsoTime = Annotated[datetime, Field(strict=False), BeforeValidator(_iso_8601), AfterValidator(_utc_if_naive)]
+"""A timestamp: ISO 8601 text only (``since=0.5`` and ``"not_before": 5`` are refused); UTC when
+it names no offset."""
+QueryInt = Annotated[int, BeforeValidator(_decimal)]
+"""A whole number in a query string: decimal digits only."""
+
 
 class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """A request body: unknown fields refused, and strict types (a boolean is ``true``/``false``,
+    never ``0`` or ``"yes"``; a number is a JSON number, never a string; an integer is never
+    ``1.0``); enumerations take their documented values, times are ISO 8601 strings."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class Health(BaseModel):
@@ -32,7 +74,7 @@ class Readiness(BaseModel):
 
 class PrincipalCreate(Body):
     name: str = Field(min_length=1, max_length=64, description="Letters, digits, '_', '.', '-'; starts with a letter.")
-    role: Role
+    role: Annotated[Role, Field(strict=False)]
     cert_subject: str | None = Field(
         default=None,
         max_length=1024,
@@ -63,16 +105,20 @@ class PrincipalCreated(PrincipalOut):
     token: str = Field(description="Bearer token; shown only in this response.")
 
 
-class PolicyBody(Body):
-    """Which principals may use the key for which operation; anything not granted is denied."""
+Grantees = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], Field(max_length=1000)]
 
-    encrypt: list[str] = []
-    decrypt: list[str] = []
-    generate_data_key: list[str] = []
-    reencrypt: list[str] = []
-    mac: list[str] = []
-    not_before: datetime | None = None
-    not_after: datetime | None = None
+
+class PolicyBody(Body):
+    """Which principals (by name; app or admin principals that exist) may use the key for which
+    operation; anything not granted is denied."""
+
+    encrypt: Grantees = []
+    decrypt: Grantees = []
+    generate_data_key: Grantees = []
+    reencrypt: Grantees = []
+    mac: Grantees = []
+    not_before: IsoTime | None = None
+    not_after: IsoTime | None = None
 
     def to_policy(self) -> Policy:
         try:
@@ -87,7 +133,7 @@ class PolicyBody(Body):
 
 class KeyCreate(Body):
     name: str = Field(min_length=1, max_length=128)
-    algorithm: Algorithm = Algorithm.AES_256_CBC_HMAC_SHA256
+    algorithm: Annotated[Algorithm, Field(strict=False)] = Algorithm.AES_256_CBC_HMAC_SHA256
     description: str = Field(default="", max_length=1024)
     policy: PolicyBody = PolicyBody()
     rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
@@ -121,7 +167,8 @@ class KeyOut(BaseModel):
     updated_at: datetime
 
     @classmethod
-    def of(cls, key: Key) -> KeyOut:
+    def of(cls, key: Key, policy: Policy) -> KeyOut:
+        """``key`` as the API shows it, with ``policy``: its policy naming principals by name."""
         return cls(
             id=key.id,
             name=key.name,
@@ -132,7 +179,7 @@ class KeyOut(BaseModel):
             min_decryption_version=key.min_decryption_version,
             rotation_period_days=key.rotation_period_days,
             deletion_date=key.deletion_date,
-            policy=PolicyBody.of(key.policy),
+            policy=PolicyBody.of(policy),
             versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
             created_at=key.created_at,
             updated_at=key.updated_at,
@@ -170,7 +217,7 @@ class ReencryptRequest(Body):
 
 
 class DataKeyRequest(Body):
-    bits: Literal[128, 256] = 256
+    bits: Annotated[Literal[128, 256], BeforeValidator(_json_integer)] = 256
     include_plaintext: bool = True
     context: Context | None = None
 
@@ -201,11 +248,17 @@ class DecryptBatchRequest(Body):
 
 
 class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     code: str
     message: str
 
 
 class ErrorBody(BaseModel):
+    """Every error answer: ``{"error": {"code", "message"}, "request_id"}`` and nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
     error: ErrorDetail
     request_id: str
 
@@ -256,16 +309,33 @@ def encode_base64(value: bytes) -> str:
     return base64.b64encode(value).decode("ascii")
 
 
-ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": description}
-    for status, description in {
-        400: "invalid_request or decryption_failed",
-        401: "unauthenticated",
-        403: "forbidden",
-        404: "not found",
-        409: "conflict or key state",
-        413: "payload_too_large",
-        422: "invalid_request (body shape)",
-        503: "hsm_unavailable or database_unavailable",
-    }.items()
+_ERRORS = {
+    400: "invalid_request or decryption_failed",
+    401: "unauthenticated: no credentials, or a token or client certificate no principal holds",
+    403: "forbidden: the principal's role or the key's policy does not allow this",
+    404: "key_not_found or not_found",
+    409: "conflict, key_disabled or key_pending_deletion",
+    413: "payload_too_large: the request body is over the route's limit",
+    422: "invalid_request: the body or a parameter does not have the documented shape and types",
+    429: "rate_limited: too many failed authentications from this client address (see Retry-After)",
+    503: "hsm_unavailable or database_unavailable",
 }
+
+
+_RETRY_AFTER = {"Retry-After": {"description": "seconds to wait before trying again", "schema": {"type": "integer"}}}
+
+
+def error_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` for ``statuses``, each with the error body's schema."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for status in statuses:
+        responses[status] = {"model": ErrorBody, "description": _ERRORS[status]}
+        if status == 429:
+            responses[status]["headers"] = _RETRY_AFTER
+    return responses
+
+
+ERROR_RESPONSES = error_responses(400, 401, 403, 404, 409, 413, 422, 429, 503)
+"""What an authenticated route can answer besides success."""
+OPEN_RESPONSES = error_responses(413, 429)
+"""What a route anyone may call can answer besides its own statuses (checked before routing)."""

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,8 @@ _SQLITE_PRAGMAS = (
 def make_engine(url: str) -> Engine:
     """An engine for ``url`` (``sqlite:///…`` or ``postgresql+psycopg://…``).
 
-    SQLite: the file's directory is created, and every connection gets WAL,
+    SQLite: the file's directory (mode 0700) and the file (mode 0600, so the WAL and shared
+    memory files SQLite makes beside it are 0600 too) are created, and every connection gets WAL,
     foreign keys, a 5 s busy timeout and ``synchronous=NORMAL``.
     PostgreSQL: a pool of 10 (+20 overflow) connections, checked before use.
     Connecting is lazy: an unreachable database is noticed on first use.
@@ -47,10 +49,18 @@ def make_engine(url: str) -> Engine:
 def _sqlite_engine(url: URL) -> Engine:
     database = url.database
     if database and database != ":memory:" and not database.startswith("file:"):
-        Path(database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        _create_private(Path(database).expanduser())
     engine = create_engine(url)
     event.listen(engine, "connect", _set_sqlite_pragmas)
     return engine
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file readable and writable by its owner only, in a directory only its
+    owner can enter, unless they exist (an existing file or directory keeps its mode)."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    with suppress(FileExistsError):
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
 
 
 def _set_sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:

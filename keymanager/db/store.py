@@ -8,7 +8,7 @@ reached; its message never names the URL or the password.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any, cast
@@ -34,15 +34,7 @@ from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.domain.audit import AuditEntry, ChainKey
-from keymanager.domain.models import (
-    Algorithm,
-    HsmObjects,
-    Key,
-    KeyState,
-    KeyVersion,
-    Principal,
-    Role,
-)
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
 from keymanager.domain.policy import Policy
 
 
@@ -97,6 +89,18 @@ class Store:
         """The principal named ``name``, if any."""
         return self._one_principal(PrincipalRow.name == name)
 
+    def principals_by_name(self, names: Collection[str]) -> list[Principal]:
+        """The principals whose names are among ``names`` (those that exist)."""
+        with self._transaction() as session:
+            rows = session.scalars(select(PrincipalRow).where(PrincipalRow.name.in_(sorted(names))))
+            return [_principal(row) for row in rows]
+
+    def principal_names(self, ids: Collection[str]) -> dict[str, str]:
+        """Id to name of the principals whose ids are among ``ids`` (those that exist)."""
+        with self._transaction() as session:
+            rows = session.execute(select(PrincipalRow.id, PrincipalRow.name).where(PrincipalRow.id.in_(sorted(ids))))
+            return {row.id: row.name for row in rows}
+
     def list_principals(self) -> list[Principal]:
         """Every principal, ordered by name."""
         with self._transaction() as session:
@@ -104,11 +108,13 @@ class Store:
             return [_principal(row) for row in rows]
 
     def delete_principal(self, name: str, *, audit: AuditEntry | None = None) -> bool:
-        """Delete the principal named ``name`` (recording ``audit`` with it); True when there was one."""
+        """Delete the principal named ``name`` and its grants in every policy (with ``audit``); True if it was there."""
         with self._transaction() as session:
-            statement = delete(PrincipalRow).where(PrincipalRow.name == name)
-            if _rowcount(session, statement) == 0:
+            principal_id = session.scalar(select(PrincipalRow.id).where(PrincipalRow.name == name))
+            if principal_id is None:
                 return False
+            session.execute(delete(PrincipalRow).where(PrincipalRow.id == principal_id))
+            _forget_in_policies(session, principal_id)
             _changed(session, audit)
             return True
 
@@ -274,6 +280,15 @@ def _changed(session: Session, entry: AuditEntry | None) -> None:
     )
     if entry is not None:
         append_audit(session.connection(), [entry], session.info.get(_AUDIT_KEY))
+
+
+def _forget_in_policies(session: Session, principal_id: str) -> None:
+    """Remove ``principal_id`` from every key policy that names it."""
+    for key_id, stored in session.execute(select(KeyRow.id, KeyRow.policy)):
+        policy = Policy.from_dict(stored)
+        if policy.names(principal_id):
+            kept = policy.translated({p: p for p in policy.principals() - {principal_id}})
+            _update_keys(session, KeyRow.id == key_id, {"policy": kept.to_dict()})
 
 
 def _now() -> datetime:

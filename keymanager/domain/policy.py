@@ -1,7 +1,12 @@
 """Key policies: which principal may use a key for which operation, and when.
 
-A policy is a JSON object from operation to principal names, with optional
+A policy is a JSON object from operation to principals, with optional
 ``not_before`` / ``not_after`` (ISO 8601). Anything not granted is denied.
+
+Stored and evaluated policies name principals by id, so a principal created later under a
+deleted one's name inherits nothing; the API shows and takes names, and the key service
+translates (:meth:`Policy.translated`). This module does not care which: a principal
+reference is an opaque string.
 """
 
 from __future__ import annotations
@@ -39,6 +44,19 @@ class Policy:
     def names(self, principal: str) -> bool:
         """True when the policy names ``principal`` for any operation."""
         return any(principal in names for names in self.grants.values())
+
+    def principals(self) -> frozenset[str]:
+        """Every principal the policy names, for any operation."""
+        return frozenset().union(*self.grants.values())
+
+    def translated(self, references: Mapping[str, str]) -> Policy:
+        """The same policy with each principal ``p`` replaced by ``references[p]``; principals
+        absent from ``references`` are dropped (the validity window stays)."""
+        grants = {
+            operation: frozenset(references[p] for p in principals if p in references)
+            for operation, principals in self.grants.items()
+        }
+        return Policy(grants=grants, not_before=self.not_before, not_after=self.not_after)
 
     def to_dict(self) -> dict[str, Any]:
         """The API / storage shape: every operation present, names sorted."""

@@ -42,13 +42,15 @@ _CKR_NAMES = {
 def write_softhsm_conf(conf_path: Path, token_dir: Path) -> None:
     """Write a SoftHSM2 configuration file whose token directory is ``token_dir``.
 
-    Creates ``token_dir`` (mode 0700) if it is missing and leaves an existing one as it is.
+    Creates ``token_dir`` and its parent (mode 0700) if they are missing and leaves existing
+    ones as they are.
     The file holds ``directories.tokendir`` (absolute), ``objectstore.backend = file`` and
     ``log.level = ERROR``. Idempotent: a file that already has exactly this content is not
     rewritten; any other content is replaced atomically.
     """
     token_dir = token_dir.resolve()
-    token_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token_dir.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    token_dir.mkdir(mode=0o700, exist_ok=True)
     content = (
         "# Written by keymanager: SoftHSM2 configuration of the development token.\n"
         f"directories.tokendir = {token_dir}\n"

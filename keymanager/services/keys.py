@@ -1,8 +1,16 @@
-"""Keys: creation (atomic across HSM and database), look-up with visibility rules, updates."""
+"""Keys: creation (atomic across HSM and database), look-up with visibility rules, updates.
+
+Policies come in and go out naming principals by name; a stored :class:`Key`'s policy names
+them by id (see :mod:`keymanager.domain.policy`). :meth:`KeyService.create` and
+:meth:`KeyService.update` take policies by name, :meth:`KeyService.named` turns stored
+policies back into names. Only ``app`` and ``admin`` principals may be named: an auditor
+reads the audit log and never uses a key.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 
@@ -37,11 +45,13 @@ class KeyService:
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
 
-        Raises InvalidRequest for a bad name, Conflict for a taken one, HsmUnavailable or
-        DatabaseUnavailable when a part does not answer.
+        ``policy`` names principals by name. Raises InvalidRequest for a bad name or a policy
+        naming a principal that does not exist or is an auditor, Conflict for a taken name,
+        HsmUnavailable or DatabaseUnavailable when a part does not answer.
         """
         if not is_key_name(name):
             raise InvalidRequest(KEY_NAME_RULE)
+        policy = self._by_id(policy or Policy())
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
         now = datetime.now(UTC)
@@ -52,7 +62,7 @@ class KeyService:
             name=name,
             algorithm=algorithm,
             state=KeyState.ENABLED,
-            policy=policy or Policy(),
+            policy=policy,
             primary_version=1,
             min_decryption_version=1,
             created_at=now,
@@ -68,6 +78,23 @@ class KeyService:
             raise
         return key
 
+    def _by_id(self, policy: Policy) -> Policy:
+        """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""
+        found = {p.name: p for p in self._store.principals_by_name(policy.principals())}
+        unknown = sorted(policy.principals() - found.keys())
+        if unknown:
+            raise InvalidRequest(f"the policy names principals that do not exist: {_listed(unknown)}")
+        auditors = sorted(name for name, p in found.items() if p.role is Role.AUDITOR)
+        if auditors:
+            raise InvalidRequest(f"auditors cannot be named in a key policy: {_listed(auditors)}")
+        return policy.translated({name: p.id for name, p in found.items()})
+
+    def named(self, policies: Sequence[Policy]) -> list[Policy]:
+        """Stored ``policies`` (by id) by principal name, as the API shows them (one query)."""
+        ids = frozenset().union(*(p.principals() for p in policies))
+        names = self._store.principal_names(ids)
+        return [p.translated(names) for p in policies]
+
     def _discard(self, objects: HsmObjects, key_id: str) -> None:
         try:
             self._hsm.destroy_version(objects)
@@ -80,7 +107,7 @@ class KeyService:
         Admins see every key; others see a key whose policy names them, else Forbidden.
         """
         key = self.find(ref)
-        if principal.role is not Role.ADMIN and not key.policy.names(principal.name):
+        if principal.role is not Role.ADMIN and not key.policy.names(principal.id):
             raise Forbidden("the principal may not use this key")
         return key
 
@@ -104,7 +131,7 @@ class KeyService:
         keys = self._store.list_keys()
         if principal.role is Role.ADMIN:
             return keys
-        return [k for k in keys if k.policy.names(principal.name)]
+        return [k for k in keys if k.policy.names(principal.id)]
 
     def update(
         self,
@@ -116,8 +143,11 @@ class KeyService:
         min_decryption_version: int | None = None,
         audit: AuditEntry | None = None,
     ) -> Key:
-        """Change a key's description, policy, enabled state or minimum decryption version (recording ``audit``)."""
+        """Change a key's description, policy (by name, as for :meth:`create`), enabled state or
+        minimum decryption version (recording ``audit``)."""
         key = self.find(ref)
+        if policy is not None:
+            policy = self._by_id(policy)
         state = None
         if enabled is not None:
             if key.state in (KeyState.PENDING_DELETION, KeyState.DESTROYED):
@@ -142,7 +172,13 @@ def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> Au
     return replace(entry, key_id=key.id, key_version=version or entry.key_version)
 
 
+def _listed(names: Sequence[str]) -> str:
+    """At most five names, for an error message."""
+    return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
 def require_use(key: Key, principal: Principal, operation: Operation) -> None:
-    """Raise Forbidden unless the key's policy lets ``principal`` do ``operation`` now."""
-    if not key.policy.allows(operation, principal.name):
+    """Raise Forbidden unless the key's policy lets ``principal`` (by id) do ``operation`` now;
+    an auditor never uses a key."""
+    if principal.role is Role.AUDITOR or not key.policy.allows(operation, principal.id):
         raise Forbidden(f"the principal may not {operation.value.replace('_', ' ')} with this key")

@@ -25,7 +25,7 @@ def billing(new_principal: Callable[..., str]) -> dict[str, str]:
 
 
 @pytest.fixture
-def cards(new_key: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+def cards(new_key: Callable[..., dict[str, Any]], billing: dict[str, str]) -> dict[str, Any]:
     return new_key("cards", use_policy("billing"))
 
 
@@ -225,9 +225,13 @@ def test_missing_or_unknown_credentials_are_401(
 
 
 def test_deleted_principal_token_is_401(
-    client: TestClient, admin: dict[str, str], new_principal: Callable[..., str], cards: dict[str, Any]
+    client: TestClient,
+    admin: dict[str, str],
+    new_principal: Callable[..., str],
+    billing: dict[str, str],
+    cards: dict[str, Any],
 ) -> None:
-    token = new_principal("billing")
+    token = billing["Authorization"].removeprefix("Bearer ")
     text = _ciphertext(client, auth(token))
     assert client.delete("/v1/principals/billing", headers=admin).status_code == 204
     for call in _protected_calls(client):
@@ -235,10 +239,13 @@ def test_deleted_principal_token_is_401(
     response = client.post("/v1/decrypt", json={"ciphertext": text}, headers=auth(token))
     assert_error(response, 401, "unauthenticated")
     assert_error(client.delete("/v1/principals/billing", headers=admin), 404, "not_found")
-    # A new principal of the same name gets a new token; the old one stays dead.
+    # A new principal of the same name gets a new token, the old one stays dead, and the
+    # policy that named the old one does not name the new one.
     new_token = new_principal("billing")
     assert new_token != token
-    assert client.post("/v1/decrypt", json={"ciphertext": text}, headers=auth(new_token)).status_code == 200
+    response = client.post("/v1/decrypt", json={"ciphertext": text}, headers=auth(new_token))
+    assert_error(response, 403, "forbidden")
+    assert client.get("/v1/keys/cards", headers=admin).json()["policy"]["decrypt"] == []
     assert_error(client.get("/v1/keys", headers=auth(token)), 401, "unauthenticated")
 
 

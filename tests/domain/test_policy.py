@@ -138,3 +138,16 @@ def test_unknown_operation_message_names_it() -> None:
 
 def test_operations_are_exactly_the_documented_ones() -> None:
     assert [op.value for op in Operation] == OPERATIONS
+
+
+def test_translated_maps_principals_and_drops_the_unknown() -> None:
+    policy = Policy.from_dict(
+        {"encrypt": ["billing", "gone"], "decrypt": ["support"], "not_after": "2031-01-01T00:00:00Z"}
+    )
+    assert policy.principals() == {"billing", "gone", "support"}
+    by_id = policy.translated({"billing": "id-b", "support": "id-s"})
+    assert by_id.allows(Operation.ENCRYPT, "id-b", now=T0) and not by_id.allows(Operation.ENCRYPT, "billing", now=T0)
+    assert by_id.principals() == {"id-b", "id-s"}
+    assert by_id.not_after == policy.not_after
+    assert by_id.translated({"id-b": "billing", "id-s": "support"}).to_dict()["encrypt"] == ["billing"]
+    assert Policy().principals() == frozenset()

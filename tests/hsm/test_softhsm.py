@@ -100,6 +100,17 @@ def test_write_softhsm_conf(tmp_path: Path) -> None:
     assert conf.stat().st_mtime_ns == before
 
 
+def test_write_softhsm_conf_creates_the_token_directory_and_its_parent_private(tmp_path: Path) -> None:
+    old = os.umask(0)
+    try:
+        write_softhsm_conf(tmp_path / "var" / "softhsm2.conf", tmp_path / "var" / "softhsm" / "tokens")
+    finally:
+        os.umask(old)
+    for directory in (tmp_path / "var" / "softhsm", tmp_path / "var" / "softhsm" / "tokens"):
+        assert stat.S_IMODE(directory.stat().st_mode) == 0o700, directory
+    assert stat.S_IMODE((tmp_path / "var" / "softhsm2.conf").stat().st_mode) == 0o600
+
+
 def test_write_softhsm_conf_uses_an_absolute_token_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     write_softhsm_conf(Path("softhsm2.conf"), Path("tokens"))

@@ -79,7 +79,8 @@ def test_missing_key_and_forbidden(admin: KeyManager, app: KeyManager) -> None:
     with pytest.raises(KeyNotFound) as missing:
         app.get_key(unique("nothing"))
     assert (missing.value.status, missing.value.code) == (404, "key_not_found")
-    other = admin.create_key(unique("sdk-other"), policy={"encrypt": ["someone-else"]})
+    someone_else = admin.create_principal(unique("someone-else"), "app").name
+    other = admin.create_key(unique("sdk-other"), policy={"encrypt": [someone_else]})
     with pytest.raises(Forbidden):
         app.encrypt(other.name, CARD)
 

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from keymanager.api.deps import ServicesDep, require_role
-from keymanager.api.schemas import ERROR_RESPONSES
+from keymanager.api.schemas import ERROR_RESPONSES, IsoTime, QueryInt
 from keymanager.domain.audit import AuditQuery
 from keymanager.domain.models import Principal, Role
 
@@ -56,9 +56,9 @@ def list_audit(
     key: str | None = None,
     principal: str | None = None,
     action: str | None = None,
-    since: datetime | None = None,
-    after: Annotated[int, Query(ge=0)] = 0,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    since: Annotated[IsoTime | None, Query(description="ISO 8601; records at or after this time.")] = None,
+    after: Annotated[QueryInt, Query(ge=0)] = 0,
+    limit: Annotated[QueryInt, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
     """Records in sequence order, filtered by key (name or id), principal, action and time."""
     key_id = None

@@ -9,11 +9,11 @@ from fastapi.responses import JSONResponse
 
 from keymanager.api import metrics
 from keymanager.api.deps import ServicesDep, require_role
-from keymanager.api.schemas import Health, Readiness
+from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
 from keymanager.domain.models import Principal, Role
 
-router = APIRouter(prefix="/v1", tags=["health"])
-metrics_router = APIRouter()
+router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES)
+metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429))
 MetricsReader = Annotated[Principal, Depends(require_role(Role.ADMIN, Role.AUDITOR))]
 
 
@@ -23,7 +23,11 @@ def health() -> Health:
     return Health(status="ok")
 
 
-@router.get("/ready", response_model=Readiness, responses={503: {"model": Readiness}})
+@router.get(
+    "/ready",
+    response_model=Readiness,
+    responses={503: {"model": Readiness, "description": "the HSM or the database does not answer"}},
+)
 def ready(svc: ServicesDep) -> JSONResponse:
     """200 when the HSM and the database answer and neither's last operation failed (an HSM call,
     one past its deadline, an audit write); 503 naming the part that is not ready. Turns 200 again

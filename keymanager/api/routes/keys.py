@@ -8,7 +8,9 @@ from fastapi import APIRouter, Query
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
-from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch
+from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch, QueryInt
+from keymanager.domain.models import Key
+from keymanager.services.container import Services
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
 
@@ -27,14 +29,15 @@ def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep)
         audit=trail.entry("key.create", 201),
     )
     trail.recorded = True
-    return KeyOut.of(key)
+    return _shown(svc, key)
 
 
 @router.get("", response_model=list[KeyOut])
 @audited("key.list")
 def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
     """Every key for an admin; for others, the keys whose policy names them."""
-    return [KeyOut.of(k) for k in svc.keys.list(principal)]
+    keys = svc.keys.list(principal)
+    return [KeyOut.of(k, policy) for k, policy in zip(keys, svc.keys.named([k.policy for k in keys]), strict=True)]
 
 
 @router.get("/{key}", response_model=KeyOut)
@@ -44,7 +47,7 @@ def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: Audi
     trail.details["key"] = key
     found = svc.keys.get(key, principal)
     trail.key_id = found.id
-    return KeyOut.of(found)
+    return _shown(svc, found)
 
 
 @router.patch("/{key}", response_model=KeyOut)
@@ -61,7 +64,7 @@ def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep, trail: 
         audit=trail.entry("key.update", 200),
     )
     trail.recorded = True
-    return KeyOut.of(updated)
+    return _shown(svc, updated)
 
 
 @router.post("/{key}/rotate", response_model=KeyOut)
@@ -71,7 +74,7 @@ def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> Key
     trail.details["key"] = key
     rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.entry("key.rotate", 200))
     trail.recorded = True
-    return KeyOut.of(rotated)
+    return _shown(svc, rotated)
 
 
 @router.delete("/{key}", response_model=KeyOut)
@@ -81,7 +84,9 @@ def schedule_key_deletion(
     admin: Admin,
     svc: ServicesDep,
     trail: AuditDep,
-    pending_days: Annotated[int | None, Query(description="Waiting period in days (default 30, minimum 7).")] = None,
+    pending_days: Annotated[
+        QueryInt | None, Query(description="Waiting period in days (default 30, minimum 7).")
+    ] = None,
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
     trail.details["key"] = key
@@ -89,7 +94,7 @@ def schedule_key_deletion(
         svc.keys.find(key), pending_days, audit=trail.entry("key.schedule_deletion", 200)
     )
     trail.recorded = True
-    return KeyOut.of(pending)
+    return _shown(svc, pending)
 
 
 @router.post("/{key}/cancel-deletion", response_model=KeyOut)
@@ -99,4 +104,9 @@ def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDe
     trail.details["key"] = key
     cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.entry("key.cancel_deletion", 200))
     trail.recorded = True
-    return KeyOut.of(cancelled)
+    return _shown(svc, cancelled)
+
+
+def _shown(svc: Services, key: Key) -> KeyOut:
+    """``key`` with its policy naming principals by name."""
+    return KeyOut.of(key, svc.keys.named([key.policy])[0])
