@@ -76,7 +76,7 @@ def run_race(kind: str, settings_kwargs: dict[str, object], moment: datetime) ->
         outcomes = []
         with contextlib.suppress(queue.Empty):  # a racer killed by a signal reported nothing
             while len(outcomes) < len(racers):
-                outcomes.append(results.get(timeout=5))
+                outcomes.append(results.get(timeout=30))  # a loaded machine delivers late
     finally:
         for process in racers:
             if process.is_alive():
