@@ -45,6 +45,7 @@ from keymanager.worker import DeadlineExceeded, LastOutcome, Worker, serve_each
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 
 # Errors after which the session (or the whole library) is not worth trusting again.
 _LOST = (
@@ -298,7 +299,8 @@ class Hsm:
                 self._token.restart()
             result = fn(self._token, *args)
         except DecryptionFailed:
-            self.outcome.succeeded()
+            if fn not in _SUCCESS_NOT_RECORDED:
+                self.outcome.succeeded()
             raise
         except MissingKeyObject:
             self.outcome.failed()
@@ -319,7 +321,8 @@ class Hsm:
         except HsmUnavailable:
             self.outcome.failed()
             raise
-        self.outcome.succeeded()
+        if fn not in _SUCCESS_NOT_RECORDED:
+            self.outcome.succeeded()
         return result
 
     def _refuse_if_stuck(self) -> None:
@@ -463,6 +466,16 @@ class Hsm:
 
 
 # -- work done on the HSM thread ------------------------------------------------------
+
+_SUCCESS_NOT_RECORDED: set[Callable[..., Any]] = set()
+
+
+def success_not_recorded(fn: F) -> F:
+    """Mark an HSM operation whose success says nothing about the token's health (an HMAC under a
+    key already in memory, as the audit seal is, after every request): its failures count, its
+    successes do not end an unready spell (a token that refuses writes stays unready)."""
+    _SUCCESS_NOT_RECORDED.add(fn)
+    return fn
 
 
 def _ping(token: _Token) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from pkcs11 import KeyType, Mechanism
 
-from keymanager.hsm.adapter import HMAC_TEMPLATE, Hsm, MissingKeyObject
+from keymanager.hsm.adapter import HMAC_TEMPLATE, Hsm, MissingKeyObject, success_not_recorded
 
 DEFAULT_LABEL = "keymanager-audit"
 
@@ -48,7 +48,7 @@ class AuditKey:
         Raises KeyMaterialMissing when the key is not in the token, HsmUnavailable when the
         HSM fails.
         """
-        return self._hsm.call(_sign, self.label, list(messages))
+        return self._hsm.call(_seal, self.label, list(messages))
 
 
 def _ensure(token: Any, label: str, create: bool) -> Presence:
@@ -69,6 +69,7 @@ def _ensure(token: Any, label: str, create: bool) -> Presence:
     return Presence.CREATED
 
 
-def _sign(token: Any, label: str, messages: list[bytes]) -> list[bytes]:
+@success_not_recorded
+def _seal(token: Any, label: str, messages: list[bytes]) -> list[bytes]:
     key = token.key(label)
     return [bytes(key.sign(message, mechanism=Mechanism.SHA256_HMAC)) for message in messages]

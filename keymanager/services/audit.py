@@ -18,7 +18,7 @@ from typing import TypeAlias
 
 from keymanager.db.audit import AuditStore
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.errors import DatabaseUnavailable, KeyManagerError
+from keymanager.errors import DatabaseUnavailable, HsmUnavailable, KeyManagerError, KeyMaterialMissing
 from keymanager.worker import DeadlineExceeded, Failure, LastOutcome, Worker
 
 log = logging.getLogger(__name__)
@@ -94,6 +94,9 @@ class AuditLog:
                 self.observer(self._writer.pending())
         try:
             version, accepted = self._store.append_current(list(batch))
+        except (HsmUnavailable, KeyMaterialMissing) as exc:
+            # The seal (the HSM) failed, not the database: the HSM's own outcome says so already.
+            return [Failure(exc)] * len(batch)
         except KeyManagerError as exc:
             self.outcome.failed()
             return [Failure(exc)] * len(batch)

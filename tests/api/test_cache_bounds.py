@@ -29,7 +29,11 @@ class Calls:
         self.sql: list[str] = []
         self.hsm: list[str] = []
         event.listen(services.store._engine, "before_cursor_execute", self._statement)
-        services.hsm.observer = lambda operation, seconds, failed: self.hsm.append(operation)
+        services.hsm.observer = self._operation
+
+    def _operation(self, operation: str, seconds: float, failed: bool) -> None:
+        if operation != "seal":  # the audit chain's seal, once per commit: not the request's own work
+            self.hsm.append(operation)
 
     def _statement(self, *args: Any) -> None:
         self.sql.append(str(args[2]).split()[0])

@@ -119,6 +119,7 @@ def test_a_call_that_never_returns_ends_the_worker_and_a_fresh_one_serves(tmp_pa
     settings = {"KM_HSM_TIMEOUT_SECONDS": str(DEADLINE), "KM_HSM_STUCK_EXIT_SECONDS": "1"}
     with running_server(tmp_path, workers=2, **settings) as server, server.client(server.admin_token) as admin:
         before = set(server.worker_pids())
+        assert admin.post("/v1/principals", json={"name": "app", "role": "app"}).status_code == 201  # POLICY names it
         with token_locked(_tokens(server)):
             response, waited = _timed(lambda: _new_key(admin, "stuck"))
             assert response.status_code == 503 and waited < DEADLINE + 1
