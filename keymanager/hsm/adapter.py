@@ -26,6 +26,11 @@ from keymanager.errors import DecryptionFailed
 from keymanager.hsm import operations as op
 from keymanager.hsm.dispatch import Dispatcher
 from keymanager.hsm.operations import IvSource
+from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, version_labels
+from keymanager.hsm.token import MissingKeyObject
+
+__all__ = ["AES_TEMPLATE", "HMAC_TEMPLATE", "Hsm", "IvSource", "MissingKeyObject", "version_labels"]
+"""The names this module had before the package was split stay importable from it."""
 
 
 class Hsm(Dispatcher):
