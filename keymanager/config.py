@@ -14,6 +14,11 @@ DEV_SO_PIN = "km-dev-so-pin"
 SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
 
 
+def is_softhsm_module(module: str) -> bool:
+    """Whether the PKCS#11 module at path ``module`` is SoftHSM (its file name says so)."""
+    return "softhsm" in Path(module).name.lower()
+
+
 class Settings(BaseSettings):
     """Every setting of the service. Production (``KM_ENV=production``) refuses the development PIN."""
 
@@ -155,7 +160,7 @@ class Settings(BaseSettings):
 
     @property
     def is_softhsm(self) -> bool:
-        return "softhsm" in Path(self.pkcs11_module).name.lower()
+        return is_softhsm_module(self.pkcs11_module)
 
     @property
     def tls_dir(self) -> Path:

@@ -1,6 +1,6 @@
 """One thread serving a queue of jobs, with a deadline on every wait.
 
-Some work must stay on one thread: every PKCS#11 call of a process (:mod:`keymanager.hsm.adapter`)
+Some work must stay on one thread: every PKCS#11 call of a process (:mod:`keymanager.hsm.dispatch`)
 and the audit writer's group commits (:mod:`keymanager.services.audit`). A :class:`Worker` owns
 that thread. Callers hand it jobs from any thread (:meth:`Worker.call`) or await them from an
 event loop (:meth:`Worker.acall`); the thread takes up to ``max_batch`` waiting jobs at a time

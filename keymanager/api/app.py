@@ -148,7 +148,7 @@ async def _watch_hsm(services: Services, limit: float) -> None:
     """End this process when an HSM call has been running ``limit`` seconds past its deadline.
 
     The thread stuck in the PKCS#11 library can neither be interrupted nor safely replaced by
-    another thread of this process (see ``keymanager.hsm.adapter``); until it returns, every HSM
+    another thread of this process (see ``keymanager.hsm.dispatch``); until it returns, every HSM
     call is refused and ``/v1/ready`` answers 503. A fresh process is the only safe way out, so
     the worker exits and its supervisor (uvicorn's for ``--workers N``; systemd, Kubernetes or
     Docker otherwise) starts a new one. Requests in flight are cut, as by any crash: none was

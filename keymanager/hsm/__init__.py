@@ -1,5 +1,6 @@
-"""The HSM adapter: the only package that imports ``pkcs11``."""
+"""The HSM adapter: the only package that imports ``pkcs11`` (see :mod:`keymanager.hsm.adapter`)."""
 
-from keymanager.hsm.adapter import AES_TEMPLATE, HMAC_TEMPLATE, Hsm, version_labels
+from keymanager.hsm.adapter import Hsm
+from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, version_labels
 
 __all__ = ["AES_TEMPLATE", "HMAC_TEMPLATE", "Hsm", "version_labels"]

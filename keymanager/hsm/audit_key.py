@@ -16,7 +16,10 @@ from typing import Any
 
 from pkcs11 import KeyType, Mechanism
 
-from keymanager.hsm.adapter import HMAC_TEMPLATE, Hsm, MissingKeyObject, success_not_recorded
+from keymanager.hsm.adapter import Hsm
+from keymanager.hsm.dispatch import success_not_recorded
+from keymanager.hsm.templates import HMAC_TEMPLATE
+from keymanager.hsm.token import MissingKeyObject
 
 DEFAULT_LABEL = "keymanager-audit"
 

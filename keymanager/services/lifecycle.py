@@ -39,7 +39,7 @@ MAX_PENDING_DAYS = 365
 SYSTEM = "system"
 """The principal named in audit records of scheduled work."""
 VERSION_LABEL = re.compile(r"km/(?P<key_id>[0-9a-f]{32})/v[0-9]{1,9}(?:\.[0-9a-f]{1,32})?/(?:aes|hmac)")
-"""Labels of key-version objects (``hsm.adapter.version_labels``): the only ones the orphan sweep touches."""
+"""Labels of key-version objects (``hsm.templates.version_labels``): the only ones the orphan sweep touches."""
 HSM_ATTEMPTS = 3
 """Tries of an idempotent HSM call of the orphan sweep (listing, destroying one label)."""
 ORPHAN_MEMORY_DAYS = 30

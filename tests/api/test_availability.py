@@ -14,7 +14,8 @@ from pkcs11 import exceptions as p11
 from keymanager.api.app import create_app
 from keymanager.db import Store, make_engine
 from keymanager.errors import Conflict, DatabaseUnavailable
-from keymanager.hsm import Hsm, adapter
+from keymanager.hsm import Hsm, operations
+from keymanager.hsm.token import Token
 from keymanager.services.container import Services
 from tests.api.support import assert_error, b64, use_policy
 from tests.conftest import auth, make_settings
@@ -81,15 +82,15 @@ def test_hsm_error_during_encryption_is_503(
 ) -> None:
     """A device error in the middle of an operation: 503, and the next request works."""
     new_key("cards", use_policy("billing"))
-    real_key = adapter._Token.key
+    real_key = Token.key
 
     def failing_key(token: Any, label: str) -> Any:
         raise p11.DeviceError()
 
-    monkeypatch.setattr(adapter._Token, "key", failing_key)
+    monkeypatch.setattr(Token, "key", failing_key)
     response = client.post("/v1/keys/cards/encrypt", json={"plaintext": b64(CARD)}, headers=billing)
     assert_error(response, 503, "hsm_unavailable")
-    monkeypatch.setattr(adapter._Token, "key", real_key)
+    monkeypatch.setattr(Token, "key", real_key)
     assert client.post("/v1/keys/cards/encrypt", json={"plaintext": b64(CARD)}, headers=billing).status_code == 200
 
 
@@ -250,8 +251,8 @@ def test_hsm_refusing_the_template_is_503(
     lenient_client: TestClient, hsm: Hsm, admin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     before = hsm.find_labels("km/")
-    refused = {**adapter.HMAC_TEMPLATE, Attribute.CLASS: ObjectClass.PUBLIC_KEY}
-    monkeypatch.setattr(adapter, "HMAC_TEMPLATE", refused)
+    refused = {**operations.HMAC_TEMPLATE, Attribute.CLASS: ObjectClass.PUBLIC_KEY}
+    monkeypatch.setattr(operations, "HMAC_TEMPLATE", refused)
     response = lenient_client.post("/v1/keys", json={"name": "cards"}, headers=admin)
     assert_error(response, 503, "hsm_unavailable")
     assert hsm.find_labels("km/") == before

@@ -93,7 +93,7 @@ def test_no_secret_in_logs(
 
     # The capture saw the failure paths and the SQL with its parameters, so it is no empty check.
     loggers = {record.name for record in caplog.records}
-    assert {"keymanager.hsm.adapter", "keymanager.db.engine", "sqlalchemy.engine.Engine"} <= loggers
+    assert {"keymanager.hsm.dispatch", "keymanager.db.engine", "sqlalchemy.engine.Engine"} <= loggers
     text = caplog.text + "\n".join(str(record.args) for record in caplog.records)
     for secret in secrets:
         assert secret not in text

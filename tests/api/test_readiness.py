@@ -14,7 +14,7 @@ from pkcs11 import exceptions as p11
 from keymanager.config import Settings
 from keymanager.domain.audit import AuditQuery
 from keymanager.errors import DatabaseUnavailable
-from keymanager.hsm import Hsm, adapter
+from keymanager.hsm import Hsm, operations
 from keymanager.services.audit import PROBE_ACTION
 from keymanager.services.container import Services
 from tests.api.support import assert_error
@@ -44,8 +44,8 @@ def test_a_failed_hsm_write_makes_ready_503_until_the_hsm_takes_writes_again(
     client: TestClient, hsm: Hsm, admin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     assert _ready(client) == (200, READY)
-    monkeypatch.setattr(adapter, "_generate_version", _write_fault)
-    monkeypatch.setattr(adapter, "_probe", _write_fault)
+    monkeypatch.setattr(operations, "generate_version", _write_fault)
+    monkeypatch.setattr(operations, "probe", _write_fault)
     assert_error(client.post("/v1/keys", json={"name": "cards", "policy": {}}, headers=admin), 503, "hsm_unavailable")
     assert _ready(client) == (503, NOT_READY_HSM)
     assert _ready(client) == (503, NOT_READY_HSM)  # the ping still answers; the failure stands
@@ -59,7 +59,7 @@ def test_a_failed_hsm_write_makes_ready_503_until_the_hsm_takes_writes_again(
 def test_a_successful_operation_clears_an_hsm_failure(
     client: TestClient, hsm: Hsm, admin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(adapter, "_generate_version", _write_fault)
+    monkeypatch.setattr(operations, "generate_version", _write_fault)
     assert_error(client.post("/v1/keys", json={"name": "cards", "policy": {}}, headers=admin), 503, "hsm_unavailable")
     monkeypatch.undo()
     assert client.post("/v1/keys", json={"name": "cards", "policy": {}}, headers=admin).status_code == 201
@@ -93,7 +93,7 @@ def test_probes_are_throttled(tmp_path: Path, hsm: Hsm, monkeypatch: pytest.Monk
         probes.append("probe")
         raise p11.DeviceMemory()
 
-    monkeypatch.setattr(adapter, "_probe", counted)
+    monkeypatch.setattr(operations, "probe", counted)
     try:
         hsm.outcome.failed()
         assert services.readiness.check() == {"hsm": False, "database": True}

@@ -21,7 +21,7 @@ from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed, HsmUnavailable
-from keymanager.hsm import Hsm, adapter, version_labels
+from keymanager.hsm import Hsm, operations, version_labels
 from tests.conftest import TEST_PIN
 
 pytestmark = pytest.mark.softhsm
@@ -377,7 +377,7 @@ def test_refused_template_is_unavailable_and_leaves_nothing(hsm: Hsm, monkeypatc
     HsmUnavailable, never a raw PKCS#11 error, and the AES key is removed again."""
     before = hsm.find_labels("km/")
     monkeypatch.setattr(
-        adapter, "HMAC_TEMPLATE", {**adapter.HMAC_TEMPLATE, Attribute.CLASS: pkcs11.ObjectClass.PUBLIC_KEY}
+        operations, "HMAC_TEMPLATE", {**operations.HMAC_TEMPLATE, Attribute.CLASS: pkcs11.ObjectClass.PUBLIC_KEY}
     )
     key_id = new_id()
     with pytest.raises(HsmUnavailable):

@@ -1,0 +1,236 @@
+"""The work each HSM operation does, run on the HSM thread with the thread's :class:`Token`.
+
+Every function takes the token first and is called only through :meth:`Dispatcher.call
+<keymanager.hsm.dispatch.Dispatcher.call>`, which maps PKCS#11 errors to the service's errors.
+
+A missing object answers the same on every operation. A key version whose object is not in the
+token (destroyed behind the database's back, or a token that is not ours) is a fault of the
+server, not of the caller's input: encrypt, decrypt (single and batch), data keys and MACs all
+raise :class:`MissingKeyObject`, answered as KeyMaterialMissing (503 ``hsm_unavailable``). This
+never tells a caller anything about a ciphertext: the HSM is asked only for a version the
+database has, so a ciphertext naming a key or version the database does not have still fails
+before it, with the DecryptionFailed that every other decryption failure raises.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import secrets
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pkcs11
+from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+from pkcs11 import exceptions as p11
+
+from keymanager.domain import ciphertext as ct
+from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.errors import DecryptionFailed
+from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, PROBE_LABEL, version_labels
+from keymanager.hsm.token import LOST, Token
+
+IvSource = Callable[[int], bytes]
+"""Gives ``n`` bytes for an IV or a nonce: ``secrets.token_bytes`` except in known-answer tests."""
+
+
+def ping(token: Token) -> None:
+    session = token.session()
+    session.generate_random(64)
+    # A search reaches the token's object store, not only its random generator.
+    list(session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: "km/ping"}))
+    # Asking for the token again (C_GetSlotList, C_GetTokenInfo) reaches its storage: SoftHSM answers
+    # GeneralError here when the token directory is gone, while the session above still works from memory.
+    token.present()
+
+
+def probe(token: Token) -> None:
+    ping(token)
+    session = token.session()
+    session.generate_key(
+        KeyType.AES, 128, label=PROBE_LABEL, store=True, mechanism=Mechanism.AES_KEY_GEN, template=AES_TEMPLATE
+    )
+    _destroy_label(token, PROBE_LABEL)  # also any probe object a failed probe left behind
+
+
+def random(token: Token, nbytes: int) -> bytes:
+    return bytes(token.session().generate_random(nbytes * 8))
+
+
+def data_key(
+    token: Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, nbytes: int, context: bytes
+) -> tuple[bytes, bytes]:
+    plaintext = random(token, nbytes)
+    return plaintext, encrypt(token, objects, algorithm, head, plaintext, context)
+
+
+def generate_version(token: Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+    session = token.session()
+    objects = version_labels(key_id, version, algorithm, secrets.token_hex(4))
+    created: list[Any] = []
+    try:
+        if objects.enc_label is not None:
+            created.append(
+                session.generate_key(
+                    KeyType.AES,
+                    256,
+                    label=objects.enc_label,
+                    store=True,
+                    mechanism=Mechanism.AES_KEY_GEN,
+                    template=AES_TEMPLATE,
+                )
+            )
+        if objects.mac_label is not None:
+            created.append(
+                session.generate_key(
+                    KeyType.GENERIC_SECRET,
+                    256,
+                    label=objects.mac_label,
+                    store=True,
+                    mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
+                    template=HMAC_TEMPLATE,
+                )
+            )
+    except BaseException:
+        for obj in created:
+            with contextlib.suppress(p11.PKCS11Error):
+                obj.destroy()
+        raise
+    return objects
+
+
+def destroy_version(token: Token, objects: HsmObjects) -> None:
+    for label in (objects.enc_label, objects.mac_label):
+        if label is not None:
+            destroy_label(token, label)
+
+
+def destroy_label(token: Token, label: str) -> None:
+    token.forget(label)
+    _destroy_label(token, label)
+
+
+def _destroy_label(token: Token, label: str, attempts: int = 5) -> None:
+    """Destroy every secret key labelled ``label``; idempotent, also against another process doing it too."""
+    session = token.session()
+    template = {Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label}
+    for _ in range(attempts):
+        try:
+            found = list(session.get_objects(template))
+            if not found:
+                return
+            for obj in found:
+                obj.destroy()
+        except token.quirks.destroyed_elsewhere:
+            continue  # look again: it is gone, or it is still there and we try once more
+    raise p11.FunctionFailed()
+
+
+def find_labels(token: Token, prefix: str) -> list[str]:
+    session = token.session()
+    labels = []
+    for obj in session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.TOKEN: True}):
+        label = obj[Attribute.LABEL]
+        if label.startswith(prefix):
+            labels.append(label)
+    return sorted(labels)
+
+
+def find_labels_afresh(token: Token, prefix: str) -> list[str]:
+    token.quirks.refresh_view(token)
+    return find_labels(token, prefix)
+
+
+def mac(token: Token, objects: HsmObjects, message: bytes) -> bytes:
+    key = token.key(_require(objects.mac_label))
+    return bytes(key.sign(bytes(message), mechanism=Mechanism.SHA256_HMAC))
+
+
+def encrypt_many(
+    token: Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, items: Sequence[tuple[bytes, bytes]]
+) -> list[bytes]:
+    return [encrypt(token, objects, algorithm, head, plaintext, context) for plaintext, context in items]
+
+
+def decrypt_many(
+    token: Token, algorithm: Algorithm, items: Sequence[tuple[HsmObjects, bytes, bytes, bytes]]
+) -> list[bytes | DecryptionFailed]:
+    results: list[bytes | DecryptionFailed] = []
+    for objects, head, body, context in items:
+        try:
+            results.append(decrypt(token, objects, algorithm, head, body, context))
+        except DecryptionFailed as exc:
+            results.append(exc)
+    return results
+
+
+def _require(label: str | None) -> str:
+    if label is None:
+        raise DecryptionFailed()
+    return label
+
+
+def encrypt(
+    token: Token,
+    objects: HsmObjects,
+    algorithm: Algorithm,
+    head: bytes,
+    plaintext: bytes,
+    context: bytes,
+    iv_source: IvSource = secrets.token_bytes,
+) -> bytes:
+    """The ciphertext body of ``plaintext`` (:mod:`keymanager.domain.ciphertext`), its IV or nonce
+    from ``iv_source``."""
+    aes = token.key(_require(objects.enc_label))
+    if algorithm is Algorithm.AES_256_GCM:
+        nonce = _exactly(iv_source(ct.NONCE_BYTES), ct.NONCE_BYTES)
+        params = pkcs11.GCMParams(nonce, ct.gcm_aad(head, context), ct.TAG_BYTES * 8)
+        return nonce + bytes(aes.encrypt(bytes(plaintext), mechanism=Mechanism.AES_GCM, mechanism_param=params))
+    iv = _exactly(iv_source(ct.IV_BYTES), ct.IV_BYTES)
+    body = bytes(aes.encrypt(bytes(plaintext), mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))
+    mac = token.key(_require(objects.mac_label)).sign(
+        ct.mac_input(head, iv, body, context), mechanism=Mechanism.SHA256_HMAC
+    )
+    return iv + body + bytes(mac)
+
+
+def _exactly(value: bytes, size: int) -> bytes:
+    if len(value) != size:
+        raise ValueError(f"the IV source gave {len(value)} bytes, not {size}")
+    return bytes(value)
+
+
+def decrypt(token: Token, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes) -> bytes:
+    """The plaintext of a ciphertext body: DecryptionFailed for any failure of the ciphertext,
+    MissingKeyObject (a server fault) when the version's objects are not in the token."""
+    try:
+        if algorithm is Algorithm.AES_256_GCM:
+            return _decrypt_gcm(token, objects, head, body, context)
+        return _decrypt_cbc_hmac(token, objects, head, body, context)
+    except LOST:
+        raise
+    except p11.PKCS11Error:
+        # Bad tag (SoftHSM: GeneralError), bad padding, bad length: all look the same.
+        raise DecryptionFailed() from None
+
+
+def _decrypt_gcm(token: Token, objects: HsmObjects, head: bytes, body: bytes, context: bytes) -> bytes:
+    aes = token.key(_require(objects.enc_label))  # before any check of the body: a missing key answers alike
+    if len(body) < ct.NONCE_BYTES + ct.TAG_BYTES:
+        raise DecryptionFailed()
+    nonce, sealed = body[: ct.NONCE_BYTES], body[ct.NONCE_BYTES :]
+    params = pkcs11.GCMParams(nonce, ct.gcm_aad(head, context), ct.TAG_BYTES * 8)
+    return bytes(aes.decrypt(sealed, mechanism=Mechanism.AES_GCM, mechanism_param=params))
+
+
+def _decrypt_cbc_hmac(token: Token, objects: HsmObjects, head: bytes, body: bytes, context: bytes) -> bytes:
+    mac_key = token.key(_require(objects.mac_label))  # before any check of the body: a missing key answers alike
+    aes = token.key(_require(objects.enc_label))
+    size = len(body) - ct.IV_BYTES - ct.MAC_BYTES
+    if size < 16 or size % 16:
+        raise DecryptionFailed()
+    iv, sealed, mac = body[: ct.IV_BYTES], body[ct.IV_BYTES : -ct.MAC_BYTES], body[-ct.MAC_BYTES :]
+    expected = mac_key.sign(ct.mac_input(head, iv, sealed, context), mechanism=Mechanism.SHA256_HMAC)
+    if not hmac.compare_digest(bytes(expected), mac):
+        raise DecryptionFailed()
+    return bytes(aes.decrypt(sealed, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))

@@ -1,0 +1,48 @@
+"""What the service's token objects look like: their labels and the templates they are made with.
+
+python-pkcs11's ``defaults.py`` is not trusted: every attribute that matters is spelled out here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pkcs11 import Attribute, ObjectClass
+
+from keymanager.domain.models import Algorithm, HsmObjects
+
+_SECRET_KEY_BASE: dict[Attribute, Any] = {
+    Attribute.CLASS: ObjectClass.SECRET_KEY,
+    Attribute.TOKEN: True,
+    Attribute.PRIVATE: True,
+    Attribute.SENSITIVE: True,
+    Attribute.EXTRACTABLE: False,
+    Attribute.ENCRYPT: False,
+    Attribute.DECRYPT: False,
+    Attribute.SIGN: False,
+    Attribute.VERIFY: False,
+    Attribute.WRAP: False,
+    Attribute.UNWRAP: False,
+    Attribute.DERIVE: False,
+}
+AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: True}
+"""An AES-256 key version: encrypt and decrypt, nothing else."""
+HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
+"""An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
+
+PROBE_LABEL = "km-ready-probe"
+"""The object the readiness probe makes and destroys (outside the ``km/`` namespace of key versions)."""
+
+
+def version_labels(key_id: str, version: int, algorithm: Algorithm, nonce: str = "") -> HsmObjects:
+    """The labels of the HSM objects of one key version.
+
+    ``nonce`` makes the labels of one generation unique, so that when two processes race
+    to make the same version, the loser can destroy its own objects and nobody else's.
+    """
+    base = f"km/{key_id}/v{version}" + (f".{nonce}" if nonce else "")
+    if algorithm is Algorithm.AES_256_CBC_HMAC_SHA256:
+        return HsmObjects(enc_label=f"{base}/aes", mac_label=f"{base}/hmac")
+    if algorithm is Algorithm.AES_256_GCM:
+        return HsmObjects(enc_label=f"{base}/aes", mac_label=None)
+    return HsmObjects(enc_label=None, mac_label=f"{base}/hmac")
