@@ -96,6 +96,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         throttle=throttle,
         limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
         error_app=errors.render,
+        methods=lambda scope: errors.methods_served(app.router.routes, scope),
     )
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(

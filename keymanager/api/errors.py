@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
-from starlette.routing import Match
+from starlette.routing import BaseRoute, Match
+from starlette.types import Scope
 
 from keymanager.errors import KeyManagerError, KeyMaterialMissing
 
@@ -75,18 +76,21 @@ def _validation_message(errors: list[Any]) -> str:
 
 
 def _allowed_methods(request: Request) -> str:
-    """Every method some route of the app serves at this request's path (``Allow`` of a 405).
+    """Every method some route of the app serves at this request's path (``Allow`` of a 405)."""
+    return ", ".join(methods_served(request.app.router.routes, request.scope))
+
+
+def methods_served(routes: Sequence[BaseRoute], scope: Scope) -> list[str]:
+    """The methods some route in ``routes`` serves at ``scope``'s path.
 
     Starlette's own 405 names only the first route whose path matched, while one path may be
     served by several routes (``GET`` and ``PATCH /v1/keys/{key}``): so each method is tried.
     """
-    routes = request.app.router.routes
-    allowed = [
+    return [
         method
         for method in _METHODS
-        if any(route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes)
+        if any(route.matches({**scope, "method": method})[0] is Match.FULL for route in routes)
     ]
-    return ", ".join(allowed)
 
 
 def install(app: FastAPI) -> None:

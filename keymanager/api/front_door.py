@@ -82,8 +82,10 @@ class FrontDoor:
         throttle: AuthThrottle,
         limits: BodyLimits,
         error_app: ErrorResponder,
+        methods: Callable[[Scope], list[str]],
     ) -> None:
         self.app = app
+        self.methods = methods
         self.services = services
         self.throttle = throttle
         self.limits = limits
@@ -96,7 +98,7 @@ class FrontDoor:
         request_id: str = scope.setdefault("state", {}).get("request_id", "")
         limit = self.limits.of(scope["method"], scope["path"])
         try:
-            _check_names(scope["path"])
+            self._check_names(scope)
             length = _content_length(scope)
             if limit is not None and length is not None and length > limit:
                 raise PayloadTooLarge("request body too large")
@@ -109,6 +111,14 @@ class FrontDoor:
             await self.app(scope, receive, send)
             return
         await self._limited(limit, scope, receive, send)
+
+    def _check_names(self, scope: Scope) -> None:
+        """The name rules, for a method the path serves (any other method is 405, not a bad name)."""
+        try:
+            _check_names(scope["path"])
+        except InvalidRequest:
+            if scope["method"] in self.methods(scope):
+                raise
 
     async def _limited(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
         """Run the app with a body cut at ``limit`` (PayloadTooLarge from ``receive`` past it)."""

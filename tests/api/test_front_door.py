@@ -137,24 +137,36 @@ def test_a_batch_body_over_the_json_limit_is_read_once_authenticated(
 
 
 @pytest.mark.parametrize(
-    "path",
+    ("method", "path"),
     [
-        "/v1/keys/" + "a" * 60_000,
-        "/v1/keys/" + "a" * 129 + "/encrypt",
-        "/v1/keys/no%20spaces/decrypt",
-        "/v1/keys/1abc",
-        "/v1/principals/" + "p" * 65,
+        ("GET", "/v1/keys/" + "a" * 60_000),
+        ("POST", "/v1/keys/" + "a" * 129 + "/encrypt"),
+        ("POST", "/v1/keys/no%20spaces/decrypt"),
+        ("PATCH", "/v1/keys/1abc"),
+        ("DELETE", "/v1/principals/" + "p" * 65),
     ],
 )
 def test_a_reference_outside_the_name_rules_is_400_before_anything(
-    client: TestClient, services: Services, path: str
+    client: TestClient, services: Services, method: str, path: str
 ) -> None:
     before = audit_of(services)
     for headers in ({}, auth("kmt_guessed")):
-        response = client.post(path, json={}, headers=headers)
+        response = client.request(method, path, json={}, headers=headers)
         assert_error(response, 400, "invalid_request")
         assert len(response.json()["error"]["message"]) < 200
     assert audit_of(services) == before  # nothing was looked at, nothing is recorded
+
+
+def test_a_method_the_path_does_not_serve_is_405_even_with_a_bad_name(client: TestClient, admin_token: str) -> None:
+    """Found by the fuzz run: ``TRACE /v1/principals/0`` answered 400 (the name) instead of 405."""
+    for method, path, allowed in (
+        ("TRACE", "/v1/principals/0", "DELETE"),
+        ("PUT", "/v1/keys/0bad", "DELETE, GET, PATCH"),
+    ):
+        response = client.request(method, path, headers=auth(admin_token))
+        assert_error(response, 405, "method_not_allowed")
+        assert response.headers["allow"] == allowed
+    assert_error(client.delete("/v1/principals/0", headers=auth(admin_token)), 400, "invalid_request")
 
 
 def test_the_longest_names_pass_the_door(client: TestClient, admin_token: str) -> None:
