@@ -110,6 +110,12 @@ class Settings(BaseSettings):
     names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
     window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
 
+    # -- the fast path (issue 11, item 3) ---------------------------------------------------
+    fast_path: bool = True
+    """Serve the hot JSON routes (encrypt, decrypt, batches, data key, MAC) through
+    ``api/fastpath.py``, without FastAPI's routing and dependency solving; same answers, same
+    audit records (tests/api/test_fastpath.py). ``false`` sends every request through FastAPI."""
+
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:

@@ -7,6 +7,10 @@ body with the route's own pydantic model, and calls the route's own function; th
 the audit record and the metrics are the same as through FastAPI. Anything unusual — another
 content type, a body the model refuses — goes through FastAPI unchanged, so error answers
 (422 messages and all) stay exactly FastAPI's.
+
+``KM_FAST_PATH=false`` leaves it out. tests/api/test_fastpath.py holds it to its word: the hot
+routes it finds, by method and path; that requests to them take it (:data:`SERVED`); the same
+status, body, headers and audit record as FastAPI for every answer a hot route gives.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from keymanager.api.audit_trail import AuditContext
 from keymanager.errors import KeyManagerError
 
 Endpoint = Callable[..., Awaitable[Response]]
+SERVED = "fast_path"
+"""Key of ``scope["state"]``: True when :class:`FastPath` answered the request itself (tests read it)."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,7 @@ def fast_routes(router: APIRouter, endpoints: Sequence[Callable[..., Any]]) -> l
             pattern = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", route.path) + "$")
             model = route.body_field.field_info.annotation
             assert isinstance(model, type) and issubclass(model, BaseModel)
+            assert route.methods == {"POST"}, f"{route.path}: FastPath serves POST routes only"
             found.append(FastRoute(pattern, route.endpoint, model, route))
     return found
 
@@ -71,6 +78,7 @@ class FastPath:
     async def _serve(self, fast: FastRoute, params: dict[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         trail: AuditContext = scope["state"]["audit"]
         scope["endpoint"], scope["route"], scope["path_params"] = fast.endpoint, fast.route, params
+        scope["state"][SERVED] = True
         try:
             body = await _read_body(receive)
         except KeyManagerError as exc:  # the body limit
@@ -79,6 +87,7 @@ class FastPath:
         try:
             model = fast.model.model_validate_json(body)
         except ValidationError:
+            scope["state"][SERVED] = False
             await self.app(scope, _replay(body, receive), send)  # FastAPI words the 422
             return
         response: ASGIApp
