@@ -408,3 +408,16 @@ def assert_round_trip(pair: Pair, case: Case, body: dict[str, Any]) -> None:
         assert opened.status_code == 200, (case.name, opened.text)
         if expected is not None:
             assert unb64(opened.json()["plaintext"]) == expected, case.name
+
+
+def test_a_throttled_client_gets_the_same_429_on_both_paths(pair: Pair) -> None:
+    refused = Case("encrypt: throttled", "/v1/keys/cards/encrypt", {"plaintext": "eA=="}, 429, who="nobody")
+    answers = []
+    for side in (pair.fast, pair.slow):
+        for _ in range(pair.services.settings.auth_failure_burst):
+            assert ask(pair, side, refused).response.status_code == 401
+        answers.append(ask(pair, side, refused))
+    fast, slow = answers
+    assert fast.response.status_code == slow.response.status_code == 429, fast.response.text
+    assert fast.body == slow.body and fast.headers == slow.headers and fast.audit == slow.audit
+    assert fast.headers["retry-after"] and not fast.fast
