@@ -18,12 +18,15 @@ from typing import Any
 
 import httpx
 import pytest
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
 from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from keymanager.api.app import create_app, hot_routes
-from keymanager.api.fastpath import SERVED
+from keymanager.api.deps import AuditDep
+from keymanager.api.fastpath import SERVED, fast_routes
 from keymanager.domain.audit import AuditQuery
 from keymanager.domain.models import Role
 from keymanager.hsm import Hsm
@@ -421,3 +424,32 @@ def test_a_throttled_client_gets_the_same_429_on_both_paths(pair: Pair) -> None:
     assert fast.response.status_code == slow.response.status_code == 429, fast.response.text
     assert fast.body == slow.body and fast.headers == slow.headers and fast.audit == slow.audit
     assert fast.headers["retry-after"] and not fast.fast
+
+
+def test_fast_routes_refuse_an_endpoint_fastpath_could_not_call() -> None:
+    router = APIRouter()
+
+    @router.post("/things/{name}")
+    async def missing_trail(name: str, body: Thing, request: Request) -> JSONResponse:
+        return JSONResponse({})
+
+    @router.put("/things/{name}")
+    async def not_post(name: str, body: Thing, request: Request, trail: AuditDep) -> JSONResponse:
+        return JSONResponse({})
+
+    @router.post("/other/{name}")
+    def not_async(name: str, body: Thing, request: Request, trail: AuditDep) -> JSONResponse:
+        return JSONResponse({})
+
+    @router.post("/fine/{name}")
+    async def fine(name: str, body: Thing, request: Request, trail: AuditDep) -> JSONResponse:
+        return JSONResponse({})
+
+    assert [f.endpoint for f in fast_routes(router, [fine])] == [fine]
+    for endpoint in (missing_trail, not_post, not_async):
+        with pytest.raises(TypeError):
+            fast_routes(router, [endpoint])
+
+
+class Thing(BaseModel):
+    value: int
