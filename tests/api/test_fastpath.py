@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -33,6 +34,7 @@ from keymanager.hsm import Hsm
 from keymanager.services.container import Services
 from tests.api.support import b64, unb64
 from tests.conftest import auth, make_settings
+from tests.support.postgres import create_database, drop_database
 
 HOT = {
     ("POST", "/v1/keys/{key}/encrypt"),
@@ -84,11 +86,23 @@ class Pair:
     samples: dict[str, str]
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
+def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """SQLite (the default, under the var dir) or a throwaway PostgreSQL database."""
+    if request.param == "sqlite":
+        yield None
+        return
+    url = create_database()
+    yield url
+    drop_database(url)
+
+
 @pytest.fixture
-def pair(tmp_path: Any, hsm: Hsm) -> Iterator[Pair]:
-    """Apps with and without the fast path on one set of services, small limits, keys and principals."""
+def pair(tmp_path: Path, hsm: Hsm, database_url: str | None) -> Iterator[Pair]:
+    """Apps with and without the fast path on one set of services, with small limits."""
     settings = make_settings(
         tmp_path / "var",
+        database_url,
         max_plaintext_bytes=MAX_PLAINTEXT,
         max_request_bytes=MAX_REQUEST,
         max_batch_request_bytes=MAX_BATCH_REQUEST,
