@@ -301,29 +301,30 @@ def specific_cases(pair: Pair) -> list[Case]:
         Case("mac verify: invalid", "/v1/keys/blind/mac/verify", {"data": "eQ==", "mac": s["blind"]}, 200),
         Case("mac verify: 400 base64", "/v1/keys/blind/mac/verify", {"data": "eQ==", "mac": "?"}, 400),
         Case("mac verify: version", "/v1/keys/blind/mac/verify", {"data": "", "mac": "", "key_version": 9}, 400),
-    ] + [Case(f"odd JSON: {raw!r}", path, None, status, raw=raw, fast=None) for path, raw, status in ODD_JSON]
+    ] + [Case(f"odd JSON: {raw!r}", path, None, None, raw=raw, fast=None) for path, raw in ODD_JSON]
 
 
 CHARSET = "application/json; charset=utf-8"
-ODD_JSON: list[tuple[str, bytes, int]] = [
-    # Bodies where FastAPI's json.loads and pydantic's JSON parser might disagree.
-    ("/v1/keys/cards/encrypt", b'{"plaintext": "!!", "plaintext": "eA=="}', 200),
-    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": "\\ud800"}}', 400),
-    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": "\xff"}}', 400),
-    ("/v1/keys/cards/encrypt", b'\xef\xbb\xbf{"plaintext": "eA=="}', 200),
-    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": 1}}', 422),
-    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": null}', 200),
-    ("/v1/keys/cards/encrypt", b"null", 422),
-    ("/v1/keys/cards/encrypt", b"", 422),
-    ("/v1/keys/cards/encrypt", b"  ", 422),
-    ("/v1/keys/cards/datakey", b'{"include_plaintext": "false"}', 200),
-    ("/v1/keys/cards/datakey", b'{"include_plaintext": 0}', 200),
-    ("/v1/keys/cards/datakey", b'{"bits": 256.0}', 200),
-    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": "1"}', 200),
-    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": 1.0}', 200),
-    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": NaN}', 422),
-    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": 1e400}', 422),
-    ("/v1/keys/gcm/encrypt/batch", b'{"items": [{"plaintext": "eA==", "context": {"a": "b"}}, {}]}', 422),
+ODD_JSON: list[tuple[str, bytes]] = [
+    # Bodies where FastAPI's json.loads and pydantic's JSON parser might disagree: any status
+    # below 500 (lax or strict types), as long as both paths give the same answer.
+    ("/v1/keys/cards/encrypt", b'{"plaintext": "!!", "plaintext": "eA=="}'),
+    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": "\\ud800"}}'),
+    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": "\xff"}}'),
+    ("/v1/keys/cards/encrypt", b'\xef\xbb\xbf{"plaintext": "eA=="}'),
+    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": {"t": 1}}'),
+    ("/v1/keys/cards/encrypt", b'{"plaintext": "eA==", "context": null}'),
+    ("/v1/keys/cards/encrypt", b"null"),
+    ("/v1/keys/cards/encrypt", b""),
+    ("/v1/keys/cards/encrypt", b"  "),
+    ("/v1/keys/cards/datakey", b'{"include_plaintext": "false"}'),
+    ("/v1/keys/cards/datakey", b'{"include_plaintext": 0}'),
+    ("/v1/keys/cards/datakey", b'{"bits": 256.0}'),
+    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": "1"}'),
+    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": 1.0}'),
+    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": NaN}'),
+    ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": 1e400}'),
+    ("/v1/keys/gcm/encrypt/batch", b'{"items": [{"plaintext": "eA==", "context": {"a": "b"}}, {}]}'),
 ]
 BATCH_ITEMS = [{"plaintext": "eA=="}, {"plaintext": "!"}, {"plaintext": "eQ==", "context": {"t": "c"}}]
 
