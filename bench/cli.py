@@ -1,5 +1,5 @@
 """Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``,
-``client``, ``envelope`` and ``ceilings``."""
+``client``, ``envelope``, ``ceilings`` and ``fastpath``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 
 from bench.clients import TARGET_NAMES
 
-SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings")
+SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath")
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -70,7 +70,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, client, envelope, goals, transport
+    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, transport
 
     common = common_options()
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -102,6 +102,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--segment-size", type=parse_size, default=256 * 1024, help="segment (default 256KiB)")
     e.set_defaults(func=envelope.run)
     ceilings.add_parser(commands)
+    fastpath.add_parser(commands)
     return top
 
 
@@ -116,7 +117,7 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; its exit code (1 when a measurement had errors)."""
     args = parser().parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
-    if getattr(args, "driver", None) == "wrk" or args.command == "ceilings":
+    if getattr(args, "driver", None) == "wrk" or args.command in ("ceilings", "fastpath"):
         from bench.wrk import available
 
         if not available():

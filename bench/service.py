@@ -149,10 +149,14 @@ def wait_ready(url: str, ca: str | None, process: subprocess.Popen[bytes], log: 
 
 
 @contextmanager
-def serve(home: Path, var_dir: Path, pin: str, workers: int, mode: str = "https") -> Iterator[Service]:
-    """Serve the installation of ``home`` (mode ``https``, ``http`` or ``mtls``) until the block ends."""
+def serve(
+    home: Path, var_dir: Path, pin: str, workers: int, mode: str = "https", settings: dict[str, str] | None = None
+) -> Iterator[Service]:
+    """Serve the installation of ``home`` (mode ``https``, ``http`` or ``mtls``; ``KM_*`` ``settings``
+    on top) until the block ends."""
     tls = var_dir / "tls"
     extra = {"KM_TLS_CLIENT_CA": str(tls / "ca.pem")} if mode == "mtls" else {}
+    extra.update(settings or {})
     args = ["serve", "--workers", str(workers), "--port", str(port := free_port())]
     if mode == "http":
         args.append("--insecure-http")

@@ -129,6 +129,12 @@ class Settings(BaseSettings):
             raise ValueError("must not start with 'km/' (the labels of key versions, which sweeps remove)")
         return label
 
+    # -- the fast path (issue 11, item 3) ---------------------------------------------------
+    fast_path: bool = True
+    """Serve the hot JSON routes (encrypt, decrypt, batches, data key, MAC) through
+    ``api/fastpath.py``, without FastAPI's routing and dependency solving; same answers, same
+    audit records (tests/api/test_fastpath.py). ``false`` sends every request through FastAPI."""
+
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:

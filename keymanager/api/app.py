@@ -17,7 +17,7 @@ from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
-from keymanager.api.fastpath import FastPath, fast_routes
+from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
@@ -27,6 +27,24 @@ from keymanager.services.spool import remove_dead
 from keymanager.services.throttle import AuthThrottle, FailureSummary
 
 log = logging.getLogger(__name__)
+
+
+HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
+    crypto.encrypt,
+    crypto.decrypt_with_key,
+    crypto.decrypt,
+    crypto.encrypt_batch,
+    crypto.decrypt_batch,
+    crypto.generate_data_key,
+    mac.mac,
+    mac.verify_mac,
+)
+"""The endpoints :class:`FastPath` serves when ``KM_FAST_PATH`` is on (the bulk of the traffic)."""
+
+
+def hot_routes() -> list[FastRoute]:
+    """The fast routes of :data:`HOT_ENDPOINTS` (tests/api/test_fastpath.py lists them by method and path)."""
+    return fast_routes(crypto.router, HOT_ENDPOINTS) + fast_routes(mac.router, HOT_ENDPOINTS)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -78,18 +96,8 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     for module in (health, principals, keys, crypto, mac, streams, audit):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
-    hot: list[Callable[..., Any]] = [
-        crypto.encrypt,
-        crypto.decrypt_with_key,
-        crypto.decrypt,
-        crypto.encrypt_batch,
-        crypto.decrypt_batch,
-        crypto.generate_data_key,
-        mac.mac,
-        mac.verify_mac,
-    ]
-    fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot)
-    app.add_middleware(FastPath, routes=fast, error_app=errors.render)
+    if settings.fast_path:
+        app.add_middleware(FastPath, routes=hot_routes(), error_app=errors.render)
     app.add_middleware(
         FrontDoor,
         services=lambda: app.state.services,

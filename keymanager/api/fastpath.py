@@ -7,10 +7,15 @@ body with the route's own pydantic model, and calls the route's own function; th
 the audit record and the metrics are the same as through FastAPI. Anything unusual — another
 content type, a body the model refuses — goes through FastAPI unchanged, so error answers
 (422 messages and all) stay exactly FastAPI's.
+
+``KM_FAST_PATH=false`` leaves it out. tests/api/test_fastpath.py holds it to its word: the hot
+routes it finds, by method and path; that requests to them take it (:data:`SERVED`); the same
+status, body, headers and audit record as FastAPI for every answer a hot route gives.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +31,8 @@ from keymanager.api.audit_trail import AuditContext
 from keymanager.errors import KeyManagerError
 
 Endpoint = Callable[..., Awaitable[Response]]
+SERVED = "fast_path"
+"""Key of ``scope["state"]``: True when :class:`FastPath` answered the request itself (tests read it)."""
 
 
 @dataclass(frozen=True)
@@ -37,16 +44,26 @@ class FastRoute:
 
 
 def fast_routes(router: APIRouter, endpoints: Sequence[Callable[..., Any]]) -> list[FastRoute]:
-    """The routes of ``router`` whose endpoints are among ``endpoints`` (async functions taking
-    ``body``, ``request``, ``trail`` and the path parameters), with a pattern for their path."""
-    found = []
-    for route in router.routes:
-        if isinstance(route, APIRoute) and route.endpoint in endpoints and route.body_field is not None:
-            pattern = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", route.path) + "$")
-            model = route.body_field.field_info.annotation
-            assert isinstance(model, type) and issubclass(model, BaseModel)
-            found.append(FastRoute(pattern, route.endpoint, model, route))
-    return found
+    """The routes of ``router`` whose endpoints are among ``endpoints``, with a pattern for their path.
+
+    Each must be an async POST endpoint taking exactly ``body`` (a pydantic model), ``request``,
+    ``trail`` and its path parameters, since :class:`FastPath` calls it so; TypeError otherwise."""
+    return [_fast(route) for route in router.routes if isinstance(route, APIRoute) and route.endpoint in endpoints]
+
+
+def _fast(route: APIRoute) -> FastRoute:
+    params = re.findall(r"\{(\w+)\}", route.path)
+    model = route.body_field.field_info.annotation if route.body_field is not None else None
+    declared = set(inspect.signature(route.endpoint).parameters)
+    if (
+        not (isinstance(model, type) and issubclass(model, BaseModel))
+        or declared != {"body", "request", "trail", *params}
+        or route.methods != {"POST"}
+        or not inspect.iscoroutinefunction(route.endpoint)
+    ):
+        raise TypeError(f"{route.path}: a fast route is an async POST endpoint of (body, request, trail, {params})")
+    pattern = re.compile("^" + re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", route.path) + "$")
+    return FastRoute(pattern, route.endpoint, model, route)
 
 
 class FastPath:
@@ -71,6 +88,7 @@ class FastPath:
     async def _serve(self, fast: FastRoute, params: dict[str, str], scope: Scope, receive: Receive, send: Send) -> None:
         trail: AuditContext = scope["state"]["audit"]
         scope["endpoint"], scope["route"], scope["path_params"] = fast.endpoint, fast.route, params
+        scope["state"][SERVED] = True
         try:
             body = await _read_body(receive)
         except KeyManagerError as exc:  # the body limit
@@ -79,6 +97,7 @@ class FastPath:
         try:
             model = fast.model.model_validate_json(body)
         except ValidationError:
+            scope["state"][SERVED] = False
             await self.app(scope, _replay(body, receive), send)  # FastAPI words the 422
             return
         response: ASGIApp

@@ -28,7 +28,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from keymanager.errors import DecryptionFailed
+from keymanager.errors import DecryptionFailed, InvalidRequest
 
 PREFIX = "km"
 FORMAT_VERSION = 1
@@ -75,10 +75,16 @@ def parse(text: str) -> Ciphertext:
 
 
 def canonical_context(context: Mapping[str, str] | None) -> bytes:
-    """Canonical bytes of an encryption context: compact JSON, keys sorted, UTF-8; empty for none."""
+    """Canonical bytes of an encryption context: compact JSON, keys sorted, UTF-8; empty for none.
+
+    InvalidRequest for text UTF-8 cannot carry (lone surrogates, which JSON's ``\\ud800`` escapes let in)."""
     if not context:
         return b""
-    return json.dumps(dict(context), sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    text = json.dumps(dict(context), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    try:
+        return text.encode()
+    except UnicodeEncodeError:
+        raise InvalidRequest("the encryption context is not valid Unicode text") from None
 
 
 def mac_input(head: bytes, iv: bytes, ciphertext: bytes, context: bytes) -> bytes:

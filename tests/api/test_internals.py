@@ -25,21 +25,12 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from keymanager.api import server
+from keymanager.api.app import HOT_ENDPOINTS
 from keymanager.api.fastpath import fast_routes
 from keymanager.api.routes import crypto, mac
 from keymanager.api.server import ClientCertProtocol
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
-HOT_ENDPOINTS = [
-    crypto.encrypt,
-    crypto.decrypt_with_key,
-    crypto.decrypt,
-    crypto.encrypt_batch,
-    crypto.decrypt_batch,
-    crypto.generate_data_key,
-    mac.mac,
-    mac.verify_mac,
-]
 
 
 def uvicorn_says(what: str) -> str:

@@ -98,3 +98,14 @@ def test_ceilings_writes_every_ceiling(tmp_path: Path) -> None:
         assert hsm[name] > 0 and hsm[f"{name}_per_process"] > 0
     assert ceilings["cryptography_aes_gcm_mb_per_s"] > 0
     assert "Ceilings of this machine" in done.stdout
+
+
+def test_fastpath_compares_the_two_settings_interleaved(tmp_path: Path) -> None:
+    done = bench("fastpath", "--rounds", "1", "--duration", "1", "--warmup", "0.5", "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "fastpath.json").read_text())
+    assert [run["fast_path"] for run in report["runs"]] == [True, False]
+    for run in report["runs"]:
+        assert run["requests"] > 0 and run["errors"] == 0 and run["server_cpu_s"] > 0, run
+        assert len(run["load_average"]) == 2
+    assert {"requests_per_s_gain_pct", "cpu_per_request_saved_pct", "on", "off"} <= report.keys()

@@ -7,7 +7,7 @@ import base64
 import pytest
 
 from keymanager.domain import ciphertext as ct
-from keymanager.errors import DecryptionFailed
+from keymanager.errors import DecryptionFailed, InvalidRequest
 
 KEY_ID = "0123456789abcdef0123456789abcdef"
 
@@ -123,3 +123,9 @@ def test_gcm_aad_is_header_then_context() -> None:
     head = ct.header(KEY_ID, 2)
     assert ct.gcm_aad(head, b"") == head
     assert ct.gcm_aad(head, b'{"a":"1"}') == head + b'{"a":"1"}'
+
+
+def test_a_context_utf8_cannot_carry_is_an_invalid_request() -> None:
+    # json.loads lets a lone surrogate in through a "\ud800" escape; it must not become a 500.
+    with pytest.raises(InvalidRequest):
+        ct.canonical_context({"tenant": "\ud800"})
