@@ -26,6 +26,7 @@ from pkcs11 import Mechanism
 from keymanager.config import SOFTHSM_MODULE
 from keymanager.domain import tokens
 from keymanager.domain.ff1 import FF1
+from keymanager.domain.models import Algorithm
 from keymanager.domain.tokens import Luhn, TokenFormat
 from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
 
@@ -60,7 +61,7 @@ def run(seconds: float) -> None:
     from keymanager.hsm import tokenization as tk
 
     hsm = Hsm(SOFTHSM_MODULE, "measure", "measure-pin-1")
-    objects = tk.generate_ff1_version(hsm, "measure", 1)
+    objects = hsm.generate_version("measure", 1, Algorithm.FF1_AES_256)
     label = objects.enc_label
     assert label is not None
 

@@ -44,6 +44,7 @@ from keymanager.domain.models import (
     Role,
 )
 from keymanager.domain.policy import Policy
+from keymanager.domain.tokens import TokenFormat
 
 
 class Store:
@@ -344,6 +345,7 @@ def _key_row(key: Key) -> KeyRow:
         deletion_date=key.deletion_date,
         created_at=key.created_at,
         updated_at=key.updated_at,
+        token_format=None if key.token_format is None else key.token_format.to_json(),
         versions=[_version_row(key.id, version) for version in key.versions.values()],
     )
 
@@ -363,6 +365,7 @@ def _key(row: KeyRow) -> Key:
         rotation_period_days=row.rotation_period_days,
         deletion_date=row.deletion_date,
         versions={version.version: _version(version) for version in row.versions},
+        token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
     )
 
 

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from keymanager.domain.policy import Policy
+from keymanager.domain.tokens import TokenFormat
 
 
 class Role(enum.StrEnum):
@@ -19,6 +20,7 @@ class Algorithm(enum.StrEnum):
     AES_256_CBC_HMAC_SHA256 = "AES_256_CBC_HMAC_SHA256"
     AES_256_GCM = "AES_256_GCM"
     HMAC_SHA256 = "HMAC_SHA256"
+    FF1_AES_256 = "FF1_AES_256"
 
 
 class KeyState(enum.StrEnum):
@@ -68,6 +70,8 @@ class Key:
     rotation_period_days: int | None = None
     deletion_date: datetime | None = None
     versions: dict[int, KeyVersion] = field(default_factory=dict)
+    token_format: TokenFormat | None = None
+    """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)

@@ -75,6 +75,8 @@ AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: 
 """An AES-256 key version: encrypt and decrypt, nothing else."""
 HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
 """An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
+AES_ENCRYPT_ONLY_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True}
+"""An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
 
 
 def version_labels(key_id: str, version: int, algorithm: Algorithm, nonce: str = "") -> HsmObjects:
@@ -88,6 +90,8 @@ def version_labels(key_id: str, version: int, algorithm: Algorithm, nonce: str =
         return HsmObjects(enc_label=f"{base}/aes", mac_label=f"{base}/hmac")
     if algorithm is Algorithm.AES_256_GCM:
         return HsmObjects(enc_label=f"{base}/aes", mac_label=None)
+    if algorithm is Algorithm.FF1_AES_256:
+        return HsmObjects(enc_label=f"{base}/ff1", mac_label=None)
     return HsmObjects(enc_label=None, mac_label=f"{base}/hmac")
 
 
@@ -434,7 +438,7 @@ def _generate_version(token: _Token, key_id: str, version: int, algorithm: Algor
                     label=objects.enc_label,
                     store=True,
                     mechanism=Mechanism.AES_KEY_GEN,
-                    template=AES_TEMPLATE,
+                    template=AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE,
                 )
             )
         if objects.mac_label is not None:

@@ -5,7 +5,8 @@ encryption with a zero IV over the round's block string, of which the last block
 PKCS#11 operation (``C_EncryptInit`` + ``C_Encrypt``) per Feistel round, ten per FF1 call for any
 value up to about 56 digits. FF1 needs only the forward cipher, so an FF1 key version is an
 AES-256 object with ``CKA_ENCRYPT`` and nothing else (no decrypt, wrap, unwrap, sign, derive),
-sensitive and non-extractable; no software AES ever holds it.
+sensitive and non-extractable (:data:`~keymanager.hsm.adapter.AES_ENCRYPT_ONLY_TEMPLATE`, made by
+``Hsm.generate_version(..., Algorithm.FF1_AES_256)``); no software AES ever holds it.
 
 Every tokenization runs whole on the process's HSM thread through :meth:`Hsm.call` /
 :meth:`Hsm.acall` (one trip per value, or per batch), like every other PKCS#11 call. Values
@@ -14,11 +15,10 @@ are checked against the token format before the trip, so a refused value never q
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
 from typing import Any
 
-from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+from pkcs11 import Mechanism
 
 from keymanager.domain import tokens
 from keymanager.domain.ff1 import FF1, Prf
@@ -27,35 +27,7 @@ from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
 from keymanager.hsm.adapter import Hsm
 
-FF1_TEMPLATE: dict[Attribute, Any] = {
-    Attribute.CLASS: ObjectClass.SECRET_KEY,
-    Attribute.TOKEN: True,
-    Attribute.PRIVATE: True,
-    Attribute.SENSITIVE: True,
-    Attribute.EXTRACTABLE: False,
-    Attribute.ENCRYPT: True,
-    Attribute.DECRYPT: False,
-    Attribute.SIGN: False,
-    Attribute.VERIFY: False,
-    Attribute.WRAP: False,
-    Attribute.UNWRAP: False,
-    Attribute.DERIVE: False,
-}
-"""An FF1 key version: AES-256 that encrypts (FF1's forward cipher) and does nothing else."""
-
 _ZERO_IV = bytes(16)
-
-
-def ff1_label(key_id: str, version: int, nonce: str) -> str:
-    """The label of an FF1 key version's AES object (``nonce`` makes each generation's label unique)."""
-    return f"km/{key_id}/v{version}.{nonce}/ff1"
-
-
-def generate_ff1_version(hsm: Hsm, key_id: str, version: int) -> HsmObjects:
-    """Generate the AES-256 token object of one FF1 key version (encrypt only); its labels."""
-    label = ff1_label(key_id, version, secrets.token_hex(4))
-    hsm.call(_generate, label)
-    return HsmObjects(enc_label=label, mac_label=None)
 
 
 def tokenize(hsm: Hsm, objects: HsmObjects, fmt: TokenFormat, value: str, tweak: bytes) -> str:
@@ -68,6 +40,18 @@ def detokenize(hsm: Hsm, objects: HsmObjects, fmt: TokenFormat, token: str, twea
     """The value of ``token`` under the version ``objects``; InvalidRequest if it cannot be a token of ``fmt``."""
     tokens.check_token(fmt, token)
     return hsm.call(_detokenize, _label(objects), fmt, token, tweak)
+
+
+async def atokenize(hsm: Hsm, objects: HsmObjects, fmt: TokenFormat, value: str, tweak: bytes) -> str:
+    """:func:`tokenize` for the event loop."""
+    tokens.check_value(fmt, value)
+    return await hsm.acall(_tokenize, _label(objects), fmt, value, tweak)
+
+
+async def adetokenize(hsm: Hsm, objects: HsmObjects, fmt: TokenFormat, token: str, tweak: bytes) -> str:
+    """:func:`detokenize` for the event loop."""
+    tokens.check_token(fmt, token)
+    return await hsm.acall(_detokenize, _label(objects), fmt, token, tweak)
 
 
 async def atokenize_many(
@@ -111,12 +95,6 @@ def hsm_prf(token: Any, label: str) -> Prf:
         return bytes(key.encrypt(data, mechanism=Mechanism.AES_CBC, mechanism_param=_ZERO_IV))[-16:]
 
     return prf
-
-
-def _generate(token: Any, label: str) -> None:
-    token.session().generate_key(
-        KeyType.AES, 256, label=label, store=True, mechanism=Mechanism.AES_KEY_GEN, template=FF1_TEMPLATE
-    )
 
 
 def _tokenize(token: Any, label: str, fmt: TokenFormat, value: str, tweak: bytes) -> str:

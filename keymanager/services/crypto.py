@@ -319,6 +319,8 @@ def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
     _require_enabled(key)
     if key.algorithm is Algorithm.HMAC_SHA256:
         raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    if key.algorithm is Algorithm.FF1_AES_256:
+        raise InvalidRequest("an FF1_AES_256 key only makes tokens")
     return key
 
 

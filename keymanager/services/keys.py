@@ -12,6 +12,7 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
 from keymanager.domain.policy import Operation, Policy
+from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
 from keymanager.hsm import Hsm
 
@@ -36,13 +37,17 @@ class KeyService:
         description: str = "",
         policy: Policy | None = None,
         rotation_period_days: int | None = None,
+        token_format: TokenFormat | None = None,
         audit: AuditEntry | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
 
-        Raises InvalidRequest for a bad name, Conflict for a taken one, HsmUnavailable or
-        DatabaseUnavailable when a part does not answer.
+        ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
+        Raises InvalidRequest for a bad name or format, Conflict for a taken name, HsmUnavailable
+        or DatabaseUnavailable when a part does not answer.
         """
+        if (token_format is None) is (algorithm is Algorithm.FF1_AES_256):
+            raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
         if not NAME.fullmatch(name) or _ID.fullmatch(name):
             raise InvalidRequest(
                 "a key name is 1-128 letters, digits, '_', '.' or '-', starting with a letter, and not 32 hex digits"
@@ -65,6 +70,7 @@ class KeyService:
             description=description,
             rotation_period_days=rotation_period_days,
             versions={1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
+            token_format=token_format,
         )
         try:
             self._store.create_key(key, audit=_about(audit, key, 1))

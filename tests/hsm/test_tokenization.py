@@ -18,12 +18,13 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.ff1 import FF1
-from keymanager.domain.models import HsmObjects
+from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.domain.tokens import Luhn, TokenAlphabet, TokenFormat, luhn_residue
 from keymanager.domain.tokens import tokenize as software_tokenize
 from keymanager.errors import InvalidRequest, KeyMaterialMissing
 from keymanager.hsm import Hsm
 from keymanager.hsm import tokenization as tk
+from keymanager.hsm.adapter import AES_ENCRYPT_ONLY_TEMPLATE
 from tests.domain.test_ff1 import KEY_256, SAMPLES, software_prf
 
 pytestmark = pytest.mark.softhsm
@@ -33,7 +34,7 @@ CARD = "4111111111111111"
 
 def _create_known_key(token: Any, label: str, value: bytes) -> None:
     token.session().create_object(
-        {**tk.FF1_TEMPLATE, Attribute.KEY_TYPE: KeyType.AES, Attribute.LABEL: label, Attribute.VALUE: value}
+        {**AES_ENCRYPT_ONLY_TEMPLATE, Attribute.KEY_TYPE: KeyType.AES, Attribute.LABEL: label, Attribute.VALUE: value}
     )
 
 
@@ -48,7 +49,7 @@ def nist_key(hsm: Hsm) -> Iterator[HsmObjects]:
 
 @pytest.fixture
 def ff1_version(hsm: Hsm) -> Iterator[HsmObjects]:
-    objects = tk.generate_ff1_version(hsm, new_id(), 1)
+    objects = hsm.generate_version(new_id(), 1, Algorithm.FF1_AES_256)
     yield objects
     hsm.destroy_version(objects)
 
@@ -112,7 +113,7 @@ def test_card_token_keeps_last_four_and_comes_back(hsm: Hsm, ff1_version: HsmObj
 
 
 def test_another_version_gives_another_token(hsm: Hsm, ff1_version: HsmObjects) -> None:
-    other = tk.generate_ff1_version(hsm, new_id(), 2)
+    other = hsm.generate_version(new_id(), 2, Algorithm.FF1_AES_256)
     try:
         fmt = TokenFormat(keep_last=4)
         assert tk.tokenize(hsm, ff1_version, fmt, CARD, b"") != tk.tokenize(hsm, other, fmt, CARD, b"")

@@ -1,0 +1,29 @@
+"""Token format: the FF1 token format of an ``FF1_AES_256`` key (NULL for every other key).
+
+Revision ID: 0004
+Revises: 0003
+Create Date: 2026-11-30
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sqlalchemy as sa
+from alembic import op
+from sqlalchemy.dialects import postgresql
+
+revision: str = "0004"
+down_revision: str | None = "0003"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("keys") as batch:
+        batch.add_column(sa.Column("token_format", sa.JSON().with_variant(postgresql.JSONB(), "postgresql")))
+
+
+def downgrade() -> None:
+    with op.batch_alter_table("keys") as batch:
+        batch.drop_column("token_format")
