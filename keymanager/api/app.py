@@ -18,7 +18,7 @@ from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, fast_routes
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams, tokens
+from keymanager.api.routes import audit, crypto, health, key_import, keys, mac, principals, streams, tokens
 from keymanager.config import Settings
 from keymanager.services.container import Services
 
@@ -54,7 +54,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, mac, streams, audit, tokens):
+    for module in (health, principals, keys, crypto, mac, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     hot: list[Callable[..., Any]] = [

@@ -9,7 +9,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
+from keymanager.domain.models import Algorithm, Key, KeyState, Origin, Principal, Role
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
@@ -107,6 +107,7 @@ class KeyCreate(Body):
     policy: PolicyBody = PolicyBody()
     rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
     token_format: TokenFormatBody | None = Field(default=None, description="Required for FF1_AES_256, else absent.")
+    origin: Origin = Field(default=Origin.HSM, description="'external': no material until imported.")
 
 
 class KeyPatch(Body):
@@ -136,6 +137,7 @@ class KeyOut(BaseModel):
     created_at: datetime
     updated_at: datetime
     token_format: TokenFormatBody | None = None
+    origin: Origin = Origin.HSM
 
     @classmethod
     def of(cls, key: Key) -> KeyOut:
@@ -154,6 +156,7 @@ class KeyOut(BaseModel):
             created_at=key.created_at,
             updated_at=key.updated_at,
             token_format=None if key.token_format is None else TokenFormatBody(**key.token_format.to_json()),
+            origin=key.origin,
         )
 
 

@@ -28,6 +28,14 @@ class KeyState(enum.StrEnum):
     DISABLED = "disabled"
     PENDING_DELETION = "pending_deletion"
     DESTROYED = "destroyed"
+    PENDING_IMPORT = "pending_import"
+
+
+class Origin(enum.StrEnum):
+    HSM = "hsm"
+    """Every version generated in the HSM."""
+    EXTERNAL = "external"
+    """Every version imported (see hsm/key_import.py); created in state pending_import."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +79,7 @@ class Key:
     deletion_date: datetime | None = None
     versions: dict[int, KeyVersion] = field(default_factory=dict)
     token_format: TokenFormat | None = None
+    origin: Origin = Origin.HSM
     """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
 
     def version(self, number: int) -> KeyVersion | None:

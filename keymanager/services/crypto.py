@@ -18,6 +18,7 @@ from keymanager.errors import (
     KeyManagerError,
     KeyNotFound,
     KeyPendingDeletion,
+    KeyPendingImport,
     PayloadTooLarge,
     VersionBelowMinimum,
 )
@@ -32,6 +33,7 @@ _STATE_ERRORS = {
     KeyState.DISABLED: KeyDisabled,
     KeyState.PENDING_DELETION: KeyPendingDeletion,
     KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
 }
 DATA_KEY_BITS = (128, 256)
 _PENDING = DecryptionFailed()

@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.policy import Operation, Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _ID = re.compile(r"[0-9a-f]{32}")
+_NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
 
 
 class KeyService:
@@ -38,11 +39,13 @@ class KeyService:
         policy: Policy | None = None,
         rotation_period_days: int | None = None,
         token_format: TokenFormat | None = None,
+        origin: Origin = Origin.HSM,
         audit: AuditEntry | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
 
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
+        ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
         Raises InvalidRequest for a bad name or format, Conflict for a taken name, HsmUnavailable
         or DatabaseUnavailable when a part does not answer.
         """
@@ -56,6 +59,10 @@ class KeyService:
             raise Conflict("a key with this name exists")
         now = datetime.now(UTC)
         key_id = new_id()
+        if origin is Origin.EXTERNAL:
+            if rotation_period_days:
+                raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
+            return self._create_pending_import(key_id, name, algorithm, description, policy, token_format, audit)
         objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
@@ -77,6 +84,34 @@ class KeyService:
         except BaseException:
             self._discard(objects, key_id)
             raise
+        return key
+
+    def _create_pending_import(
+        self,
+        key_id: str,
+        name: str,
+        algorithm: Algorithm,
+        description: str,
+        policy: Policy | None,
+        token_format: TokenFormat | None,
+        audit: AuditEntry | None,
+    ) -> Key:
+        now = datetime.now(UTC)
+        key = Key(
+            id=key_id,
+            name=name,
+            algorithm=algorithm,
+            state=KeyState.PENDING_IMPORT,
+            policy=policy or Policy(),
+            primary_version=0,
+            min_decryption_version=1,
+            created_at=now,
+            updated_at=now,
+            description=description,
+            token_format=token_format,
+            origin=Origin.EXTERNAL,
+        )
+        self._store.create_key(key, audit=_about(audit, key))
         return key
 
     def _discard(self, objects: HsmObjects, key_id: str) -> None:
@@ -131,7 +166,7 @@ class KeyService:
         key = self.find(ref)
         state = None
         if enabled is not None:
-            if key.state in (KeyState.PENDING_DELETION, KeyState.DESTROYED):
+            if key.state in _NOT_SWITCHABLE or not key.versions:
                 raise Conflict(f"a key in state {key.state.value} cannot be enabled or disabled")
             state = KeyState.ENABLED if enabled else KeyState.DISABLED
         if min_decryption_version is not None and not 1 <= min_decryption_version <= key.primary_version:

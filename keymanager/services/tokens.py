@@ -20,6 +20,7 @@ from keymanager.errors import (
     KeyDisabled,
     KeyManagerError,
     KeyPendingDeletion,
+    KeyPendingImport,
     PayloadTooLarge,
     VersionBelowMinimum,
 )
@@ -33,6 +34,7 @@ _STATE_ERRORS = {
     KeyState.DISABLED: KeyDisabled,
     KeyState.PENDING_DELETION: KeyPendingDeletion,
     KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
 }
 
 

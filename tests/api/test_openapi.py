@@ -88,6 +88,7 @@ def test_request_schemas(client: TestClient) -> None:
         "policy",
         "rotation_period_days",
         "token_format",
+        "origin",
     }
     algorithm = schemas[_schema_name(create["properties"]["algorithm"]["$ref"])]
     assert set(algorithm["enum"]) == {"AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256", "FF1_AES_256"}

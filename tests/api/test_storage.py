@@ -35,6 +35,7 @@ DOCUMENTED_COLUMNS = {
         "updated_at",
         "deletion_date",
         "token_format",  # an FF1_AES_256 key's format: public metadata, no material
+        "origin",  # hsm or external (imported)
     },
     "key_versions": {"key_id", "version", "enc_label", "mac_label", "created_at", "destroyed_at"},
 }

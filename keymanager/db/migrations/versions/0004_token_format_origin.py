@@ -1,4 +1,7 @@
-"""Token format: the FF1 token format of an ``FF1_AES_256`` key (NULL for every other key).
+"""Token format and origin of keys.
+
+``token_format``: the FF1 token format of an ``FF1_AES_256`` key (NULL for every other key).
+``origin``: ``hsm`` (versions generated in the HSM; every existing key) or ``external`` (imported).
 
 Revision ID: 0004
 Revises: 0003
@@ -22,8 +25,10 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("keys") as batch:
         batch.add_column(sa.Column("token_format", sa.JSON().with_variant(postgresql.JSONB(), "postgresql")))
+        batch.add_column(sa.Column("origin", sa.String(16), nullable=False, server_default="hsm"))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("keys") as batch:
+        batch.drop_column("origin")
         batch.drop_column("token_format")
