@@ -14,3 +14,9 @@ def test_readme_tokens_example_runs_as_written(server: Server) -> None:
     assert len(token) == 16 and token.isdigit() and token.endswith("1111") and token != "4111111111111111"
     assert luhn_residue(token) == 0
     assert out[2] == "4111111111111111"
+
+
+def test_readme_import_example_runs_as_written(server: Server) -> None:
+    """A key wrapped by openssl under the service's RSA public key imports and encrypts."""
+    out = run_readme_block(server, "import").splitlines()
+    assert out == ["pending_import", '{"state":"enabled","origin":"external","primary_version":1}']
