@@ -34,16 +34,7 @@ from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import (
-    Algorithm,
-    HsmObjects,
-    Key,
-    KeyState,
-    KeyVersion,
-    Origin,
-    Principal,
-    Role,
-)
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 

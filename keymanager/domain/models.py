@@ -79,8 +79,8 @@ class Key:
     deletion_date: datetime | None = None
     versions: dict[int, KeyVersion] = field(default_factory=dict)
     token_format: TokenFormat | None = None
-    origin: Origin = Origin.HSM
     """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
+    origin: Origin = Origin.HSM
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)
