@@ -195,13 +195,17 @@ def luhn_residue(digits: str) -> int:
     return total % 10
 
 
+_DOUBLED = (0, 2, 4, 6, 8, 1, 3, 5, 7, 9)
+"""A digit's Luhn contribution in a doubled position (a permutation of 0-9)."""
+
+
 def _with_free_digit(digits: str, position: int, target: int) -> str:
     """``digits`` with the digit at ``position`` set so that the Luhn residue is ``target``."""
-    for d in "0123456789":
-        candidate = digits[:position] + d + digits[position + 1 :]
-        if luhn_residue(candidate) == target:
-            return candidate
-    raise AssertionError("some digit always reaches every residue")  # doubling permutes 0-9
+    base = luhn_residue(digits[:position] + "0" + digits[position + 1 :])
+    needed = (target - base) % 10
+    doubled = (len(digits) - 1 - position) % 2 == 1
+    digit = _DOUBLED.index(needed) if doubled else needed
+    return digits[:position] + str(digit) + digits[position + 1 :]
 
 
 def _split(fmt: TokenFormat, value: str, what: str) -> _Split:
