@@ -159,7 +159,7 @@ def test_batches_per_item_errors(
     assert results[2]["token"][4] == " " and results[2]["token"].endswith("4444")
     back = client.post(
         "/v1/keys/cards/detokenize/batch",
-        json={"items": [{"value": results[0]["token"]}, {"value": results[2]["token"], "context": {"t": "1"}}]},
+        json={"items": [{"token": results[0]["token"]}, {"token": results[2]["token"], "context": {"t": "1"}}]},
         headers=billing,
     )
     assert [r["value"] for r in back.json()["results"]] == [CARD, "5555 5555 5555 4444"]

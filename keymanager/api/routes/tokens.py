@@ -42,12 +42,18 @@ class DetokenizeRequest(Body):
     key_version: int | None = Field(default=None, ge=1, description="Default: the key's primary version.")
 
 
+class DetokenizeItem(Body):
+    token: str = _TEXT
+    context: Context | None = None
+    tweak: str | None = _TWEAK
+
+
 class TokenizeBatchRequest(Body):
     items: list[TokenizeRequest]
 
 
 class DetokenizeBatchRequest(Body):
-    items: list[TokenizeRequest] = Field(description="Each item's ``value`` is a token.")
+    items: list[DetokenizeItem]
     key_version: int | None = Field(default=None, ge=1, description="Default: the key's primary version.")
 
 
@@ -83,9 +89,10 @@ def _item(text: str, context: Context | None, tweak: str | None) -> TokenRequest
     return TokenRequest(text, context, None if tweak is None else decode_base64(tweak, "tweak"))
 
 
-def _batch_item(item: TokenizeRequest) -> TokenRequest | KeyManagerError:
+def _batch_item(item: TokenizeRequest | DetokenizeItem) -> TokenRequest | KeyManagerError:
+    text = item.value if isinstance(item, TokenizeRequest) else item.token
     try:
-        return _item(item.value, item.context, item.tweak)
+        return _item(text, item.context, item.tweak)
     except KeyManagerError as exc:
         return exc
 
