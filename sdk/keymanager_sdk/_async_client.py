@@ -42,11 +42,12 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._tokens import AsyncTokenMethods
 
 T = TypeVar("T")
 
 
-class AsyncKeyManager:
+class AsyncKeyManager(AsyncTokenMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``sleep`` is awaited between retries (``asyncio.sleep`` by default).

@@ -38,6 +38,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._tokens import TokenMethods
 
 T = TypeVar("T")
 DEFAULT_TIMEOUT = 30.0
@@ -66,7 +67,7 @@ def http_options(
     return {"headers": headers, "verify": verify}
 
 
-class KeyManager:
+class KeyManager(TokenMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -76,11 +77,10 @@ class KeyManager:
     HTTP/1.1 connections, see ``_lane``; streams, proxies and custom transports through httpx):
     create one, share it between threads, and close it (or use ``with``) when done.
 
-    Reads and cryptographic calls are retried on connection errors, 429 and 503 (honouring
-    ``Retry-After``) up to ``max_retries`` times with full-jitter backoff; calls that create or
-    change keys and principals are never retried. ``sleep`` and ``transport`` are for tests.
-    Every method raises ``TransportError`` when the service cannot be reached and the
-    ``APIError`` subclass of the service's error code otherwise.
+    Reads and cryptographic calls are retried on connection errors, 429 and 503 (honouring ``Retry-After``) up
+    to ``max_retries`` times with full-jitter backoff; calls that create or change keys and principals are never
+    retried. ``sleep`` and ``transport`` are for tests. Every method raises ``TransportError`` when the service
+    cannot be reached and the ``APIError`` subclass of the service's error code otherwise. Tokens: ``_tokens``.
     """
 
     def __init__(
