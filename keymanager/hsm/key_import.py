@@ -31,12 +31,14 @@ from pkcs11 import MGF, Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.domain.models import Algorithm, HsmObjects
-from keymanager.errors import InvalidRequest
+from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm.adapter import AES_ENCRYPT_ONLY_TEMPLATE, AES_TEMPLATE, HMAC_TEMPLATE, Hsm, version_labels
 
 PARAMETERS_SECONDS = 24 * 3600
 """Import parameters (the wrapping key pair) are valid for 24 hours."""
 RSA_BITS = 2048
+MAX_OUTSTANDING = 10
+"""Unexpired, unused import parameters a key may have at once (each is an object in the token)."""
 _OAEP_SHA1 = (Mechanism.SHA_1, MGF.SHA1, None)
 _PREFIX = "km/import/"
 
@@ -140,7 +142,8 @@ def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
 
 def _make_pair(token: Any, key_id: str, label: str, now: int) -> bytes:
     session = token.session()
-    _destroy_expired(session, key_id, now)
+    if _destroy_expired(session, key_id, now) >= MAX_OUTSTANDING:
+        raise Conflict(f"a key has at most {MAX_OUTSTANDING} unused import parameters at once: use or let expire")
     public, _private = session.generate_keypair(
         KeyType.RSA,
         RSA_BITS,
@@ -155,14 +158,18 @@ def _make_pair(token: Any, key_id: str, label: str, now: int) -> bytes:
         public.destroy()
 
 
-def _destroy_expired(session: Any, key_id: str, now: int) -> None:
-    prefix = f"{_PREFIX}{key_id}/"
+def _destroy_expired(session: Any, key_id: str, now: int) -> int:
+    """Destroy the key's expired wrapping keys; how many unexpired ones remain."""
+    prefix, remaining = f"{_PREFIX}{key_id}/", 0
     for obj in list(session.get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})):
         label = obj[Attribute.LABEL]
         if label.startswith(prefix):
             with contextlib.suppress(InvalidRequest, p11.PKCS11Error):
                 if _parse_token(label[len(prefix) :])[1] <= now:
                     obj.destroy()
+                else:
+                    remaining += 1
+    return remaining
 
 
 def _unwrap_all(token: Any, label: str, algorithm: WrappingAlgorithm, parts: list[tuple[_Target, bytes]]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,7 +15,7 @@ from pkcs11 import Attribute, ObjectClass
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects
-from keymanager.errors import InvalidRequest
+from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
 from keymanager.hsm import key_import as ki
 from keymanager.hsm import tokenization as tk
@@ -115,3 +116,22 @@ def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
     # New parameters a day later sweep the expired pair.
     later = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=params.expires_at + 1)
     assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
+
+
+def test_outstanding_parameters_are_bounded(hsm: Hsm) -> None:
+    key_id = new_id()
+    for _ in range(ki.MAX_OUTSTANDING):
+        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    with pytest.raises(Conflict, match="at most 10 unused import parameters"):
+        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    later = ki.make_parameters(
+        hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=time.time() + ki.PARAMETERS_SECONDS
+    )
+    assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
+    hsm.call(_destroy_all, key_id)
+
+
+def _destroy_all(token: Any, key_id: str) -> None:
+    for obj in list(token.session().get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})):
+        if key_id in obj[Attribute.LABEL]:
+            obj.destroy()
