@@ -66,8 +66,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         crypto.generate_data_key,
         mac.mac,
         mac.verify_mac,
+        tokens.tokenize,
+        tokens.detokenize,
+        tokens.tokenize_batch,
+        tokens.detokenize_batch,
     ]
-    fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot)
+    fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot) + fast_routes(tokens.router, hot)
     app.add_middleware(FastPath, routes=fast, error_app=errors.render)
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
