@@ -14,6 +14,7 @@ Hierarchy::
     ├── KeyDisabled               409 key_disabled
     ├── KeyPendingDeletion        409 key_pending_deletion
     ├── KeyDestroyed              409 key_destroyed
+    ├── KeyPendingImport          409 key_pending_import
     ├── VersionBelowMinimum       409 version_below_minimum
     ├── PayloadTooLarge           413 payload_too_large
     ├── RateLimited               429 rate_limited (with Retry-After)
@@ -110,6 +111,12 @@ class KeyDestroyed(KeyManagerError):
     code = "key_destroyed"
     status = 409
     default_message = "the key is destroyed"
+
+
+class KeyPendingImport(KeyManagerError):
+    code = "key_pending_import"
+    status = 409
+    default_message = "the key has no key material yet: import it first"
 
 
 class VersionBelowMinimum(KeyManagerError):

@@ -20,7 +20,7 @@ from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
+from keymanager.api.routes import audit, crypto, health, key_import, keys, mac, principals, streams, tokens
 from keymanager.config import Settings
 from keymanager.services.container import Services
 from keymanager.services.spool import remove_dead
@@ -93,7 +93,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, mac, streams, audit):
+    for module in (health, principals, keys, crypto, mac, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     if settings.fast_path:

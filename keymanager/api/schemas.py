@@ -10,8 +10,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
+from keymanager.domain.models import Algorithm, Key, KeyState, Origin, Principal, Role
 from keymanager.domain.policy import Policy
+from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
 
 Context = dict[str, str]
@@ -117,6 +118,8 @@ class PolicyBody(Body):
     generate_data_key: Grantees = []
     reencrypt: Grantees = []
     mac: Grantees = []
+    tokenize: Grantees = []
+    detokenize: Grantees = []
     not_before: IsoTime | None = None
     not_after: IsoTime | None = None
 
@@ -131,12 +134,26 @@ class PolicyBody(Body):
         return cls.model_validate(policy.to_dict())
 
 
+class TokenFormatBody(Body):
+    """The token format of an ``FF1_AES_256`` key (see docs/tokenization.md)."""
+
+    alphabet: Literal["digits", "alphanumeric"] = "digits"
+    keep_first: int = Field(default=0, ge=0, le=6, description="Characters kept in clear at the start.")
+    keep_last: int = Field(default=0, ge=0, le=4, description="Characters kept in clear at the end.")
+    luhn: Literal["ignore", "valid", "invalid"] = "ignore"
+
+    def to_format(self) -> TokenFormat:
+        return TokenFormat.parse(self.model_dump())
+
+
 class KeyCreate(Body):
     name: str = Field(min_length=1, max_length=128)
     algorithm: Annotated[Algorithm, Field(strict=False)] = Algorithm.AES_256_CBC_HMAC_SHA256
     description: str = Field(default="", max_length=1024)
     policy: PolicyBody = PolicyBody()
     rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
+    token_format: TokenFormatBody | None = Field(default=None, description="Required for FF1_AES_256, else absent.")
+    origin: Origin = Field(default=Origin.HSM, description="'external': no material until imported.")
 
 
 class KeyPatch(Body):
@@ -165,6 +182,8 @@ class KeyOut(BaseModel):
     versions: list[KeyVersionOut]
     created_at: datetime
     updated_at: datetime
+    token_format: TokenFormatBody | None = None
+    origin: Origin = Origin.HSM
 
     @classmethod
     def of(cls, key: Key, policy: Policy) -> KeyOut:
@@ -183,6 +202,8 @@ class KeyOut(BaseModel):
             versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
             created_at=key.created_at,
             updated_at=key.updated_at,
+            token_format=None if key.token_format is None else TokenFormatBody.model_validate(key.token_format.to_json()),
+            origin=key.origin,
         )
 
 

@@ -80,6 +80,8 @@ class KeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     deletion_date: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    token_format: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    origin: Mapped[str] = mapped_column(String(16), server_default="hsm")
 
     versions: Mapped[list[KeyVersionRow]] = relationship(order_by="KeyVersionRow.version", lazy="raise")
 

@@ -34,8 +34,9 @@ from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.domain.audit import AuditEntry, ChainKey
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.policy import Policy
+from keymanager.domain.tokens import TokenFormat
 
 
 class Store:
@@ -173,16 +174,27 @@ class Store:
             return _load_key(session, key_id)
 
     def add_key_version(
-        self, key_id: str, version: KeyVersion, *, expected_primary: int, audit: AuditEntry | None = None
+        self,
+        key_id: str,
+        version: KeyVersion,
+        *,
+        expected_primary: int,
+        audit: AuditEntry | None = None,
+        activate: bool = False,
     ) -> Key:
         """Add ``version`` to key ``key_id`` and make it primary, if the primary is still ``expected_primary``.
+
+        ``activate``: the key must be ``pending_import`` and becomes ``enabled`` (its first import).
 
         Returns the updated key. Raises ``KeyNotFound`` for an unknown id and
         ``Conflict`` when the key was rotated meanwhile (compare-and-set: of
         two concurrent rotations from the same primary, one wins).
         """
         current = (KeyRow.id == key_id) & (KeyRow.primary_version == expected_primary)
-        values = {"primary_version": version.version, "updated_at": _now()}
+        values: dict[str, object] = {"primary_version": version.version, "updated_at": _now()}
+        if activate:
+            current &= KeyRow.state == KeyState.PENDING_IMPORT.value
+            values["state"] = KeyState.ENABLED.value
         try:
             with self._transaction() as session:
                 if not _update_keys(session, current, values):
@@ -195,11 +207,12 @@ class Store:
             raise errors.Conflict(f"key version {version.version} already exists") from None
 
     def schedule_deletion(self, key_id: str, deletion_date: datetime, *, audit: AuditEntry | None = None) -> Key:
-        """Move an enabled or disabled key to ``pending_deletion`` until ``deletion_date``.
+        """Move an enabled, disabled or pending-import key to ``pending_deletion`` until ``deletion_date``.
 
         Raises ``KeyNotFound``, or ``Conflict`` when the key is already pending deletion or destroyed.
         """
-        movable = (KeyRow.id == key_id) & KeyRow.state.in_([KeyState.ENABLED.value, KeyState.DISABLED.value])
+        states = [KeyState.ENABLED.value, KeyState.DISABLED.value, KeyState.PENDING_IMPORT.value]
+        movable = (KeyRow.id == key_id) & KeyRow.state.in_(states)
         values = {"state": KeyState.PENDING_DELETION.value, "deletion_date": deletion_date, "updated_at": _now()}
         with self._transaction() as session:
             if not _update_keys(session, movable, values):
@@ -364,6 +377,8 @@ def _key_row(key: Key) -> KeyRow:
         deletion_date=key.deletion_date,
         created_at=key.created_at,
         updated_at=key.updated_at,
+        token_format=None if key.token_format is None else key.token_format.to_json(),
+        origin=key.origin.value,
         versions=[_version_row(key.id, version) for version in key.versions.values()],
     )
 
@@ -383,6 +398,8 @@ def _key(row: KeyRow) -> Key:
         rotation_period_days=row.rotation_period_days,
         deletion_date=row.deletion_date,
         versions={version.version: _version(version) for version in row.versions},
+        token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
+        origin=Origin(row.origin),
     )
 
 

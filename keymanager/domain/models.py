@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from keymanager.domain.policy import Policy
+from keymanager.domain.tokens import TokenFormat
 
 
 class Role(enum.StrEnum):
@@ -19,6 +20,7 @@ class Algorithm(enum.StrEnum):
     AES_256_CBC_HMAC_SHA256 = "AES_256_CBC_HMAC_SHA256"
     AES_256_GCM = "AES_256_GCM"
     HMAC_SHA256 = "HMAC_SHA256"
+    FF1_AES_256 = "FF1_AES_256"
 
 
 class KeyState(enum.StrEnum):
@@ -26,6 +28,14 @@ class KeyState(enum.StrEnum):
     DISABLED = "disabled"
     PENDING_DELETION = "pending_deletion"
     DESTROYED = "destroyed"
+    PENDING_IMPORT = "pending_import"
+
+
+class Origin(enum.StrEnum):
+    HSM = "hsm"
+    """Every version generated in the HSM."""
+    EXTERNAL = "external"
+    """Every version imported (see hsm/key_import.py); created in state pending_import."""
 
 
 @dataclass(frozen=True)
@@ -68,6 +78,9 @@ class Key:
     rotation_period_days: int | None = None
     deletion_date: datetime | None = None
     versions: dict[int, KeyVersion] = field(default_factory=dict)
+    token_format: TokenFormat | None = None
+    """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
+    origin: Origin = Origin.HSM
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)

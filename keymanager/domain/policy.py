@@ -24,6 +24,8 @@ class Operation(enum.StrEnum):
     GENERATE_DATA_KEY = "generate_data_key"
     REENCRYPT = "reencrypt"
     MAC = "mac"
+    TOKENIZE = "tokenize"
+    DETOKENIZE = "detokenize"
 
 
 @dataclass(frozen=True)

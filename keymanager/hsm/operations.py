@@ -27,7 +27,7 @@ from pkcs11 import exceptions as p11
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
-from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, PROBE_LABEL, version_labels
+from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, PROBE_LABEL, template_of, version_labels
 from keymanager.hsm.token import LOST, Token
 
 IvSource = Callable[[int], bytes]
@@ -77,7 +77,7 @@ def generate_version(token: Token, key_id: str, version: int, algorithm: Algorit
                     label=objects.enc_label,
                     store=True,
                     mechanism=Mechanism.AES_KEY_GEN,
-                    template=AES_TEMPLATE,
+                    template=template_of(algorithm),
                 )
             )
         if objects.mac_label is not None:

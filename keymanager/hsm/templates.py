@@ -29,6 +29,8 @@ AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: 
 """An AES-256 key version: encrypt and decrypt, nothing else."""
 HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
 """An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
+AES_ENCRYPT_ONLY_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True}
+"""An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
 
 PROBE_LABEL = "km-ready-probe"
 """The object the readiness probe makes and destroys (outside the ``km/`` namespace of key versions)."""
@@ -45,4 +47,11 @@ def version_labels(key_id: str, version: int, algorithm: Algorithm, nonce: str =
         return HsmObjects(enc_label=f"{base}/aes", mac_label=f"{base}/hmac")
     if algorithm is Algorithm.AES_256_GCM:
         return HsmObjects(enc_label=f"{base}/aes", mac_label=None)
+    if algorithm is Algorithm.FF1_AES_256:
+        return HsmObjects(enc_label=f"{base}/ff1", mac_label=None)
     return HsmObjects(enc_label=None, mac_label=f"{base}/hmac")
+
+
+def template_of(algorithm: Algorithm) -> dict[Attribute, Any]:
+    """The template of a key version's AES object under ``algorithm``."""
+    return AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE

@@ -18,6 +18,7 @@ from keymanager.errors import (
     KeyManagerError,
     KeyNotFound,
     KeyPendingDeletion,
+    KeyPendingImport,
     PayloadTooLarge,
     UnknownKeyVersion,
     VersionBelowMinimum,
@@ -33,6 +34,7 @@ _STATE_ERRORS = {
     KeyState.DISABLED: KeyDisabled,
     KeyState.PENDING_DELETION: KeyPendingDeletion,
     KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
 }
 DATA_KEY_BITS = (128, 256)
 _PENDING = DecryptionFailed()
@@ -323,6 +325,8 @@ def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
     _require_enabled(key)
     if key.algorithm is Algorithm.HMAC_SHA256:
         raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    if key.algorithm is Algorithm.FF1_AES_256:
+        raise InvalidRequest("an FF1_AES_256 key only makes tokens")
     return key
 
 

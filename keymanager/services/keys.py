@@ -17,13 +17,16 @@ from datetime import UTC, datetime
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Operation, Policy
+from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
+
+_NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
 
 
 class KeyService:
@@ -41,14 +44,20 @@ class KeyService:
         description: str = "",
         policy: Policy | None = None,
         rotation_period_days: int | None = None,
+        token_format: TokenFormat | None = None,
+        origin: Origin = Origin.HSM,
         audit: AuditEntry | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
 
-        ``policy`` names principals by name. Raises InvalidRequest for a bad name or a policy
-        naming a principal that does not exist or is an auditor, Conflict for a taken name,
-        HsmUnavailable or DatabaseUnavailable when a part does not answer.
+        ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
+        ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
+        Raises InvalidRequest for a bad name or format or a policy naming a principal that does not exist
+        or is an auditor, Conflict for a taken name, HsmUnavailable
+        or DatabaseUnavailable when a part does not answer.
         """
+        if (token_format is None) is (algorithm is Algorithm.FF1_AES_256):
+            raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
         if not is_key_name(name):
             raise InvalidRequest(KEY_NAME_RULE)
         policy = self._by_id(policy or Policy())
@@ -56,6 +65,10 @@ class KeyService:
             raise Conflict("a key with this name exists")
         now = datetime.now(UTC)
         key_id = new_id()
+        if origin is Origin.EXTERNAL:
+            if rotation_period_days:
+                raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
+            return self._create_pending_import(key_id, name, algorithm, description, policy, token_format, audit)
         objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
@@ -70,6 +83,7 @@ class KeyService:
             description=description,
             rotation_period_days=rotation_period_days,
             versions={1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
+            token_format=token_format,
         )
         try:
             self._store.create_key(key, audit=_about(audit, key, 1))
@@ -94,6 +108,34 @@ class KeyService:
         ids = frozenset().union(*(p.principals() for p in policies))
         names = self._store.principal_names(ids)
         return [p.translated(names) for p in policies]
+
+    def _create_pending_import(
+        self,
+        key_id: str,
+        name: str,
+        algorithm: Algorithm,
+        description: str,
+        policy: Policy | None,
+        token_format: TokenFormat | None,
+        audit: AuditEntry | None,
+    ) -> Key:
+        now = datetime.now(UTC)
+        key = Key(
+            id=key_id,
+            name=name,
+            algorithm=algorithm,
+            state=KeyState.PENDING_IMPORT,
+            policy=policy or Policy(),
+            primary_version=0,
+            min_decryption_version=1,
+            created_at=now,
+            updated_at=now,
+            description=description,
+            token_format=token_format,
+            origin=Origin.EXTERNAL,
+        )
+        self._store.create_key(key, audit=_about(audit, key))
+        return key
 
     def _discard(self, objects: HsmObjects, key_id: str) -> None:
         try:
@@ -150,7 +192,7 @@ class KeyService:
             policy = self._by_id(policy)
         state = None
         if enabled is not None:
-            if key.state in (KeyState.PENDING_DELETION, KeyState.DESTROYED):
+            if key.state in _NOT_SWITCHABLE or not key.versions:
                 raise Conflict(f"a key in state {key.state.value} cannot be enabled or disabled")
             state = KeyState.ENABLED if enabled else KeyState.DISABLED
         if min_decryption_version is not None and not 1 <= min_decryption_version <= key.primary_version:

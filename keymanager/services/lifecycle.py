@@ -27,7 +27,7 @@ from typing import TypeVar
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.domain.models import Key, KeyState, KeyVersion
+from keymanager.domain.models import Key, KeyState, KeyVersion, Origin
 from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest, KeyManagerError
 from keymanager.hsm import Hsm
 
@@ -70,6 +70,8 @@ class LifecycleService:
         another rotation of the same version won meanwhile."""
         if key.state is not KeyState.ENABLED:
             raise Conflict(f"a key in state {key.state.value} cannot be rotated")
+        if key.origin is Origin.EXTERNAL:
+            raise Conflict("an imported key gets a new version by importing new key material")
         number = key.primary_version + 1
         objects = self._hsm.generate_version(key.id, number, key.algorithm)
         version = KeyVersion(key_id=key.id, version=number, hsm=objects, created_at=datetime.now(UTC))

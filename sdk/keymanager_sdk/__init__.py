@@ -47,6 +47,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._tokens import Token
 
 __all__ = [
     "APIError",
@@ -83,6 +84,7 @@ __all__ = [
     "RateLimited",
     "Readiness",
     "RetryPolicy",
+    "Token",
     "TransportError",
     "Unauthenticated",
     "VersionBelowMinimum",

@@ -46,12 +46,13 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._tokens import AsyncTokenMethods
 from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_transport
 
 T = TypeVar("T")
 
 
-class AsyncKeyManager:
+class AsyncKeyManager(AsyncTokenMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited

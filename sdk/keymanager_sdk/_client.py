@@ -37,12 +37,13 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._tokens import TokenMethods
 from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_transport
 
 T = TypeVar("T")
 
 
-class KeyManager:
+class KeyManager(TokenMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -61,7 +62,7 @@ class KeyManager:
     change keys and principals are never retried. ``sleep`` and ``transport`` are for tests.
     Every method raises ``TransportError`` when the service cannot be reached (naming method,
     host, port and path) and the ``APIError`` subclass of the service's error code otherwise;
-    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``.
+    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Tokens: ``_tokens``.
     """
 
     def __init__(

@@ -16,7 +16,7 @@ from typing import Any
 Context = Mapping[str, str]
 """An encryption context: string keys and values; decrypting needs the same context."""
 
-OPERATIONS = ("encrypt", "decrypt", "generate_data_key", "reencrypt", "mac")
+OPERATIONS = ("encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "tokenize", "detokenize")
 
 
 def _time(value: Any) -> datetime:
@@ -36,6 +36,8 @@ class Policy:
     generate_data_key: tuple[str, ...] = ()
     reencrypt: tuple[str, ...] = ()
     mac: tuple[str, ...] = ()
+    tokenize: tuple[str, ...] = ()
+    detokenize: tuple[str, ...] = ()
     not_before: datetime | None = None
     not_after: datetime | None = None
 

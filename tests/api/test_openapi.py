@@ -6,7 +6,17 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-POLICY_FIELDS = {"encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "not_before", "not_after"}
+POLICY_FIELDS = {
+    "encrypt",
+    "decrypt",
+    "generate_data_key",
+    "reencrypt",
+    "mac",
+    "tokenize",
+    "detokenize",
+    "not_before",
+    "not_after",
+}
 
 REQUEST_SCHEMAS = {
     ("post", "/v1/principals"): "PrincipalCreate",
@@ -71,9 +81,17 @@ def test_request_schemas(client: TestClient) -> None:
     assert set(schemas["DecryptRequest"]["properties"]) == {"ciphertext", "context"}
     key_create = document["paths"]["/v1/keys"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     create = schemas[_schema_name(key_create["$ref"])]
-    assert set(create["properties"]) == {"name", "algorithm", "description", "policy", "rotation_period_days"}
+    assert set(create["properties"]) == {
+        "name",
+        "algorithm",
+        "description",
+        "policy",
+        "rotation_period_days",
+        "token_format",
+        "origin",
+    }
     algorithm = schemas[_schema_name(create["properties"]["algorithm"]["$ref"])]
-    assert set(algorithm["enum"]) == {"AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256"}
+    assert set(algorithm["enum"]) == {"AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256", "FF1_AES_256"}
 
 
 def test_error_responses_are_documented(client: TestClient) -> None:

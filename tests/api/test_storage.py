@@ -34,6 +34,8 @@ DOCUMENTED_COLUMNS = {
         "created_at",
         "updated_at",
         "deletion_date",
+        "token_format",  # an FF1_AES_256 key's format: public metadata, no material
+        "origin",  # hsm or external (imported)
     },
     "key_versions": {"key_id", "version", "enc_label", "mac_label", "created_at", "destroyed_at"},
 }

@@ -31,6 +31,8 @@ POLICY = Policy.from_dict(
         "generate_data_key": [],
         "reencrypt": [],
         "mac": [],
+        "tokenize": [],
+        "detokenize": [],
         "not_before": None,
         "not_after": "2030-01-01T00:00:00+00:00",
     }

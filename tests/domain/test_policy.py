@@ -11,7 +11,7 @@ from keymanager.domain.policy import Operation, Policy
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 T1 = datetime(2030, 6, 1, tzinfo=UTC)
 
-OPERATIONS = ["encrypt", "decrypt", "generate_data_key", "reencrypt", "mac"]
+OPERATIONS = ["encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "tokenize", "detokenize"]
 
 
 def test_empty_policy_denies_everything() -> None:
@@ -41,6 +41,8 @@ def test_from_dict_to_dict_round_trip() -> None:
         "generate_data_key": [],
         "reencrypt": [],
         "mac": ["search"],
+        "tokenize": [],
+        "detokenize": [],
         "not_before": "2030-01-01T00:00:00+00:00",
         "not_after": "2030-06-01T00:00:00+00:00",
     }

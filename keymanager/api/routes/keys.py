@@ -26,6 +26,8 @@ def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep)
         description=body.description,
         policy=body.policy.to_policy(),
         rotation_period_days=body.rotation_period_days,
+        token_format=None if body.token_format is None else body.token_format.to_format(),
+        origin=body.origin,
         audit=trail.entry("key.create", 201),
     )
     trail.recorded = True

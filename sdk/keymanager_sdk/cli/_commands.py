@@ -53,19 +53,19 @@ def _context(args: argparse.Namespace) -> dict[str, str] | None:
     return dict(p.split("=", 1) for p in pairs)
 
 
-def _policy(text: str | None) -> dict[str, Any] | None:
+def _policy(text: str | None, option: str = "--policy") -> dict[str, Any] | None:
     if text is None:
         return None
     try:
         raw = Path(text[1:]).read_text() if text.startswith("@") else text
     except OSError as exc:
-        raise UsageError(f"--policy {text}: {exc.strerror or exc}") from exc
+        raise UsageError(f"{option} {text}: {exc.strerror or exc}") from exc
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise UsageError(f"--policy is not valid JSON: {exc}") from exc
+        raise UsageError(f"{option} is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise UsageError('--policy must be a JSON object, e.g. {"encrypt": ["billing"]}')
+        raise UsageError(f'{option} must be a JSON object, e.g. {{"encrypt": ["billing"]}}')
     return value
 
 
@@ -90,6 +90,10 @@ def _write_output(args: argparse.Namespace, data: bytes) -> None:
 
 
 def keys_create(client: KeyManager, args: argparse.Namespace) -> int:
+    if args.token_format is not None or args.algorithm == "FF1_AES_256":
+        fmt = _policy(args.token_format or "{}", "--token-format")
+        key = client.create_token_key(args.name, fmt or {}, _policy(args.policy), args.description)
+        return _print(args, key)
     key = client.create_key(
         args.name, args.algorithm, args.description, _policy(args.policy), args.rotation_period_days
     )
@@ -152,6 +156,20 @@ def decrypt(client: KeyManager, args: argparse.Namespace) -> int:
     with _input(args) as src:
         ciphertext = src.read(FIELD_INPUT_MAX * 2).decode("ascii", errors="replace").strip()
     _write_output(args, client.decrypt(ciphertext, _context(args), args.key))
+    return 0
+
+
+def tokenize(client: KeyManager, args: argparse.Namespace) -> int:
+    result = client.tokenize(args.key, args.value, _context(args))
+    if args.json:
+        return _print(args, result)
+    _write_output(args, result.token.encode() + b"\n")
+    return 0
+
+
+def detokenize(client: KeyManager, args: argparse.Namespace) -> int:
+    value = client.detokenize(args.key, args.token, _context(args), key_version=args.key_version)
+    _write_output(args, value.encode() + b"\n")
     return 0
 
 
@@ -237,7 +255,8 @@ def _keys(group: Any) -> None:
     keys = _group(group, "keys", "manage keys")
     create = _sub(keys, "create", keys_create, "create a key")
     create.add_argument("name")
-    create.add_argument("--algorithm", choices=["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256"])
+    create.add_argument("--algorithm", choices=["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256", "FF1_AES_256"])
+    create.add_argument("--token-format", help='FF1_AES_256: JSON, e.g. {"keep_last": 4, "luhn": "valid"}')
     create.add_argument("--description")
     create.add_argument("--policy", help='JSON, e.g. {"encrypt": ["billing"]}, or @file.json')
     create.add_argument("--rotation-period-days", type=int)
@@ -292,6 +311,17 @@ def _crypto(group: Any) -> None:
             default=None,
             help="progress bar on stderr for --envelope/--stream (default: for files of 16 MB or more on a terminal)",
         )
+    for name, run, text, what in [
+        ("tokenize", tokenize, "the format-preserving token of a value (FF1_AES_256 keys)", "value"),
+        ("detokenize", detokenize, "the value of a token (FF1_AES_256 keys)", "token"),
+    ]:
+        parser = _sub(group, name, run, text)
+        parser.add_argument("key", help="name or id")
+        parser.add_argument(what)
+        parser.add_argument("--context", action="append", metavar="NAME=VALUE", help="context entry (the tweak)")
+        parser.add_argument("--out", dest="output", help="output file (default: stdout)")
+        if what == "token":
+            parser.add_argument("--key-version", type=int, help="default: the key's primary version")
 
 
 def _audit(group: Any) -> None:

@@ -1,0 +1,182 @@
+"""``/v1/keys/{key}/tokenize`` and ``…/detokenize``: format-preserving tokens with FF1_AES_256 keys.
+
+Deterministic: the same value, key version and tweak give the same token. ``tweak`` (base64,
+0-32 bytes) and ``context`` are exclusive; a context becomes the tweak by the rule in
+docs/tokenization.md; neither is the empty tweak. Audit records name the key and version,
+never a value or a token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import APIRouter, Request
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from keymanager.api.audit_trail import AuditContext, audited
+from keymanager.api.deps import AuditDep, authenticate, services_of
+from keymanager.api.schemas import ERROR_RESPONSES, Body, Context, ErrorDetail, decode_base64
+from keymanager.domain.audit import AuditEntry
+from keymanager.errors import KeyManagerError
+from keymanager.services.snapshot import Snapshot, run_validated
+from keymanager.services.tokens import TokenBatch, Tokenized, TokenRequest, TokenService
+
+router = APIRouter(prefix="/v1/keys", tags=["tokens"], responses=ERROR_RESPONSES)
+
+_TEXT = Field(max_length=64, description="Characters of the key's alphabet; spaces and dashes stay in place.")
+_TWEAK = Field(default=None, max_length=64, description="Base64 of a 0-32 byte FF1 tweak; exclusive with context.")
+
+
+class TokenizeRequest(Body):
+    value: str = _TEXT
+    context: Context | None = None
+    tweak: str | None = _TWEAK
+
+
+class DetokenizeRequest(Body):
+    token: str = _TEXT
+    context: Context | None = None
+    tweak: str | None = _TWEAK
+    key_version: int | None = Field(default=None, ge=1, description="Default: the key's primary version.")
+
+
+class DetokenizeItem(Body):
+    token: str = _TEXT
+    context: Context | None = None
+    tweak: str | None = _TWEAK
+
+
+class TokenizeBatchRequest(Body):
+    items: list[TokenizeRequest]
+
+
+class DetokenizeBatchRequest(Body):
+    items: list[DetokenizeItem]
+    key_version: int | None = Field(default=None, ge=1, description="Default: the key's primary version.")
+
+
+class TokenizeResponse(BaseModel):
+    token: str
+    key_id: str
+    key_version: int
+
+
+class DetokenizeResponse(BaseModel):
+    value: str
+
+
+class TokenItemError(BaseModel):
+    error: ErrorDetail
+
+
+class TokenizeBatchResponse(BaseModel):
+    results: list[TokenizeResponse | TokenItemError]
+    key_version: int
+
+
+class DetokenizeBatchResponse(BaseModel):
+    results: list[DetokenizeResponse | TokenItemError]
+
+
+def _service(request: Request) -> TokenService:
+    svc = services_of(request)
+    return TokenService(svc.hsm, max_batch_items=svc.settings.max_batch_items)
+
+
+def _item(text: str, context: Context | None, tweak: str | None) -> TokenRequest:
+    return TokenRequest(text, context, None if tweak is None else decode_base64(tweak, "tweak"))
+
+
+def _batch_item(item: TokenizeRequest | DetokenizeItem) -> TokenRequest | KeyManagerError:
+    text = item.value if isinstance(item, TokenizeRequest) else item.token
+    try:
+        return _item(text, item.context, item.tweak)
+    except KeyManagerError as exc:
+        return exc
+
+
+@router.post("/{key}/tokenize", response_model=TokenizeResponse)
+@audited("key.tokenize")
+async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """The token of ``value`` under the key's primary version (same length, kept characters in clear)."""
+    svc, tokens = services_of(request), _service(request)
+    trail.details["key"] = key
+
+    async def attempt(keys: Snapshot) -> Tokenized:
+        principal = await authenticate(request, keys, trail)
+        return await tokens.tokenize(keys, principal, key, _item(body.value, body.context, body.tweak))
+
+    made = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.tokenize", r))
+    return JSONResponse({"token": made.text, "key_id": made.key_id, "key_version": made.key_version})
+
+
+@router.post("/{key}/detokenize", response_model=DetokenizeResponse)
+@audited("key.detokenize")
+async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """The value of ``token`` under ``key_version`` (default: the primary version)."""
+    svc, tokens = services_of(request), _service(request)
+    trail.details["key"] = key
+
+    async def attempt(keys: Snapshot) -> Tokenized:
+        principal = await authenticate(request, keys, trail)
+        item = _item(body.token, body.context, body.tweak)
+        return await tokens.detokenize(keys, principal, key, item, body.key_version)
+
+    made = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.detokenize", r))
+    return JSONResponse({"value": made.text})
+
+
+@router.post("/{key}/tokenize/batch", response_model=TokenizeBatchResponse)
+@audited("key.tokenize_batch")
+async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """Tokens of up to 1,000 values under the primary version: one result or one error per item, in order."""
+    svc, tokens = services_of(request), _service(request)
+    trail.details.update(key=key, items=len(body.items))
+    items = [_batch_item(i) for i in body.items]
+
+    async def attempt(keys: Snapshot) -> TokenBatch:
+        principal = await authenticate(request, keys, trail)
+        return await tokens.tokenize_batch(keys, principal, key, items)
+
+    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.tokenize_batch", b))
+
+    def shape(t: Tokenized) -> dict[str, Any]:
+        return {"token": t.text, "key_id": t.key_id, "key_version": t.key_version}
+
+    results = [_result(r, shape) for r in batch.results]
+    return JSONResponse({"results": results, "key_version": batch.key_version})
+
+
+@router.post("/{key}/detokenize/batch", response_model=DetokenizeBatchResponse)
+@audited("key.detokenize_batch")
+async def detokenize_batch(key: str, body: DetokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """Values of up to 1,000 tokens of one key version: one result or one error per item, in order."""
+    svc, tokens = services_of(request), _service(request)
+    trail.details.update(key=key, items=len(body.items))
+    items = [_batch_item(i) for i in body.items]
+
+    async def attempt(keys: Snapshot) -> TokenBatch:
+        principal = await authenticate(request, keys, trail)
+        return await tokens.detokenize_batch(keys, principal, key, items, body.key_version)
+
+    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.detokenize_batch", b))
+    return JSONResponse({"results": [_result(r, lambda t: {"value": t.text}) for r in batch.results]})
+
+
+def _entry(trail: AuditContext, action: str, result: Tokenized) -> AuditEntry:
+    trail.key_id, trail.key_version, trail.recorded = result.key_id, result.key_version, True
+    return trail.entry(action, 200)
+
+
+def _batch_entry(trail: AuditContext, action: str, batch: TokenBatch) -> AuditEntry:
+    trail.key_id, trail.key_version, trail.recorded = batch.key_id, batch.key_version, True
+    trail.details["failed"] = sum(isinstance(r, KeyManagerError) for r in batch.results)
+    return trail.entry(action, 200)
+
+
+def _result(result: Tokenized | KeyManagerError, shape: Callable[[Tokenized], dict[str, Any]]) -> dict[str, Any]:
+    if isinstance(result, KeyManagerError):
+        return {"error": {"code": result.code, "message": result.message}}
+    return shape(result)

@@ -1,0 +1,166 @@
+"""Format-preserving tokens with ``FF1_AES_256`` keys: policy, key state and versions around the HSM's FF1.
+
+Tokenize uses the key's primary version; detokenize the version the caller names (default: the
+primary one, so after a rotation old tokens need their ``key_version``). The tweak comes from
+the request's ``tweak`` or ``context`` (see :func:`keymanager.domain.tokens.context_tweak`).
+Nothing here logs or returns a value or a token in an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from keymanager.domain.models import Algorithm, Key, KeyState, KeyVersion, Principal
+from keymanager.domain.policy import Operation
+from keymanager.domain.tokens import TokenFormat, context_tweak
+from keymanager.errors import (
+    InvalidRequest,
+    KeyDestroyed,
+    KeyDisabled,
+    KeyManagerError,
+    KeyPendingDeletion,
+    KeyPendingImport,
+    PayloadTooLarge,
+    VersionBelowMinimum,
+)
+from keymanager.hsm import Hsm, tokenization
+from keymanager.services.keys import require_use
+from keymanager.services.snapshot import Snapshot
+
+Context = Mapping[str, str] | None
+
+_STATE_ERRORS = {
+    KeyState.DISABLED: KeyDisabled,
+    KeyState.PENDING_DELETION: KeyPendingDeletion,
+    KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
+}
+
+
+_PENDING = InvalidRequest()
+"""Placeholder of a batch item still in the HSM (every one is replaced before results leave)."""
+
+
+@dataclass(frozen=True)
+class TokenRequest:
+    """One value (or token) with its context or explicit tweak (exclusive)."""
+
+    text: str
+    context: Context = None
+    tweak: bytes | None = None
+
+
+@dataclass(frozen=True)
+class Tokenized:
+    """A token, or a detokenized value, and the key version that made it."""
+
+    text: str
+    key_id: str
+    key_version: int
+
+
+@dataclass(frozen=True)
+class TokenBatch:
+    results: list[Tokenized | KeyManagerError]
+    key_id: str
+    key_version: int
+
+
+class TokenService:
+    """Tokenize and detokenize with ``FF1_AES_256`` keys whose policy allows the principal."""
+
+    def __init__(self, hsm: Hsm, *, max_batch_items: int = 1000) -> None:
+        self._hsm = hsm
+        self._max_batch = max_batch_items
+
+    async def tokenize(self, keys: Snapshot, principal: Principal, ref: str, item: TokenRequest) -> Tokenized:
+        """The token of ``item.text`` under the primary version of key ``ref``."""
+        key, fmt = _usable(await keys.key(ref), principal, Operation.TOKENIZE)
+        version = key.versions[key.primary_version]
+        tweak = context_tweak(item.context, item.tweak)
+        token = await tokenization.atokenize(self._hsm, version.hsm, fmt, item.text, tweak)
+        return Tokenized(token, key.id, version.version)
+
+    async def detokenize(
+        self, keys: Snapshot, principal: Principal, ref: str, item: TokenRequest, version: int | None = None
+    ) -> Tokenized:
+        """The value of token ``item.text`` under ``version`` (default: primary) of key ``ref``."""
+        key, fmt = _usable(await keys.key(ref), principal, Operation.DETOKENIZE)
+        chosen = _version(key, version)
+        tweak = context_tweak(item.context, item.tweak)
+        value = await tokenization.adetokenize(self._hsm, chosen.hsm, fmt, item.text, tweak)
+        return Tokenized(value, key.id, chosen.version)
+
+    async def tokenize_batch(
+        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[TokenRequest | KeyManagerError]
+    ) -> TokenBatch:
+        """:meth:`tokenize` of each item in one trip to the HSM; a refused item gives its error, in order."""
+        self._check_batch(items)
+        key, fmt = _usable(await keys.key(ref), principal, Operation.TOKENIZE)
+        return await self._batch(key, fmt, key.versions[key.primary_version], items, forward=True)
+
+    async def detokenize_batch(
+        self,
+        keys: Snapshot,
+        principal: Principal,
+        ref: str,
+        items: Sequence[TokenRequest | KeyManagerError],
+        version: int | None = None,
+    ) -> TokenBatch:
+        """:meth:`detokenize` of each item (all under one version) in one trip to the HSM.
+
+        An item given as an error (e.g. bad base64, found by the caller) stays that error.
+        """
+        self._check_batch(items)
+        key, fmt = _usable(await keys.key(ref), principal, Operation.DETOKENIZE)
+        return await self._batch(key, fmt, _version(key, version), items, forward=False)
+
+    async def _batch(
+        self,
+        key: Key,
+        fmt: TokenFormat,
+        version: KeyVersion,
+        items: Sequence[TokenRequest | KeyManagerError],
+        *,
+        forward: bool,
+    ) -> TokenBatch:
+        results: list[Tokenized | KeyManagerError] = []
+        todo: list[tuple[int, tuple[str, bytes]]] = []
+        for index, item in enumerate(items):
+            try:
+                if isinstance(item, KeyManagerError):
+                    raise item
+                todo.append((index, (item.text, context_tweak(item.context, item.tweak))))
+                results.append(_PENDING)  # replaced below
+            except KeyManagerError as exc:
+                results.append(exc)
+        run = tokenization.atokenize_many if forward else tokenization.adetokenize_many
+        done = await run(self._hsm, version.hsm, fmt, [args for _, args in todo])
+        for (index, _), outcome in zip(todo, done, strict=True):
+            made = outcome if isinstance(outcome, KeyManagerError) else Tokenized(outcome, key.id, version.version)
+            results[index] = made
+        return TokenBatch(results, key.id, version.version)
+
+    def _check_batch(self, items: Sequence[object]) -> None:
+        if len(items) > self._max_batch:
+            raise PayloadTooLarge(f"a batch holds at most {self._max_batch} items")
+
+
+def _usable(key: Key, principal: Principal, operation: Operation) -> tuple[Key, TokenFormat]:
+    """``key`` and its token format if ``principal`` may use it for ``operation`` now; else the refusal."""
+    require_use(key, principal, operation)
+    if key.state is not KeyState.ENABLED:
+        raise _STATE_ERRORS[key.state]()
+    if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
+        raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
+    return key, key.token_format
+
+
+def _version(key: Key, number: int | None) -> KeyVersion:
+    chosen = key.version(key.primary_version if number is None else number)
+    if chosen is None:
+        raise InvalidRequest("the key has no such version")
+    if chosen.version < key.min_decryption_version:
+        raise VersionBelowMinimum()
+    return chosen

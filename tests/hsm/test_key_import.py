@@ -1,0 +1,137 @@
+"""Key import into SoftHSM: wrapping key pairs, unwrapping inside the HSM, refusals, attributes read back."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from cryptography.hazmat.primitives.keywrap import aes_key_wrap_with_padding
+from pkcs11 import Attribute, ObjectClass
+
+from keymanager.domain.credentials import new_id
+from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.errors import Conflict, InvalidRequest
+from keymanager.hsm import Hsm
+from keymanager.hsm import key_import as ki
+from keymanager.hsm import tokenization as tk
+from tests.domain.test_ff1 import KEY_256
+
+pytestmark = pytest.mark.softhsm
+
+
+def wrap(params: ki.ImportParameters, algorithm: ki.WrappingAlgorithm, material: bytes) -> bytes:
+    """What a client does: encrypt the material under the service's RSA public key (test-side software)."""
+    public = serialization.load_der_public_key(params.public_key)
+    assert isinstance(public, rsa.RSAPublicKey)
+    oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None)  # noqa: S303
+    if algorithm is ki.WrappingAlgorithm.RSAES_OAEP_SHA_1:
+        return public.encrypt(material, oaep)
+    ephemeral = os.urandom(32)
+    return public.encrypt(ephemeral, oaep) + aes_key_wrap_with_padding(ephemeral, material)
+
+
+@pytest.fixture
+def made(hsm: Hsm) -> Iterator[list[HsmObjects]]:
+    objects: list[HsmObjects] = []
+    yield objects
+    for one in objects:
+        hsm.destroy_version(one)
+
+
+def _private_labels(token: Any, key_id: str) -> list[str]:
+    found = token.session().get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})
+    return [o[Attribute.LABEL] for o in found if key_id in o[Attribute.LABEL]]
+
+
+def _read(token: Any, label: str) -> dict[str, Any]:
+    template = {Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label, Attribute.TOKEN: True}
+    (key,) = token.session().get_objects(template)
+    names = ["SENSITIVE", "EXTRACTABLE", "ENCRYPT", "DECRYPT", "SIGN", "WRAP", "UNWRAP", "PRIVATE"]
+    return {name: key[Attribute[name]] for name in names}
+
+
+@pytest.mark.parametrize("wrapping", list(ki.WrappingAlgorithm))
+def test_nist_key_imported_gives_the_nist_samples(
+    hsm: Hsm, made: list[HsmObjects], wrapping: ki.WrappingAlgorithm
+) -> None:
+    key_id = new_id()
+    params = ki.make_parameters(hsm, key_id, wrapping)
+    assert params.public_key[:1] == b"\x30"
+    assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{params.import_token}"]
+    objects = ki.unwrap_version(
+        hsm, key_id, 1, Algorithm.FF1_AES_256, params.import_token, [wrap(params, wrapping, KEY_256)]
+    )
+    made.append(objects)
+    assert tk.ff1_encrypt_text(hsm, objects, 10, "0123456789", b"") == "6657667009"
+    assert hsm.call(_read, objects.enc_label) == {
+        "SENSITIVE": True,
+        "EXTRACTABLE": False,
+        "ENCRYPT": True,
+        "DECRYPT": False,
+        "SIGN": False,
+        "WRAP": False,
+        "UNWRAP": False,
+        "PRIVATE": True,
+    }
+    assert hsm.call(_private_labels, key_id) == []  # the wrapping key is single-use
+    with pytest.raises(InvalidRequest, match="unknown, used already"):
+        ki.unwrap_version(hsm, key_id, 2, Algorithm.FF1_AES_256, params.import_token, [wrap(params, wrapping, KEY_256)])
+
+
+def test_two_part_and_hmac_keys(hsm: Hsm, made: list[HsmObjects]) -> None:
+    key_id = new_id()
+    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    parts = [wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32)) for _ in range(2)]
+    objects = ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256, params.import_token, parts)
+    made.append(objects)
+    assert objects.enc_label and objects.mac_label
+    assert hsm.call(_read, objects.enc_label)["DECRYPT"] is True
+    assert hsm.call(_read, objects.mac_label)["SIGN"] is True
+    assert hsm.call(_read, objects.mac_label)["EXTRACTABLE"] is False
+
+
+def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
+    key_id = new_id()
+    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    good = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256)
+    short = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256[:16])
+    cases = [
+        ("not-a-token", [good], "not an import token"),
+        (params.import_token.replace(params.import_token[-4:], "0000"), [good], "unknown"),
+        (params.import_token, [short], "must be 32 bytes"),
+        (params.import_token, [bytes(256)], "does not unwrap"),
+        (params.import_token, [good, good], "takes 1"),
+    ]
+    for token, materials, rule in cases:
+        with pytest.raises(InvalidRequest, match=rule):
+            ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_GCM, token, materials)
+    assert hsm.find_labels(f"km/{key_id}/") == []
+    with pytest.raises(InvalidRequest, match="expired"):
+        ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_GCM, params.import_token, [good], now=params.expires_at)
+    # New parameters a day later sweep the expired pair.
+    later = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=params.expires_at + 1)
+    assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
+
+
+def test_outstanding_parameters_are_bounded(hsm: Hsm) -> None:
+    key_id = new_id()
+    for _ in range(ki.MAX_OUTSTANDING):
+        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    with pytest.raises(Conflict, match="at most 10 unused import parameters"):
+        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    later = ki.make_parameters(
+        hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=time.time() + ki.PARAMETERS_SECONDS
+    )
+    assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
+    hsm.call(_destroy_all, key_id)
+
+
+def _destroy_all(token: Any, key_id: str) -> None:
+    for obj in list(token.session().get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})):
+        if key_id in obj[Attribute.LABEL]:
+            obj.destroy()
