@@ -153,7 +153,9 @@ class KeyCreate(Body):
     policy: PolicyBody = PolicyBody()
     rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
     token_format: TokenFormatBody | None = Field(default=None, description="Required for FF1_AES_256, else absent.")
-    origin: Origin = Field(default=Origin.HSM, description="'external': no material until imported.")
+    origin: Annotated[Origin, Field(strict=False)] = Field(
+        default=Origin.HSM, description="'external': no material until imported."
+    )
 
 
 class KeyPatch(Body):
@@ -202,7 +204,9 @@ class KeyOut(BaseModel):
             versions=[KeyVersionOut(version=v.version, created_at=v.created_at) for v in key.versions.values()],
             created_at=key.created_at,
             updated_at=key.updated_at,
-            token_format=None if key.token_format is None else TokenFormatBody.model_validate(key.token_format.to_json()),
+            token_format=None
+            if key.token_format is None
+            else TokenFormatBody.model_validate(key.token_format.to_json()),
             origin=key.origin,
         )
 

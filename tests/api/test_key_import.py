@@ -81,7 +81,9 @@ def test_nist_samples_through_the_service_with_the_imported_key(
     imported = import_material(client, admin, "nist10", [KEY_256], wrapping)
     assert imported.status_code == 200, imported.text
     assert (imported.json()["state"], imported.json()["primary_version"]) == ("enabled", 1)
-    assert _tokenize(client, billing, "nist10", "0123456789").json()["token"] == "6657667009"  # sample 7
+    sample_7 = _tokenize(client, billing, "nist10", "0123456789")
+    assert sample_7.status_code == 200, sample_7.text
+    assert sample_7.json()["token"] == "6657667009"  # sample 7
     assert _tokenize(client, billing, "nist10", "0123456789", TWEAK_2).json()["token"] == "1001623463"  # sample 8
     external_key("nist36", fmt=ALNUM)
     assert import_material(client, admin, "nist36", [KEY_256], wrapping).status_code == 200

@@ -133,8 +133,8 @@ def test_policy_and_algorithm_are_enforced(
     new_principal: Callable[..., str],
     billing: dict[str, str],
 ) -> None:
+    support = auth(new_principal("support"))  # a policy names only principals that exist
     token_key("cards", policy={"tokenize": ["billing"], "detokenize": ["support"], "encrypt": ["billing"]})
-    support = auth(new_principal("support"))
     token = _tokenize(client, billing, "cards", CARD).json()["token"]
     assert_error(_detokenize(client, billing, "cards", token), 403, "forbidden")
     assert_error(_tokenize(client, support, "cards", CARD), 403, "forbidden")

@@ -24,7 +24,7 @@ from keymanager.domain.tokens import tokenize as software_tokenize
 from keymanager.errors import InvalidRequest, KeyMaterialMissing
 from keymanager.hsm import Hsm
 from keymanager.hsm import tokenization as tk
-from keymanager.hsm.adapter import AES_ENCRYPT_ONLY_TEMPLATE
+from keymanager.hsm.templates import AES_ENCRYPT_ONLY_TEMPLATE
 from tests.domain.test_ff1 import KEY_256, SAMPLES, software_prf
 
 pytestmark = pytest.mark.softhsm
