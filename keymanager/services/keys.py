@@ -12,7 +12,14 @@ from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
+from keymanager.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    KeyManagerError,
+    KeyNotFound,
+    PreconditionFailed,
+)
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
@@ -44,6 +51,8 @@ class KeyService:
             raise InvalidRequest(KEY_NAME_RULE)
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
+        if policy is not None:
+            self._require_principals(policy)
         now = datetime.now(UTC)
         key_id = new_id()
         objects = self._hsm.generate_version(key_id, 1, algorithm)
@@ -115,9 +124,19 @@ class KeyService:
         enabled: bool | None = None,
         min_decryption_version: int | None = None,
         audit: AuditEntry | None = None,
+        if_match: str | None = None,
     ) -> Key:
-        """Change a key's description, policy, enabled state or minimum decryption version (recording ``audit``)."""
+        """Change a key's description, policy, enabled state or minimum decryption version (recording ``audit``).
+
+        With ``if_match`` (an ``If-Match`` header), only while the key is in a state it names
+        (see ``Key.matches``), else ``PreconditionFailed``; the check and the change are one
+        compare-and-set. A policy naming a principal that does not exist is ``InvalidRequest``.
+        """
         key = self.find(ref)
+        if if_match is not None and not key.matches(if_match):
+            raise PreconditionFailed()
+        if policy is not None:
+            self._require_principals(policy)
         state = None
         if enabled is not None:
             if key.state in (KeyState.PENDING_DELETION, KeyState.DESTROYED):
@@ -132,7 +151,16 @@ class KeyService:
             state=state,
             min_decryption_version=min_decryption_version,
             audit=_about(audit, key),
+            expected_updated_at=key.updated_at if if_match is not None else None,
         )
+
+    def _require_principals(self, policy: Policy) -> None:
+        """Raise InvalidRequest naming the principals ``policy`` grants to that do not exist."""
+        named = sorted(set().union(*policy.grants.values())) if policy.grants else []
+        unknown = [name for name in named if self._store.principal_by_name(name) is None]
+        if unknown:
+            shown = ", ".join(repr(name) for name in unknown[:5]) + (" …" if len(unknown) > 5 else "")
+            raise InvalidRequest(f"the policy names principals that do not exist: {shown}")
 
 
 def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> AuditEntry | None:

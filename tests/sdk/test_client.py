@@ -23,6 +23,7 @@ from keymanager_sdk import (
     KeyNotFound,
     Mac,
     Policy,
+    PreconditionFailed,
     TransportError,
     Unauthenticated,
     VersionBelowMinimum,
@@ -79,7 +80,8 @@ def test_missing_key_and_forbidden(admin: KeyManager, app: KeyManager) -> None:
     with pytest.raises(KeyNotFound) as missing:
         app.get_key(unique("nothing"))
     assert (missing.value.status, missing.value.code) == (404, "key_not_found")
-    other = admin.create_key(unique("sdk-other"), policy={"encrypt": ["someone-else"]})
+    someone_else = admin.create_principal(unique("someone-else"), "app").name
+    other = admin.create_key(unique("sdk-other"), policy={"encrypt": [someone_else]})
     with pytest.raises(Forbidden):
         app.encrypt(other.name, CARD)
 
@@ -236,3 +238,17 @@ def test_onboard_stream(app: KeyManager, make_key: MakeKey) -> None:
     assert out.getvalue() == blob
     with pytest.raises(DecryptionFailed):
         app.decrypt_stream_onboard(key.name, io.BytesIO(sealed.getvalue()), io.BytesIO(), {"doc": "2"})
+
+
+def test_update_key_if_match(admin: KeyManager, make_key: MakeKey) -> None:
+    key = make_key("AES_256_GCM")
+    seen = admin.get_key(key.name)
+    assert seen.etag and seen.etag == key.etag
+    assert all(k.etag is None for k in admin.list_keys())  # a listing carries no per-key tag
+    changed = admin.update_key(key.name, description="one", if_match=seen.etag)
+    assert changed.description == "one" and changed.etag not in (None, seen.etag)
+    with pytest.raises(PreconditionFailed) as refused:
+        admin.update_key(key.name, description="two", if_match=seen.etag)
+    assert (refused.value.status, refused.value.code) == (412, "precondition_failed") and refused.value.request_id
+    assert admin.get_key(key.name).description == "one"
+    assert admin.update_key(key.name, description="three", if_match="*").description == "three"
