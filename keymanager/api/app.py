@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from keymanager import __version__
-from keymanager.api import errors, metrics
+from keymanager.api import errors, logs, metrics
 from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, fast_routes
@@ -96,7 +96,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         error_app=errors.render,
     )
-    app.add_middleware(RequestContext, error_app=errors.render)
+    app.add_middleware(RequestContext, error_app=errors.render, access_log=settings.access_log)
     return app
 
 
@@ -134,18 +134,8 @@ async def _write_summaries(services: Services, summaries: list[FailureSummary]) 
 def app_from_env() -> FastAPI:
     """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
     settings = Settings()
-    _log_to_stderr(settings.log_level)
+    logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
     if settings.cpu_affinity:
         cpu = pin_worker(settings.run_dir)
         log.info("worker pinned to CPU %s", cpu)
     return create_app(settings)
-
-
-def _log_to_stderr(level: str) -> None:
-    """Send the service's own log records (never secrets) to stderr, beside uvicorn's."""
-    logger = logging.getLogger("keymanager")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(level.upper())

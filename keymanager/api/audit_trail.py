@@ -111,6 +111,8 @@ class AuditTrail:
         state = scope.setdefault("state", {})
         client = scope.get("client")
         context = AuditContext(request_id=state.get("request_id", ""), client=client[0] if client else None)
+        if "traceparent" in state:  # validated, 55 characters (api/middleware.py)
+            context.details["traceparent"] = state["traceparent"]
         state["audit"] = context
         refused = False
 
