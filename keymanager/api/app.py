@@ -22,6 +22,7 @@ from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
+from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
 from keymanager.services.throttle import AuthThrottle, FailureSummary
 
@@ -47,10 +48,13 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services.cache.observer = metrics.observe_cache
         maintenance = asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds))
         summaries = asyncio.create_task(_summarise(app.state.services, throttle))
+        sampling = asyncio.create_task(_sample(app.state.services))
+        metrics.start_worker()
+        app.state.before_scrape = _before_scrape(app.state.services)
         try:
             yield
         finally:
-            for task in (maintenance, summaries):
+            for task in (maintenance, summaries, sampling):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
@@ -116,6 +120,24 @@ async def _maintain(services: Services, interval: float) -> None:
             log.debug("maintenance round done in process %d", os.getpid())
 
 
+async def _sample(services: Services) -> None:
+    """Every ``metrics.SAMPLE_SECONDS``, record this worker's database pool and GC counts."""
+    while True:
+        metrics.sample_worker(services.store.connections_in_use())
+        await asyncio.sleep(metrics.SAMPLE_SECONDS)
+
+
+def _before_scrape(services: Services) -> Callable[[], None]:
+    """What the worker answering ``/metrics`` brings up to date first: its own samples, the key counts."""
+    counts = metrics.KeyCounts(services.store.count_keys_by_state, [state.value for state in KeyState])
+
+    def refresh() -> None:
+        metrics.sample_worker(services.store.connections_in_use())
+        counts.refresh()
+
+    return refresh
+
+
 async def _summarise(services: Services, throttle: AuthThrottle) -> None:
     """Every interval, write the summaries of failed authentications whose interval is over."""
     while True:
@@ -128,6 +150,7 @@ async def _write_summaries(services: Services, summaries: list[FailureSummary]) 
         try:
             await services.audit.awrite(summary_entry(summary, "", 401, {}))
         except Exception as exc:  # the counts are lost, the loop goes on; the log says so
+            metrics.observe_audit_failure()
             log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
 
 

@@ -101,13 +101,16 @@ class RequestContext:
             state["traceparent"] = traceparent
             headers.append((TRACEPARENT_HEADER, traceparent.encode()))
         status = 500
-        started = False
+        started = logged = False
 
         async def send_with_id(message: Message) -> None:
-            nonlocal started, status
+            nonlocal started, status, logged
             if message["type"] == "http.response.start":
                 started, status = True, message["status"]
                 message["headers"] = [*message.get("headers", []), *headers]
+            elif self.access_log and not message.get("more_body", False):
+                logged = True  # before the last of the body leaves: the line is there when the client has the answer
+                self._log(scope, status, started_at)
             await send(message)
 
         with request_scope(scope):
@@ -121,7 +124,7 @@ class RequestContext:
                     await self.error_app(KeyManagerError(), request_id)(scope, receive, send_with_id)
                 raise
             finally:
-                if self.access_log:
+                if self.access_log and not logged:
                     self._log(scope, status, started_at)
 
     @staticmethod
