@@ -123,16 +123,16 @@ async def _maintain(services: Services, interval: float) -> None:
 async def _sample(services: Services) -> None:
     """Every ``metrics.SAMPLE_SECONDS``, record this worker's database pool and GC counts."""
     while True:
-        metrics.sample_worker(services.store.connections_in_use())
+        metrics.sample_worker(services.inventory.connections_in_use())
         await asyncio.sleep(metrics.SAMPLE_SECONDS)
 
 
 def _before_scrape(services: Services) -> Callable[[], None]:
     """What the worker answering ``/metrics`` brings up to date first: its own samples, the key counts."""
-    counts = metrics.KeyCounts(services.store.count_keys_by_state, [state.value for state in KeyState])
+    counts = metrics.KeyCounts(services.inventory.keys_by_state, [state.value for state in KeyState])
 
     def refresh() -> None:
-        metrics.sample_worker(services.store.connections_in_use())
+        metrics.sample_worker(services.inventory.connections_in_use())
         counts.refresh()
 
     return refresh

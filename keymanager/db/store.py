@@ -20,7 +20,6 @@ from sqlalchemy import (
     Select,
     case,
     delete,
-    func,
     or_,
     select,
     text,
@@ -64,17 +63,6 @@ class Store:
             return int(
                 session.execute(select(MetadataVersionRow.version).where(MetadataVersionRow.id == 1)).scalar_one()
             )
-
-    def connections_in_use(self) -> int:
-        """Connections checked out of this process's pool now (0 for a pool that keeps none)."""
-        checked_out = getattr(self._engine.pool, "checkedout", None)
-        return int(checked_out()) if callable(checked_out) else 0
-
-    def count_keys_by_state(self) -> dict[str, int]:
-        """The number of keys in each state present (one grouped count)."""
-        with self._transaction() as session:
-            rows = session.execute(select(KeyRow.state, func.count()).group_by(KeyRow.state))
-            return {str(state): int(count) for state, count in rows}
 
     def ping(self) -> None:
         """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keymanager.config import Settings
-from keymanager.db import Store, make_engine, migrate
+from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
 from keymanager.hsm import Hsm
 from keymanager.services.audit import AuditLog
@@ -30,6 +30,7 @@ class Services:
     audit_store: AuditStore
     audit: AuditLog
     cache: MetadataCache
+    inventory: Inventory
     owns_hsm: bool = True
 
     @classmethod
@@ -61,6 +62,7 @@ class Services:
             audit_store=audit_store,
             audit=AuditLog(audit_store),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
+            inventory=Inventory(engine),
             owns_hsm=owns_hsm,
         )
 

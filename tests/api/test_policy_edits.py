@@ -82,11 +82,11 @@ def test_a_policy_naming_an_unknown_principal_is_refused_naming_it(
         "/v1/keys", json={"name": "ghosts", "policy": {"encrypt": ["billing", "ghost"]}}, headers=admin
     )
     body = assert_error(created, 400, "invalid_request")
-    assert "'ghost'" in body["error"]["message"] and "billing" not in body["error"]["message"]
+    assert "ghost" in body["error"]["message"] and "billing" not in body["error"]["message"]
     assert client.get("/v1/keys/ghosts", headers=admin).status_code == 404
 
     client.post("/v1/keys", json={"name": "real", "policy": {"encrypt": ["billing"]}}, headers=admin)
     patched = client.patch("/v1/keys/real", json={"policy": {"decrypt": ["phantom"]}}, headers=admin)
     body = assert_error(patched, 400, "invalid_request")
-    assert "'phantom'" in body["error"]["message"]
+    assert "phantom" in body["error"]["message"]
     assert client.get("/v1/keys/real", headers=admin).json()["policy"]["encrypt"] == ["billing"]
