@@ -67,9 +67,6 @@ def request_fields(scope: Scope | None = None) -> dict[str, Any]:
 class StderrHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """A stream handler writing to whatever ``sys.stderr`` is when a record comes (as logging's last resort)."""
 
-    def __init__(self) -> None:
-        super().__init__()
-
     @property
     def stream(self) -> Any:
         return sys.stderr
