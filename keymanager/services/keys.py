@@ -130,7 +130,8 @@ class KeyService:
 
         With ``if_match`` (an ``If-Match`` header), only while the key is in a state it names
         (see ``Key.matches``), else ``PreconditionFailed``; the check and the change are one
-        compare-and-set. A policy naming a principal that does not exist is ``InvalidRequest``.
+        compare-and-set (``*`` only asks that the key exists). A policy naming a principal that
+        does not exist is ``InvalidRequest``.
         """
         key = self.find(ref)
         if if_match is not None and not key.matches(if_match):
@@ -151,7 +152,7 @@ class KeyService:
             state=state,
             min_decryption_version=min_decryption_version,
             audit=_about(audit, key),
-            expected_updated_at=key.updated_at if if_match is not None else None,
+            expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 
     def _require_principals(self, policy: Policy) -> None:
