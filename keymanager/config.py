@@ -134,12 +134,24 @@ class Settings(BaseSettings):
     """Serve the hot JSON routes (encrypt, decrypt, batches, data key, MAC) through
     ``api/fastpath.py``, without FastAPI's routing and dependency solving; same answers, same
     audit records (tests/api/test_fastpath.py). ``false`` sends every request through FastAPI."""
+    # -- operations (issue 13: logs and metrics operators can use) --
+    log_format: Literal["json", "text"] | None = None
+    """``json`` (one object per line: time, level, logger, message, request id, principal id, route,
+    status, duration) or ``text``; default ``json`` in production, ``text`` in development."""
+    access_log: bool = False
+    """One log line per request (``keymanager.access``: method, route, status, duration), whatever ``KM_LOG_LEVEL``."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:
             raise ValueError("KM_ENV=production refuses the development PKCS#11 PIN")
         return self
+
+    def resolved_log_format(self) -> Literal["json", "text"]:
+        """``KM_LOG_FORMAT``, else ``json`` in production and ``text`` in development."""
+        if self.log_format is not None:
+            return self.log_format
+        return "json" if self.env == "production" else "text"
 
     def pin(self) -> str:
         """The user PIN: ``KM_PKCS11_PIN_FILE`` wins over ``KM_PKCS11_PIN``; development default otherwise."""

@@ -95,6 +95,14 @@ class Conflict(KeyManagerError):
     default_message = "conflict with the current state"
 
 
+class PreconditionFailed(KeyManagerError):
+    """An ``If-Match`` that names a version of the key other than the current one."""
+
+    code = "precondition_failed"
+    status = 412
+    default_message = "the key was changed meanwhile: read it again and retry"
+
+
 class KeyDisabled(KeyManagerError):
     code = "key_disabled"
     status = 409

@@ -14,7 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from keymanager import __version__
-from keymanager.api import errors, metrics
+from keymanager.api import errors, logs, metrics
 from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
@@ -22,6 +22,7 @@ from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import audit, crypto, health, key_import, keys, mac, principals, streams, tokens
 from keymanager.config import Settings
+from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
 from keymanager.services.spool import remove_dead
 from keymanager.services.throttle import AuthThrottle, FailureSummary
@@ -70,9 +71,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
             asyncio.create_task(_summarise(app.state.services, throttle)),
             asyncio.create_task(_checkpoints(app.state.services, settings.audit_checkpoint_interval_seconds)),
+            asyncio.create_task(_sample(app.state.services)),
         ]
         if owned and settings.hsm_stuck_exit_seconds > 0:
             tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
+        metrics.start_worker()
+        app.state.before_scrape = _before_scrape(app.state.services)
         try:
             yield
         finally:
@@ -113,7 +117,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         error_app=errors.render,
     )
-    app.add_middleware(RequestContext, error_app=errors.render)
+    app.add_middleware(RequestContext, error_app=errors.render, access_log=settings.access_log)
     return app
 
 
@@ -134,6 +138,24 @@ async def _maintain(services: Services, interval: float) -> None:
             log.debug("maintenance round done in process %d", os.getpid())
 
 
+async def _sample(services: Services) -> None:
+    """Every ``metrics.SAMPLE_SECONDS``, record this worker's database pool and GC counts."""
+    while True:
+        metrics.sample_worker(services.inventory.connections_in_use())
+        await asyncio.sleep(metrics.SAMPLE_SECONDS)
+
+
+def _before_scrape(services: Services) -> Callable[[], None]:
+    """What the worker answering ``/metrics`` brings up to date first: its own samples, the key counts."""
+    counts = metrics.KeyCounts(services.inventory.keys_by_state, [state.value for state in KeyState])
+
+    def refresh() -> None:
+        metrics.sample_worker(services.inventory.connections_in_use())
+        counts.refresh()
+
+    return refresh
+
+
 async def _summarise(services: Services, throttle: AuthThrottle) -> None:
     """Every interval, write the summaries of failed authentications whose interval is over."""
     while True:
@@ -146,6 +168,7 @@ async def _write_summaries(services: Services, summaries: list[FailureSummary]) 
         try:
             await services.audit.awrite(summary_entry(summary, "", 401, {}))
         except Exception as exc:  # the counts are lost, the loop goes on; the log says so
+            metrics.observe_audit_failure()
             log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
 
 
@@ -194,18 +217,8 @@ def _close_with_checkpoint(services: Services) -> None:
 def app_from_env() -> FastAPI:
     """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
     settings = Settings()
-    _log_to_stderr(settings.log_level)
+    logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
     if settings.cpu_affinity:
         cpu = pin_worker(settings.run_dir)
         log.info("worker pinned to CPU %s", cpu)
     return create_app(settings)
-
-
-def _log_to_stderr(level: str) -> None:
-    """Send the service's own log records (never secrets) to stderr, beside uvicorn's."""
-    logger = logging.getLogger("keymanager")
-    if not logger.handlers:
-        handler = logging.StreamHandler()
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        logger.addHandler(handler)
-    logger.setLevel(level.upper())

@@ -26,6 +26,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from keymanager.api import metrics
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
 from keymanager.services.audit import AuditLog
@@ -119,6 +120,8 @@ class AuditTrail:
         state = scope.setdefault("state", {})
         client = scope.get("client")
         context = AuditContext(request_id=state.get("request_id", ""), client=client[0] if client else None)
+        if "traceparent" in state:  # validated, 55 characters (api/middleware.py)
+            context.details["traceparent"] = state["traceparent"]
         state["audit"] = context
         refused = answered = hung_up = recorded_hang_up = False
 
@@ -173,6 +176,8 @@ class AuditTrail:
         try:
             await self.log().awrite(context.entry(action, status))
         except KeyManagerError:
+            metrics.observe_audit_failure()
             raise
         except Exception:
+            metrics.observe_audit_failure()
             raise DatabaseUnavailable("the audit record could not be written") from None

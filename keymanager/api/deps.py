@@ -41,6 +41,7 @@ def current_principal(request: Request, svc: ServicesDep, trail: AuditDep) -> Pr
     """The principal of the request's credential, read from the database (routes without a snapshot); else 401."""
     principal = svc.principals.authenticate(credential_of(request))
     trail.principal = principal.name
+    request.scope["state"]["principal_id"] = principal.id  # for the request's log lines
     return principal
 
 
@@ -48,6 +49,7 @@ async def authenticate(request: Request, keys: Snapshot, trail: AuditContext) ->
     """The principal of the request's credential through ``keys`` (the hot routes' snapshot); else 401."""
     principal = await keys.principal(credential_of(request))
     trail.principal = principal.name
+    request.scope["state"]["principal_id"] = principal.id  # for the request's log lines
     return principal
 
 

@@ -1,14 +1,30 @@
-"""Prometheus metrics: requests by route and status, latencies, HSM operations, the audit queue.
+"""Prometheus metrics: requests by route and status, latencies, HSM operations, the audit queue,
+audit write failures, the database pool, keys by state, build information, and each worker
+process's own metrics.
 
 With several worker processes, ``keymanager serve`` points ``PROMETHEUS_MULTIPROC_DIR`` at a
 fresh directory before the workers start; each worker then writes its samples there and
-``/metrics`` (in any worker) adds up every worker's. Without it, one process's registry is used.
+``/metrics`` (in any worker) adds up every worker's. Without it, one process's registry is used
+(with prometheus_client's own process, platform and GC collectors).
+
+prometheus_client's process and GC collectors only see the process they run in, so in
+multiprocess mode ``/metrics`` builds them itself (:class:`WorkerMetrics`): every live worker's
+``process_*`` metrics read from ``/proc/<pid>`` at scrape time, and its ``python_gc_*`` counts as
+the worker last sampled them (:func:`sample_worker`, every ``SAMPLE_SECONDS``), each with a
+``pid`` label; the worker processes are the ones that wrote samples to the directory.
 """
 
 from __future__ import annotations
 
+import functools
+import gc
 import os
+import platform
+import re
+import threading
 import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -17,10 +33,16 @@ from prometheus_client import (
     Counter,
     Gauge,
     Histogram,
+    PlatformCollector,
+    ProcessCollector,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from keymanager import __version__
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _FAST = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
@@ -37,6 +59,38 @@ CACHE_ENTRIES = Gauge(
     "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
 )
 CACHE_EVICTIONS = Counter("km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"])
+BUILD_INFO = Gauge(
+    "km_build_info",
+    "The running keymanager: version and Python (always 1)",
+    ["version", "python"],
+    multiprocess_mode="max",
+)
+AUDIT_WRITE_FAILURES = Counter(
+    "km_audit_write_failures_total", "Audit records that could not be written (their requests failed closed)"
+)
+DB_POOL_IN_USE = Gauge(
+    "km_db_pool_connections_in_use",
+    "Database connections checked out of the workers' pools (each worker's sampled every few seconds)",
+    multiprocess_mode="livesum",
+)
+KEYS = Gauge("km_keys", "Keys by state, counted in the database", ["state"], multiprocess_mode="mostrecent")
+
+SAMPLE_SECONDS = 5.0
+"""How often each worker samples its database pool and its garbage collector."""
+KEY_COUNT_SECONDS = 10.0
+"""Key counts are read from the database at most this often (per worker)."""
+
+# Python's garbage collector per worker (multiprocess mode only: in one process, prometheus_client's
+# GCCollector reports them). Not registered: written to the multiprocess files, read by WorkerMetrics.
+_GC = {
+    field: Gauge(name, doc, ["generation"], registry=None, multiprocess_mode="all")
+    for field, name, doc in [
+        ("collections", "python_gc_collections", "Number of times this generation was collected"),
+        ("collected", "python_gc_objects_collected", "Objects collected during gc"),
+        ("uncollectable", "python_gc_objects_uncollectable", "Uncollectable objects found during GC"),
+    ]
+}
+_PID_FILE = re.compile(r"_(\d+)\.db$")
 
 
 def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
@@ -63,13 +117,94 @@ def observe_cache(table: str, entries: int, evicted: int) -> None:
         CACHE_EVICTIONS.labels(table).inc(evicted)
 
 
-def exposition() -> tuple[bytes, str]:
-    """The Prometheus text of every worker's metrics, and its content type."""
+def observe_audit_failure() -> None:
+    """Count one audit record that could not be written."""
+    AUDIT_WRITE_FAILURES.inc()
+
+
+def start_worker() -> None:
+    """Record this worker's build information (which also makes it known to ``/metrics``)."""
+    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+
+
+def sample_worker(pool_in_use: int) -> None:
+    """Record this worker's database connections in use and, in multiprocess mode, its GC counts."""
+    DB_POOL_IN_USE.set(pool_in_use)
     if os.environ.get(MULTIPROC_ENV):
+        for generation, stats in enumerate(gc.get_stats()):
+            for field, gauge in _GC.items():
+                gauge.labels(str(generation)).set(stats[field])
+
+
+class KeyCounts:
+    """``km_keys{state}`` from ``count`` (a query), refreshed at most every ``KEY_COUNT_SECONDS``."""
+
+    def __init__(self, count: Callable[[], dict[str, int]], states: Iterable[str]) -> None:
+        self._count = count
+        self._states = tuple(states)
+        self._lock = threading.Lock()
+        self._at = -KEY_COUNT_SECONDS
+
+    def refresh(self) -> None:
+        """Count the keys when the last count is older than ``KEY_COUNT_SECONDS``; a failed count is skipped."""
+        with self._lock:
+            if time.monotonic() - self._at < KEY_COUNT_SECONDS:
+                return
+            self._at = time.monotonic()
+            try:
+                counts = self._count()
+            except Exception:  # the database is down: /metrics still answers, with the last counts
+                return
+            for state in self._states:
+                KEYS.labels(state).set(counts.get(state, 0))
+
+
+def exposition(before: Callable[[], None] | None = None) -> tuple[bytes, str]:
+    """The Prometheus text of every worker's metrics, and its content type (``before`` runs first)."""
+    if before is not None:
+        before()
+    directory = os.environ.get(MULTIPROC_ENV)
+    if directory:
         registry = CollectorRegistry()
-        MultiProcessCollector(registry)  # type: ignore[no-untyped-call]
+        registry.register(WorkerMetrics(Path(directory)))
         return generate_latest(registry), CONTENT_TYPE_LATEST
     return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+class WorkerMetrics:
+    """Every worker's samples, summed as each metric says; every live worker's process metrics and
+    GC counts (as counters, with a ``pid`` label); and ``python_info``."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    def collect(self) -> Iterable[Metric]:
+        live = sorted(pid for pid in _pids_of(self.directory) if Path(f"/proc/{pid}").exists())
+        wanted = {str(pid) for pid in live}
+        gc_names = {gauge._name for gauge in _GC.values()}
+        for family in MultiProcessCollector(None, path=str(self.directory)).collect():  # type: ignore[no-untyped-call]
+            yield _as_counter(family, wanted) if family.name in gc_names else family
+        yield from PlatformCollector(registry=None).collect()
+        families: dict[str, Metric] = {}
+        for pid in live:
+            for family in ProcessCollector(pid=functools.partial(int, pid), registry=None).collect():
+                into = families.setdefault(family.name, Metric(family.name, family.documentation, family.type))
+                into.samples += [s._replace(labels={**s.labels, "pid": str(pid)}) for s in family.samples]
+        yield from families.values()
+
+
+def _pids_of(directory: Path) -> set[int]:
+    """The processes that wrote samples to the multiprocess ``directory``."""
+    return {int(m.group(1)) for p in directory.glob("*.db") if (m := _PID_FILE.search(p.name))}
+
+
+def _as_counter(family: Metric, pids: set[str]) -> Metric:
+    """A GC gauge family of the multiprocess files as a counter (``<name>_total``), of ``pids`` only."""
+    counter = Metric(family.name, family.documentation, "counter")
+    counter.samples = [
+        Sample(s.name + "_total", s.labels, s.value) for s in family.samples if s.labels.get("pid") in pids
+    ]
+    return counter
 
 
 class RequestMetrics:

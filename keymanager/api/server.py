@@ -226,7 +226,8 @@ def serve(options: ServeOptions) -> None:
         loop="keymanager.api.server:new_event_loop",
         timeout_keep_alive=options.keepalive_timeout,
         log_level=options.log_level,
-        access_log=False,
+        log_config=None,  # the service's own format (api/logs.py), set up in each process
+        access_log=False,  # the access log is the service's own (KM_ACCESS_LOG)
         server_header=False,
         proxy_headers=False,
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,

@@ -73,6 +73,7 @@ def init(settings: Settings) -> int:
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
+    from keymanager.api.logs import configure as configure_logs
     from keymanager.api.server import ServeOptions, replica_metrics_dir
     from keymanager.api.server import serve as run_server
     from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
@@ -94,6 +95,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
+    configure_logs(log_level, settings.resolved_log_format(), settings.access_log)
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:

@@ -6,7 +6,8 @@ writes domain records in short transactions.
 """
 
 from keymanager.db.engine import make_engine
+from keymanager.db.inventory import Inventory
 from keymanager.db.migrate import migrate
 from keymanager.db.store import Store
 
-__all__ = ["Store", "make_engine", "migrate"]
+__all__ = ["Inventory", "Store", "make_engine", "migrate"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, cast
 
 from sqlalchemy import (
@@ -153,12 +153,19 @@ class Store:
         state: KeyState | None = None,
         min_decryption_version: int | None = None,
         audit: AuditEntry | None = None,
+        expected_updated_at: datetime | None = None,
     ) -> Key:
         """Change the given attributes of key ``key_id`` (others stay) and bump ``updated_at``.
 
+        With ``expected_updated_at``, only if the key's ``updated_at`` is still that (compare-and-set;
+        the new ``updated_at`` is then strictly later), else ``PreconditionFailed``.
         Returns the updated key; raises ``KeyNotFound`` for an unknown id.
         """
         values: dict[str, Any] = {"updated_at": _now()}
+        condition = KeyRow.id == key_id
+        if expected_updated_at is not None:
+            values["updated_at"] = max(values["updated_at"], expected_updated_at + timedelta(microseconds=1))
+            condition = condition & (KeyRow.updated_at == expected_updated_at)
         if description is not None:
             values["description"] = description
         if policy is not None:
@@ -168,7 +175,9 @@ class Store:
         if min_decryption_version is not None:
             values["min_decryption_version"] = min_decryption_version
         with self._transaction() as session:
-            if not _update_keys(session, KeyRow.id == key_id, values):
+            if not _update_keys(session, condition, values):
+                if expected_updated_at is not None and session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)):
+                    raise errors.PreconditionFailed()
                 raise errors.KeyNotFound()
             _changed(session, audit)
             return _load_key(session, key_id)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 class Role(enum.StrEnum):
@@ -84,6 +86,23 @@ class Key:
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)
+
+    @property
+    def etag(self) -> str:
+        """The key's metadata version as a strong HTTP entity tag (quoted, opaque to clients).
+
+        Every change of a key's metadata moves ``updated_at`` (a conditional change moves it
+        strictly forward), so the tag names one state of the key.
+        """
+        stamp = self.updated_at - _EPOCH
+        return f'"{stamp // timedelta(microseconds=1):x}"'
+
+    def matches(self, if_match: str) -> bool:
+        """True when an ``If-Match`` header value names this state of the key (RFC 9110: ``*``,
+        or a list of entity tags compared strongly, so a weak ``W/`` tag never matches)."""
+        if if_match.strip() == "*":
+            return True
+        return self.etag in (tag.strip() for tag in if_match.split(","))
 
     def rotation_due(self, now: datetime) -> bool:
         """True when the key is enabled, rotates on a schedule, and its primary version is old enough."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from keymanager.config import Settings
-from keymanager.db import Store, make_engine, migrate
+from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
@@ -38,6 +38,7 @@ class Services:
     cache: MetadataCache
     readiness: Readiness
     spool: SpoolArea
+    inventory: Inventory
     owns_hsm: bool = True
 
     @classmethod
@@ -88,6 +89,7 @@ class Services:
                 timeout=settings.hsm_timeout_seconds,
             ),
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
+            inventory=Inventory(engine),
             owns_hsm=owns_hsm,
         )
 

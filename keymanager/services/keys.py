@@ -21,7 +21,14 @@ from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVe
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Operation, Policy
 from keymanager.domain.tokens import TokenFormat
-from keymanager.errors import Conflict, Forbidden, InvalidRequest, KeyManagerError, KeyNotFound
+from keymanager.errors import (
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    KeyManagerError,
+    KeyNotFound,
+    PreconditionFailed,
+)
 from keymanager.hsm import Hsm
 
 log = logging.getLogger(__name__)
@@ -184,10 +191,19 @@ class KeyService:
         enabled: bool | None = None,
         min_decryption_version: int | None = None,
         audit: AuditEntry | None = None,
+        if_match: str | None = None,
     ) -> Key:
-        """Change a key's description, policy (by name, as for :meth:`create`), enabled state or
-        minimum decryption version (recording ``audit``)."""
+        """Change a key's description, policy (by name, as for :meth:`create`), enabled state or minimum
+        decryption version (recording ``audit``).
+
+        With ``if_match`` (an ``If-Match`` header), only while the key is in a state it names
+        (see ``Key.matches``), else ``PreconditionFailed``; the check and the change are one
+        compare-and-set (``*`` only asks that the key exists). A policy naming a principal that
+        does not exist, or an auditor, is ``InvalidRequest``.
+        """
         key = self.find(ref)
+        if if_match is not None and not key.matches(if_match):
+            raise PreconditionFailed()
         if policy is not None:
             policy = self._by_id(policy)
         state = None
@@ -204,6 +220,7 @@ class KeyService:
             state=state,
             min_decryption_version=min_decryption_version,
             audit=_about(audit, key),
+            expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 
 

@@ -126,9 +126,11 @@ class AsyncKeyManager(AsyncTokenMethods):
                 self._threads = ThreadPoolExecutor(self._thread_count, thread_name_prefix="keymanager-sdk")
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(
-                self._threads, self._json.request, call.method, call.path, call.json, call.params
+                self._threads, self._json.request, call.method, call.path, call.json, call.params, call.headers
             )
-        return await self._http.request(call.method, call.path, json=call.json, params=call.params)
+        return await self._http.request(
+            call.method, call.path, json=call.json, params=call.params, headers=call.headers
+        )
 
     async def _run(self, call: Call[T]) -> T:
         attempt = 0
@@ -189,7 +191,7 @@ class AsyncKeyManager(AsyncTokenMethods):
         return await self._run(self._core.list_keys())
 
     async def get_key(self, key: str) -> Key:
-        """One key by name or id."""
+        """One key by name or id, with its ``etag``."""
         return await self._run(self._core.get_key(key))
 
     async def update_key(
@@ -199,10 +201,14 @@ class AsyncKeyManager(AsyncTokenMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         min_decryption_version: int | None = None,
+        if_match: str | None = None,
     ) -> Key:
-        """Change what is given (the policy is replaced whole). Never retried."""
+        """Change what is given (the policy is replaced whole). Never retried.
+
+        With ``if_match`` (a ``Key.etag``), only if the key has not changed since, else ``PreconditionFailed``.
+        """
         changes = {"description": description, "policy": policy, "min_decryption_version": min_decryption_version}
-        return await self._run(self._core.update_key(key, changes))
+        return await self._run(self._core.update_key(key, changes, if_match))
 
     async def enable_key(self, key: str) -> Key:
         """Enable a disabled key."""

@@ -125,8 +125,8 @@ class KeyManager(TokenMethods):
 
     def _send(self, call: Call[Any]) -> Response:
         if self._json is not None:
-            return self._json.request(call.method, call.path, call.json, call.params)
-        return self._http.request(call.method, call.path, json=call.json, params=call.params)
+            return self._json.request(call.method, call.path, call.json, call.params, call.headers)
+        return self._http.request(call.method, call.path, json=call.json, params=call.params, headers=call.headers)
 
     def _run(self, call: Call[T]) -> T:
         attempt = 0
@@ -192,7 +192,7 @@ class KeyManager(TokenMethods):
         return self._run(self._core.list_keys())
 
     def get_key(self, key: str) -> Key:
-        """One key by name or id (``KeyNotFound`` when there is none)."""
+        """One key by name or id (``KeyNotFound`` when there is none), with its ``etag``."""
         return self._run(self._core.get_key(key))
 
     def update_key(
@@ -202,10 +202,15 @@ class KeyManager(TokenMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         min_decryption_version: int | None = None,
+        if_match: str | None = None,
     ) -> Key:
-        """Change what is given (the policy is replaced whole); the updated key. Never retried."""
+        """Change what is given (the policy is replaced whole); the updated key. Never retried.
+
+        With ``if_match`` (a ``Key.etag`` from ``get_key``), only if the key has not changed since:
+        else ``PreconditionFailed``, and nothing changes.
+        """
         changes = {"description": description, "policy": policy, "min_decryption_version": min_decryption_version}
-        return self._run(self._core.update_key(key, changes))
+        return self._run(self._core.update_key(key, changes, if_match))
 
     def enable_key(self, key: str) -> Key:
         """Enable a disabled key."""

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import random
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from typing import Any, Generic, Protocol, TypeVar
@@ -101,6 +101,7 @@ class Call(Generic[T]):
     params: Mapping[str, str | int] | None = None
     retryable: bool = False
     accept: frozenset[int] = field(default_factory=lambda: frozenset({200, 201, 204}))
+    headers: Mapping[str, str] | None = None
 
 
 def error_from(response: Response) -> APIError:
@@ -123,6 +124,12 @@ def _json_parser(build: Callable[[Any], T]) -> Callable[[Response], T]:
             raise APIError(response.status_code, "invalid_response", f"unexpected answer: {exc}") from exc
 
     return parse
+
+
+def _key(response: Response) -> Key:
+    """A key from its answer, with the answer's ``ETag`` (its metadata version) as ``etag``."""
+    key = _json_parser(Key.from_json)(response)
+    return replace(key, etag=response.headers.get("etag"))
 
 
 def _no_content(response: Response) -> None:
@@ -276,29 +283,30 @@ class Core:
                 "rotation_period_days": rotation_period_days,
             }
         )
-        return Call("POST", "/v1/keys", _json_parser(Key.from_json), json=body)
+        return Call("POST", "/v1/keys", _key, json=body)
 
     def list_keys(self) -> Call[list[Key]]:
         return Call("GET", "/v1/keys", _json_parser(lambda data: [Key.from_json(k) for k in data]), retryable=True)
 
     def get_key(self, key: str) -> Call[Key]:
-        return Call("GET", _path("keys", key), _json_parser(Key.from_json), retryable=True)
+        return Call("GET", _path("keys", key), _key, retryable=True)
 
-    def update_key(self, key: str, changes: Mapping[str, Any]) -> Call[Key]:
+    def update_key(self, key: str, changes: Mapping[str, Any], if_match: str | None = None) -> Call[Key]:
         body = _drop_none(changes)
         if "policy" in body:
             body["policy"] = policy_json(body["policy"])
-        return Call("PATCH", _path("keys", key), _json_parser(Key.from_json), json=body)
+        headers = None if if_match is None else {"If-Match": if_match}
+        return Call("PATCH", _path("keys", key), _key, json=body, headers=headers)
 
     def rotate_key(self, key: str) -> Call[Key]:
-        return Call("POST", _path("keys", key, "rotate"), _json_parser(Key.from_json))
+        return Call("POST", _path("keys", key, "rotate"), _key)
 
     def schedule_key_deletion(self, key: str, pending_days: int) -> Call[Key]:
         params = {"pending_days": pending_days}
-        return Call("DELETE", _path("keys", key), _json_parser(Key.from_json), params=params)
+        return Call("DELETE", _path("keys", key), _key, params=params)
 
     def cancel_key_deletion(self, key: str) -> Call[Key]:
-        return Call("POST", _path("keys", key, "cancel-deletion"), _json_parser(Key.from_json))
+        return Call("POST", _path("keys", key, "cancel-deletion"), _key)
 
     # --- cryptography --------------------------------------------------------------------------
 

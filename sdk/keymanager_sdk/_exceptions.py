@@ -20,6 +20,7 @@ Hierarchy::
         ├── KeyPendingDeletion         409 key_pending_deletion
         ├── KeyDestroyed               409 key_destroyed
         ├── VersionBelowMinimum        409 version_below_minimum
+        ├── PreconditionFailed         412 precondition_failed (If-Match names an older state of the key)
         ├── PayloadTooLarge            413 payload_too_large
         ├── RateLimited                429 rate_limited
         ├── HsmUnavailable             503 hsm_unavailable
@@ -127,6 +128,13 @@ class VersionBelowMinimum(APIError):
     default_status = 409
 
 
+class PreconditionFailed(APIError):
+    """The key changed since the ``etag`` given as ``if_match``: read it again and redo the change."""
+
+    code_name = "precondition_failed"
+    default_status = 412
+
+
 class PayloadTooLarge(APIError):
     code_name = "payload_too_large"
     default_status = 413
@@ -161,6 +169,7 @@ _BY_CODE: dict[str, type[APIError]] = {
         KeyPendingDeletion,
         KeyDestroyed,
         VersionBelowMinimum,
+        PreconditionFailed,
         PayloadTooLarge,
         RateLimited,
         HsmUnavailable,

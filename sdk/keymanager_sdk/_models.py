@@ -79,6 +79,9 @@ class Key:
     created_at: datetime
     updated_at: datetime
     deletion_date: datetime | None = None
+    etag: str | None = None
+    """The key's metadata version, from the answer's ``ETag`` (None in a listing): pass it to
+    ``update_key(..., if_match=)`` to change the key only if nobody changed it meanwhile."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Key:

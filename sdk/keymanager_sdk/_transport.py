@@ -121,14 +121,21 @@ class JsonTransport:
                 self._pid, self._pool = os.getpid(), self._new_pool()  # the old sockets close with it, sending nothing
             return self._pool
 
-    def request(self, method: str, path: str, body: Any = None, params: Mapping[str, Any] | None = None) -> Answer:
-        """Send one request (``body`` encoded as JSON) and read its whole answer."""
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        params: Mapping[str, Any] | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> Answer:
+        """Send one request (``body`` encoded as JSON, with ``extra_headers``) and read its whole answer."""
         if self._closed:
             raise urllib3.exceptions.HTTPError("the client is closed")
         target = self._prefix + path
         if params:
             target += "?" + urlencode(params)
-        headers = self._headers
+        headers = self._headers if not extra_headers else {**self._headers, **extra_headers}
         content = None
         if body is not None:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()

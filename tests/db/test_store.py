@@ -407,3 +407,35 @@ def _head_revision() -> str:
     head = ScriptDirectory(str(MIGRATIONS_DIR)).get_current_head()
     assert head is not None
     return head
+
+
+def test_conditional_update_applies_while_updated_at_is_unchanged(store: Store) -> None:
+    key = a_key()
+    store.create_key(key)
+    updated = store.update_key(key.id, description="first", expected_updated_at=key.updated_at)
+    assert updated.description == "first"
+    assert updated.updated_at > key.updated_at
+    assert updated.etag != key.etag
+
+
+def test_conditional_update_with_a_stale_updated_at_is_a_failed_precondition(store: Store) -> None:
+    key = a_key()
+    store.create_key(key)
+    store.update_key(key.id, description="someone else's")
+    with pytest.raises(errors.PreconditionFailed):
+        store.update_key(key.id, description="mine", expected_updated_at=key.updated_at)
+    assert store.get_key(key.id).description == "someone else's"  # type: ignore[union-attr]
+    with pytest.raises(errors.KeyNotFound):
+        store.update_key(new_id(), description="x", expected_updated_at=key.updated_at)
+
+
+def test_concurrent_conditional_updates_from_one_state_give_one_winner(store: Store) -> None:
+    key = a_key()
+    store.create_key(key)
+
+    def edit() -> Key:
+        return store.update_key(key.id, description="edit", expected_updated_at=key.updated_at)
+
+    outcomes = race(edit, edit)
+
+    assert sorted(type(o).__name__ for o in outcomes) == ["Key", "PreconditionFailed"]

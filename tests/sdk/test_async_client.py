@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
-from keymanager_sdk import AsyncKeyManager, DecryptionFailed, Encrypted, Forbidden, Key, KeyNotFound, Policy
+from keymanager_sdk import (
+    AsyncKeyManager,
+    DecryptionFailed,
+    Encrypted,
+    Forbidden,
+    Key,
+    KeyNotFound,
+    Policy,
+    PreconditionFailed,
+)
 
 from tests.e2e.conftest import Server
 from tests.sdk.conftest import App, unique
@@ -150,3 +159,19 @@ def test_onboard_streams(server: Server, admin_key: Key, app_principal: App) -> 
         assert back.getvalue() == blob
 
     run(server, app_principal.token, body)
+
+
+def test_update_key_if_match(server: Server, admin_key: Key) -> None:
+    """get_key gives the etag; update_key(if_match=) applies it, a stale one is PreconditionFailed."""
+
+    async def body(admin: AsyncKeyManager) -> None:
+        seen = await admin.get_key(admin_key.name)
+        assert seen.etag and seen.etag.startswith('"')
+        changed = await admin.update_key(admin_key.name, description="one", if_match=seen.etag)
+        assert changed.description == "one" and changed.etag not in (None, seen.etag)
+        with pytest.raises(PreconditionFailed) as refused:
+            await admin.update_key(admin_key.name, description="two", if_match=seen.etag)
+        assert (refused.value.status, refused.value.code) == (412, "precondition_failed")
+        assert (await admin.get_key(admin_key.name)).description == "one"
+
+    run(server, server.admin_token, body)

@@ -23,6 +23,7 @@ from keymanager_sdk import (
     KeyNotFound,
     Mac,
     Policy,
+    PreconditionFailed,
     TransportError,
     Unauthenticated,
     VersionBelowMinimum,
@@ -237,3 +238,17 @@ def test_onboard_stream(app: KeyManager, make_key: MakeKey) -> None:
     assert out.getvalue() == blob
     with pytest.raises(DecryptionFailed):
         app.decrypt_stream_onboard(key.name, io.BytesIO(sealed.getvalue()), io.BytesIO(), {"doc": "2"})
+
+
+def test_update_key_if_match(admin: KeyManager, make_key: MakeKey) -> None:
+    key = make_key("AES_256_GCM")
+    seen = admin.get_key(key.name)
+    assert seen.etag and seen.etag == key.etag
+    assert all(k.etag is None for k in admin.list_keys())  # a listing carries no per-key tag
+    changed = admin.update_key(key.name, description="one", if_match=seen.etag)
+    assert changed.description == "one" and changed.etag not in (None, seen.etag)
+    with pytest.raises(PreconditionFailed) as refused:
+        admin.update_key(key.name, description="two", if_match=seen.etag)
+    assert (refused.value.status, refused.value.code) == (412, "precondition_failed") and refused.value.request_id
+    assert admin.get_key(key.name).description == "one"
+    assert admin.update_key(key.name, description="three", if_match="*").description == "three"

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from keymanager_sdk import KeyManager
 
 from tests.e2e.conftest import Server
 from tests.sdk.conftest import App, unique
@@ -296,3 +297,91 @@ def test_audit_list_newest_first_with_key_names(server: Server) -> None:
     assert {r["key_name"] for r in mine} == {name} and {r["key_id"] for r in mine} == {created["id"]}
     shown = kmctl(server, "audit", "list", "--key", name, "--newest-first").stdout.decode().splitlines()
     assert shown[0].split()[4] == "KEY" and name in shown[1] and created["id"] not in shown[1]
+
+
+# --- keys policy add|remove: read-modify-write with If-Match ---------------------------------------
+
+CONCURRENT_EDIT = """
+import sys
+from keymanager_sdk import KeyManager
+from keymanager_sdk.cli import main
+
+original = KeyManager.get_key
+edits = []
+
+
+def get_key_then_edit(self, key):
+    found = original(self, key)
+    if not edits:  # right after kmctl's first read, another admin changes the key
+        edits.append(self.update_key(key, description="changed by someone else"))
+    return found
+
+
+KeyManager.get_key = get_key_then_edit
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_policy_add_and_remove_change_one_grant(server: Server, admin: KeyManager) -> None:
+    key, first, second = unique("cli-pol"), unique("cli-a"), unique("cli-b")
+    for name in (first, second):
+        ok_json(server, "principals", "create", name, "--role", "app")
+    ok_json(server, "keys", "create", key, "--policy", json.dumps({"decrypt": [first]}))
+
+    added = ok_json(server, "keys", "policy", "add", key, "decrypt", second)
+    assert added["policy"]["decrypt"] == sorted([first, second])
+    again = ok_json(server, "keys", "policy", "add", key, "decrypt", second)
+    assert again["policy"]["decrypt"] == sorted([first, second])
+    removed = ok_json(server, "keys", "policy", "remove", key, "decrypt", first)
+    assert removed["policy"]["decrypt"] == [second]
+    assert admin.get_key(key).policy.decrypt == (second,)
+
+
+def test_policy_add_of_an_unknown_principal_or_operation_fails_cleanly(server: Server) -> None:
+    key = unique("cli-pol")
+    ok_json(server, "keys", "create", key)
+
+    ghost = kmctl(server, "keys", "policy", "add", key, "encrypt", unique("ghost"))
+    assert ghost.returncode == 1 and b"invalid_request" in ghost.stderr and b"ghost-" in ghost.stderr
+    usage = kmctl(server, "keys", "policy", "add", key, "sign", "anyone")
+    assert usage.returncode == 2 and usage.stderr.count(b"\n") == 1, usage.stderr
+
+
+def test_policy_add_after_a_concurrent_edit_retries_and_keeps_both_changes(server: Server, admin: KeyManager) -> None:
+    key, principal = unique("cli-pol"), unique("cli-a")
+    ok_json(server, "principals", "create", principal, "--role", "app")
+    ok_json(server, "keys", "create", key)
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
+    base.update(KM_URL=server.url, KM_TOKEN=server.admin_token, KM_CA=str(server.ca), KMCTL_CONFIG="/nonexistent")
+
+    done = subprocess.run(
+        [sys.executable, "-c", CONCURRENT_EDIT, "keys", "policy", "add", key, "encrypt", principal, "--json"],
+        capture_output=True,
+        env=base,
+        timeout=60,
+        check=False,
+    )
+
+    assert done.returncode == 0, done.stderr.decode()
+    assert b"changed meanwhile; reading it again (attempt 2 of 5)" in done.stderr
+    final = admin.get_key(key)
+    assert final.description == "changed by someone else"
+    assert final.policy.encrypt == (principal,)
+    assert json.loads(done.stdout)["etag"] == final.etag
+
+
+def test_concurrent_policy_adds_lose_nothing(server: Server, admin: KeyManager) -> None:
+    key = unique("cli-pol")
+    names = [unique("cli-c") for _ in range(4)]
+    for name in names:
+        ok_json(server, "principals", "create", name, "--role", "app")
+    ok_json(server, "keys", "create", key)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
+    env.update(KM_URL=server.url, KM_TOKEN=server.admin_token, KM_CA=str(server.ca), KMCTL_CONFIG="/nonexistent")
+    command = [sys.executable, "-m", "keymanager_sdk.cli", "keys", "policy", "add", key, "mac"]
+    running = [subprocess.Popen([*command, name], env=env, stderr=subprocess.PIPE) for name in names]
+    for process in running:
+        _, stderr = process.communicate(timeout=60)
+        assert process.returncode == 0, stderr.decode()
+
+    assert admin.get_key(key).policy.mac == tuple(sorted(names))

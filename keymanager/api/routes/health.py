@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
 from keymanager.api import metrics
@@ -39,7 +39,8 @@ def ready(svc: ServicesDep) -> JSONResponse:
 
 
 @metrics_router.get("/metrics", response_class=Response, tags=["health"])
-def prometheus_metrics(reader: MetricsReader) -> Response:
-    """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue."""
-    body, content_type = metrics.exposition()
+def prometheus_metrics(reader: MetricsReader, request: Request) -> Response:
+    """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue
+    and write failures, database pool, keys by state, build and per-worker process metrics."""
+    body, content_type = metrics.exposition(before=getattr(request.app.state, "before_scrape", None))
     return Response(content=body, media_type=content_type)

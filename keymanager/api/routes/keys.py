@@ -1,23 +1,35 @@
-"""``/v1/keys``: create, list, read and change keys."""
+"""``/v1/keys``: create, list, read and change keys.
+
+Every answer about one key carries its metadata version as an ``ETag``; ``PATCH`` honours
+``If-Match`` (412 ``precondition_failed`` when the key has changed since), so a
+read-modify-write of a policy cannot silently drop someone else's change.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Header, Query, Response
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
-from keymanager.api.schemas import ERROR_RESPONSES, KeyCreate, KeyOut, KeyPatch, QueryInt
+from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
 
 
+def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
+    """The key's representation (its policy naming principals by name), with its metadata
+    version in the ``ETag`` header."""
+    response.headers["ETag"] = key.etag
+    return KeyOut.of(key, svc.keys.named([key.policy])[0])
+
+
 @router.post("", status_code=201, response_model=KeyOut)
 @audited("key.create")
-def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken."""
     trail.details.update(name=body.name, algorithm=body.algorithm.value)
     key = svc.keys.create(
@@ -31,7 +43,7 @@ def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep)
         audit=trail.entry("key.create", 201),
     )
     trail.recorded = True
-    return _shown(svc, key)
+    return _tagged(svc, key, response)
 
 
 @router.get("", response_model=list[KeyOut])
@@ -44,18 +56,34 @@ def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
 
 @router.get("/{key}", response_model=KeyOut)
 @audited("key.read")
-def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
     trail.details["key"] = key
     found = svc.keys.get(key, principal)
     trail.key_id = found.id
-    return _shown(svc, found)
+    return _tagged(svc, found, response)
 
 
-@router.patch("/{key}", response_model=KeyOut)
+@router.patch(
+    "/{key}",
+    response_model=KeyOut,
+    responses={412: {"model": ErrorBody, "description": "precondition_failed: If-Match names an older state"}},
+)
 @audited("key.update")
-def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
-    """Change the description, the policy (replaced whole), ``enabled`` or ``min_decryption_version``."""
+def update_key(
+    key: str,
+    body: KeyPatch,
+    admin: Admin,
+    svc: ServicesDep,
+    trail: AuditDep,
+    response: Response,
+    if_match: Annotated[str | None, Header(description="Change only if the key's ETag is still this.")] = None,
+) -> KeyOut:
+    """Change the description, the policy (replaced whole), ``enabled`` or ``min_decryption_version``.
+
+    With ``If-Match``, only while the key's ``ETag`` is one named there (412 otherwise).
+    400 when the policy names a principal that does not exist.
+    """
     trail.details.update(key=key, changed=sorted(body.model_fields_set))
     updated = svc.keys.update(
         key,
@@ -64,19 +92,20 @@ def update_key(key: str, body: KeyPatch, admin: Admin, svc: ServicesDep, trail: 
         enabled=body.enabled,
         min_decryption_version=body.min_decryption_version,
         audit=trail.entry("key.update", 200),
+        if_match=if_match,
     )
     trail.recorded = True
-    return _shown(svc, updated)
+    return _tagged(svc, updated, response)
 
 
 @router.post("/{key}/rotate", response_model=KeyOut)
 @audited("key.rotate")
-def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
     trail.details["key"] = key
     rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.entry("key.rotate", 200))
     trail.recorded = True
-    return _shown(svc, rotated)
+    return _tagged(svc, rotated, response)
 
 
 @router.delete("/{key}", response_model=KeyOut)
@@ -86,6 +115,7 @@ def schedule_key_deletion(
     admin: Admin,
     svc: ServicesDep,
     trail: AuditDep,
+    response: Response,
     pending_days: Annotated[
         QueryInt | None, Query(description="Waiting period in days (default 30, minimum 7).")
     ] = None,
@@ -96,19 +126,14 @@ def schedule_key_deletion(
         svc.keys.find(key), pending_days, audit=trail.entry("key.schedule_deletion", 200)
     )
     trail.recorded = True
-    return _shown(svc, pending)
+    return _tagged(svc, pending, response)
 
 
 @router.post("/{key}/cancel-deletion", response_model=KeyOut)
 @audited("key.cancel_deletion")
-def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
     trail.details["key"] = key
     cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.entry("key.cancel_deletion", 200))
     trail.recorded = True
-    return _shown(svc, cancelled)
-
-
-def _shown(svc: Services, key: Key) -> KeyOut:
-    """``key`` with its policy naming principals by name."""
-    return KeyOut.of(key, svc.keys.named([key.policy])[0])
+    return _tagged(svc, cancelled, response)

@@ -19,9 +19,11 @@ from keymanager_sdk._client import KeyManager
 from keymanager_sdk._core import __version__
 from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE, write_atomically
 from keymanager_sdk._exceptions import Forbidden
+from keymanager_sdk._models import OPERATIONS
 from keymanager_sdk.cli import _completion, _progress
 from keymanager_sdk.cli._config import UsageError
 from keymanager_sdk.cli._output import audit_rows, show
+from keymanager_sdk.cli._policy import policy_add, policy_remove
 
 Command = Callable[[KeyManager, argparse.Namespace], int]
 FIELD_INPUT_MAX = 768 * 1024
@@ -277,6 +279,15 @@ def _keys(group: Any) -> None:
     delete = _sub(keys, "delete", keys_delete, "schedule a key's destruction")
     delete.add_argument("key")
     delete.add_argument("--pending-days", type=int, default=30)
+    policy = _group(keys, "policy", "grant or revoke one operation (safe against concurrent edits)")
+    for name, run, text in [
+        ("add", policy_add, "grant OPERATION on KEY to PRINCIPAL"),
+        ("remove", policy_remove, "revoke OPERATION on KEY from PRINCIPAL"),
+    ]:
+        edit = _sub(policy, name, run, text)
+        edit.add_argument("key", help="name or id")
+        edit.add_argument("operation", choices=OPERATIONS, metavar="OPERATION", help=", ".join(OPERATIONS))
+        edit.add_argument("principal", help="principal name")
 
 
 def _principals(group: Any) -> None:
