@@ -18,8 +18,9 @@ from keymanager.api import errors, metrics
 from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, fast_routes
+from keymanager.api.kms import KmsDoor
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, keys, mac, principals, streams
+from keymanager.api.routes import access_keys, audit, crypto, health, keys, mac, principals, streams
 from keymanager.config import Settings
 from keymanager.services.container import Services
 
@@ -55,7 +56,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, mac, streams, audit):
+    for module in (health, principals, access_keys, keys, crypto, mac, streams, audit):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     hot: list[Callable[..., Any]] = [
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     ]
     fast = fast_routes(crypto.router, hot) + fast_routes(mac.router, hot)
     app.add_middleware(FastPath, routes=fast, error_app=errors.render)
+    app.add_middleware(KmsDoor, services=lambda: app.state.services)  # the AWS KMS API on POST /
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,

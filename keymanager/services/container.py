@@ -7,10 +7,14 @@ from dataclasses import dataclass
 from keymanager.config import Settings
 from keymanager.db import Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
+from keymanager.db.kms import KmsStore
 from keymanager.hsm import Hsm
+from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
+from keymanager.services.kms import KmsCrypto
+from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.snapshot import MetadataCache
@@ -30,6 +34,9 @@ class Services:
     audit_store: AuditStore
     audit: AuditLog
     cache: MetadataCache
+    access_keys: AccessKeyService
+    kms_crypto: KmsCrypto
+    kms_keys: KmsKeys
     owns_hsm: bool = True
 
     @classmethod
@@ -45,22 +52,25 @@ class Services:
         owns_hsm = hsm is None
         hsm = hsm or Hsm(settings.pkcs11_module, settings.pkcs11_token_label, settings.pin())
         keys = KeyService(store, hsm)
+        crypto = CryptoService(
+            keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
+        )
+        lifecycle = LifecycleService(store, hsm, min_pending_days=settings.min_pending_days)
+        kms_store = KmsStore(engine)
         return cls(
             settings=settings,
             store=store,
             hsm=hsm,
             principals=PrincipalService(store),
             keys=keys,
-            crypto=CryptoService(
-                keys,
-                hsm,
-                max_plaintext_bytes=settings.max_plaintext_bytes,
-                max_batch_items=settings.max_batch_items,
-            ),
-            lifecycle=LifecycleService(store, hsm, min_pending_days=settings.min_pending_days),
+            crypto=crypto,
+            lifecycle=lifecycle,
             audit_store=audit_store,
             audit=AuditLog(audit_store),
             cache=MetadataCache(store),
+            access_keys=AccessKeyService(kms_store, hsm),
+            kms_crypto=KmsCrypto(crypto, hsm),
+            kms_keys=KmsKeys(keys, lifecycle, kms_store),
             owns_hsm=owns_hsm,
         )
 

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 from keymanager.db import Store
+from keymanager.domain.access_keys import AccessKey
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import token_hash
 from keymanager.domain.models import Key, Principal
@@ -37,6 +38,7 @@ class MetadataCache:
         self._version: int | None = None
         self._principals: dict[str, Principal | None] = {}
         self._keys: dict[str, Key | None] = {}
+        self._access_keys: dict[str, AccessKey | None] = {}  # the AWS KMS API's (services/access_keys.py)
 
     def snapshot(self, *, fresh: bool) -> Snapshot:
         """A view for one attempt of one request: cached, or reading everything from the database."""
@@ -47,6 +49,7 @@ class MetadataCache:
             self._version = None
             self._principals.clear()
             self._keys.clear()
+            self._access_keys.clear()
 
     def _cached(self, table: dict[str, T | None], name: str) -> tuple[bool, T | None, int | None]:
         with self._lock:
@@ -60,6 +63,7 @@ class MetadataCache:
                 self._version = version
                 self._principals.clear()
                 self._keys.clear()
+                self._access_keys.clear()
             for name in names:
                 table[name] = value
 
@@ -93,6 +97,10 @@ class Snapshot:
         if found is None:
             raise KeyNotFound()
         return found
+
+    async def access_key(self, access_key_id: str, load: Callable[[str], AccessKey | None]) -> AccessKey | None:
+        """The access key ``access_key_id`` (``load`` reads it from the database); None when there is none."""
+        return await self._lookup(self.cache._access_keys, access_key_id, lambda _store, name: load(name))
 
     @property
     def checkable_version(self) -> int | None:

@@ -1,0 +1,228 @@
+"""The AWS KMS API door: ``POST /`` with ``X-Amz-Target: TrentService.<Operation>`` (JSON 1.1).
+
+An ASGI middleware in front of the REST routes: it serves ``POST /`` itself and passes every
+other request on. Per request: the body is read up to 64 KiB (a larger one is refused before
+parsing), the SigV4 signature is verified with the access key's secret, the operation runs
+through the same services as its REST twin, and the answer takes AWS's shape — 200 with the
+operation's JSON, or ``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId``
+header. Every call writes one audit record ``kms.<Operation>`` in the same chain (success or
+refusal) and is counted in the request metrics under the route ``kms.<Operation>``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from keymanager.api.audit_trail import AuditContext
+from keymanager.domain import kms
+from keymanager.domain.audit import AuditEntry
+from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.errors import KeyManagerError
+from keymanager.services.container import Services
+from keymanager.services.kms import Call
+from keymanager.services.snapshot import Snapshot, run_validated
+
+log = logging.getLogger(__name__)
+
+TARGET_PREFIX = "TrentService."
+CONTENT_TYPE = b"application/x-amz-json-1.1"
+_HEADERS = [(b"content-type", CONTENT_TYPE)]
+KNOWN_UNSUPPORTED = frozenset(
+    [
+        "ConnectCustomKeyStore",
+        "CreateCustomKeyStore",
+        "CreateGrant",
+        "DeleteCustomKeyStore",
+        "DeleteImportedKeyMaterial",
+        "DeriveSharedSecret",
+        "DescribeCustomKeyStores",
+        "DisconnectCustomKeyStore",
+        "GenerateDataKeyPair",
+        "GenerateDataKeyPairWithoutPlaintext",
+        "GetKeyPolicy",
+        "GetParametersForImport",
+        "GetPublicKey",
+        "ImportKeyMaterial",
+        "ListGrants",
+        "ListKeyPolicies",
+        "ListKeyRotations",
+        "ListResourceTags",
+        "ListRetirableGrants",
+        "PutKeyPolicy",
+        "ReplicateKey",
+        "RetireGrant",
+        "RevokeGrant",
+        "Sign",
+        "TagResource",
+        "UntagResource",
+        "UpdateCustomKeyStore",
+        "UpdatePrimaryRegion",
+        "Verify",
+    ]
+)
+"""Operations of AWS KMS this service answers ``UnsupportedOperationException``."""
+
+
+@dataclass(frozen=True)
+class _Route:
+    """What the request metrics label a KMS call with (``scope["route"].path``)."""
+
+    path: str
+
+
+class KmsDoor:
+    """ASGI middleware serving the AWS KMS API on ``POST /`` (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, services: Callable[[], Services]) -> None:
+        self.app = app
+        self.services = services
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        trail: AuditContext = state.get("audit") or AuditContext(request_id=state.get("request_id", ""), client=None)
+        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        target = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+        operation = target.removeprefix(TARGET_PREFIX) if target.startswith(TARGET_PREFIX) else ""
+        svc = self.services()
+        known = operation in _operations(svc) or operation in KNOWN_UNSUPPORTED
+        action = f"kms.{operation}" if known else "kms.unknown"
+        scope["route"] = _Route(action)
+        status, answer = await self._answer(svc, scope, receive, headers, operation, known, trail, action)
+        body = json.dumps(answer, separators=(",", ":")).encode()
+        response_headers = [*_HEADERS, (b"x-amzn-requestid", trail.request_id.encode())]
+        response_headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": body})
+
+    async def _answer(
+        self,
+        svc: Services,
+        scope: Scope,
+        receive: Receive,
+        headers: list[tuple[str, str]],
+        operation: str,
+        known: bool,
+        trail: AuditContext,
+        action: str,
+    ) -> tuple[int, dict[str, Any]]:
+        """The status and JSON of the answer; the audit record written (refusals here, successes by the operation)."""
+        call: list[Call] = []
+        try:
+            if not known:
+                raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
+            body = await _read_body(headers, receive)
+            request = ReceivedRequest(
+                method="POST",
+                raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
+                query=scope.get("query_string", b"").decode("latin-1"),
+                headers=headers,
+                body=body,
+            )
+            if not any(
+                k.lower() == "content-type" and v.split(";")[0].strip() == CONTENT_TYPE.decode() for k, v in headers
+            ):
+                raise kms.KmsError("SerializationException", "Content-Type must be application/x-amz-json-1.1")
+            params = _params(body)
+            return 200, await _serve(svc, request, operation, params, trail, action, call)
+        except KeyManagerError as exc:
+            refusal = kms.aws_error(exc)
+        except Exception as exc:  # never a stack trace to the client; the class name to the log
+            log.error("unhandled %s in KMS operation %s", type(exc).__name__, action)
+            refusal = kms.KmsError("KMSInternalException", "internal error", 500)
+        entry = trail.entry(action, refusal.status)
+        if call:
+            entry = replace(entry, key_id=call[0].key_id, key_version=call[0].key_version)
+        entry = replace(entry, details={**entry.details, "error": refusal.code})
+        try:
+            await svc.audit.awrite(entry)
+        except Exception:
+            log.error("the audit record of a refused KMS call could not be written")
+            refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
+        return refusal.status, {"__type": refusal.code, "message": refusal.message}
+
+
+async def _serve(
+    svc: Services,
+    request: ReceivedRequest,
+    operation: str,
+    params: dict[str, Any],
+    trail: AuditContext,
+    action: str,
+    call: list[Call],
+) -> dict[str, Any]:
+    """Authenticate and run ``operation`` (its audit record written on success)."""
+    now = datetime.now(UTC)
+    account = svc.settings.aws_account_id
+    kms.check_common(params)
+    use = svc.kms_crypto.operations.get(operation)
+    if use is not None:
+
+        async def attempt(keys: Snapshot) -> dict[str, Any]:
+            principal, credential = await svc.access_keys.authenticate(keys, request, now)
+            trail.principal = principal.name
+            call[:] = [Call(principal, credential.region, account, params)]
+            return await use(keys, call[0])
+
+        def entry(_: dict[str, Any]) -> AuditEntry:
+            trail.key_id, trail.key_version = call[0].key_id, call[0].key_version
+            return trail.entry(action, 200)
+
+        return await run_validated(svc.cache, svc.audit, attempt, entry)
+    principal, credential = await svc.access_keys.authenticate(svc.cache.snapshot(fresh=True), request, now)
+    trail.principal = principal.name
+    call[:] = [Call(principal, credential.region, account, params)]
+    read = svc.kms_keys.reads.get(operation)
+    handler = read or svc.kms_keys.changes.get(operation)
+    if handler is None:
+        raise kms.unsupported(operation)
+    answer = await asyncio.to_thread(handler, call[0], trail.entry(action, 200))
+    if read is not None:
+        trail.key_id = call[0].key_id
+        await svc.audit.awrite(replace(trail.entry(action, 200), key_id=call[0].key_id))
+    return answer
+
+
+def _operations(svc: Services) -> set[str]:
+    return {*svc.kms_crypto.operations, *svc.kms_keys.reads, *svc.kms_keys.changes}
+
+
+async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
+    """The body, refused (before parsing) beyond :data:`kms.MAX_BODY_BYTES`."""
+    too_large = kms.KmsError("ValidationException", f"the request body is limited to {kms.MAX_BODY_BYTES} bytes")
+    for name, value in headers:
+        if name.lower() == "content-length" and (not value.isdigit() or int(value) > kms.MAX_BODY_BYTES):
+            raise too_large
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > kms.MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _params(body: bytes) -> dict[str, Any]:
+    try:
+        params = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise kms.KmsError("SerializationException", "the body is not valid JSON") from None
+    if not isinstance(params, dict):
+        raise kms.KmsError("SerializationException", "the body must be a JSON object")
+    return params
