@@ -115,14 +115,14 @@ def resolve(key_id: str, account: str) -> str:
 
 def alias_name(alias: str) -> str:
     """The key name ``alias/<name>`` designates; ValidationException for a malformed or reserved one."""
+    if alias.startswith(RESERVED_ALIAS_PREFIX):
+        raise KmsError("NotAuthorizedException", "alias/aws/ names are reserved for AWS managed keys")
     name = alias.removeprefix(ALIAS_PREFIX)
     if not alias.startswith(ALIAS_PREFIX) or not _ALIAS_NAME.fullmatch(name) or _UNALIASED.fullmatch(name):
         raise KmsError(
             "ValidationException",
             "an alias is 'alias/' then 1-128 letters, digits, '_', '.' or '-' starting with a letter",
         )
-    if alias.startswith(RESERVED_ALIAS_PREFIX):
-        raise KmsError("NotAuthorizedException", "alias/aws/ names are reserved for AWS managed keys")
     return name
 
 
