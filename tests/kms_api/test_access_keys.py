@@ -25,6 +25,11 @@ def test_create_list_delete(kms_server: Server) -> None:
         assert admin.get("/v1/principals/ak-basic/access-keys").json() == []
         gone = admin.delete(f"/v1/principals/ak-basic/access-keys/{pair.access_key_id}")
         assert gone.status_code == 404 and gone.json()["error"]["code"] == "not_found"
+        bare = admin.post("/v1/principals/ak-basic/access-keys")  # no body: a generated pair too
+        assert bare.status_code == 201 and len(bare.json()["secret_access_key"]) == 40
+        assert [k["access_key_id"] for k in admin.get("/v1/principals/ak-basic/access-keys").json()] == [
+            bare.json()["access_key_id"]
+        ]
         assert admin.get("/v1/principals/nobody/access-keys").status_code == 404
         assert admin.post("/v1/principals/nobody/access-keys", json={}).status_code == 404
 

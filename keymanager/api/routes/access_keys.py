@@ -27,6 +27,9 @@ class AccessKeyCreate(BaseModel):
     secret_access_key: str | None = Field(default=None, max_length=128)
 
 
+_GENERATED = AccessKeyCreate()
+
+
 class AccessKeyCreated(BaseModel):
     access_key_id: str
     secret_access_key: str
@@ -41,12 +44,12 @@ class AccessKeyOut(BaseModel):
 @router.post("/{name}/access-keys", status_code=201, response_model=AccessKeyCreated)
 @audited("access_key.create")
 async def create_access_key(
-    name: str, admin: Admin, svc: ServicesDep, trail: AuditDep, body: AccessKeyCreate | None = None
+    name: str, admin: Admin, svc: ServicesDep, trail: AuditDep, body: AccessKeyCreate = _GENERATED
 ) -> AccessKeyCreated:
     """A new access key of principal ``name`` (or the given pair): the secret is shown this once."""
     trail.details["name"] = name
     given = None
-    if body is not None and (body.access_key_id is not None or body.secret_access_key is not None):
+    if body.access_key_id is not None or body.secret_access_key is not None:
         if body.access_key_id is None or body.secret_access_key is None:
             raise InvalidRequest("give both access_key_id and secret_access_key, or neither")
         given = (body.access_key_id, body.secret_access_key)
