@@ -30,7 +30,7 @@ from urllib.parse import quote, unquote
 ALGORITHM = "AWS4-HMAC-SHA256"
 MAX_CLOCK_SKEW = timedelta(minutes=15)
 UNSIGNED_PAYLOAD = "UNSIGNED-PAYLOAD"
-_TIMESTAMP = "%Y%m%dT%H%M%SZ"
+_TIMESTAMP_FORM = re.compile(r"[0-9]{8}T[0-9]{6}Z")
 _AUTHORIZATION = re.compile(
     r"AWS4-HMAC-SHA256\s+Credential=(?P<credential>[^,\s]+)\s*,\s*"
     r"SignedHeaders=(?P<signed>[^,\s]+)\s*,\s*Signature=(?P<signature>[0-9a-f]{64})\s*"
@@ -111,7 +111,7 @@ def parse(request: ReceivedRequest, *, service: str, now: datetime) -> Credentia
     if timestamp is None or "x-amz-date" not in signed:
         raise SignatureRefused("IncompleteSignatureException", "the signed header X-Amz-Date is required")
     try:
-        signed_at = datetime.strptime(timestamp, _TIMESTAMP).replace(tzinfo=UTC)
+        signed_at = _signed_at(timestamp)
     except ValueError:
         raise SignatureRefused("IncompleteSignatureException", "X-Amz-Date must be YYYYMMDDTHHMMSSZ") from None
     if date != timestamp[:8]:
@@ -192,6 +192,14 @@ def signature(secret: str, credential: Credential, canonical: str) -> str:
     for part in (credential.date, credential.region, credential.service, "aws4_request"):
         key = hmac.new(key, part.encode(), hashlib.sha256).digest()
     return hmac.new(key, to_sign.encode(), hashlib.sha256).hexdigest()
+
+
+def _signed_at(timestamp: str) -> datetime:
+    """``YYYYMMDDTHHMMSSZ`` as a UTC time; ValueError otherwise (strptime took a third of ``parse``'s time)."""
+    if _TIMESTAMP_FORM.fullmatch(timestamp) is None:
+        raise ValueError(timestamp)
+    t = timestamp
+    return datetime(int(t[:4]), int(t[4:6]), int(t[6:8]), int(t[9:11]), int(t[11:13]), int(t[13:15]), tzinfo=UTC)
 
 
 def _encoded(text: str) -> str:
