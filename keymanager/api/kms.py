@@ -47,7 +47,6 @@ KNOWN_UNSUPPORTED = frozenset(
         "DisconnectCustomKeyStore",
         "GenerateDataKeyPair",
         "GenerateDataKeyPairWithoutPlaintext",
-        "GetKeyPolicy",
         "GetParametersForImport",
         "GetPublicKey",
         "ImportKeyMaterial",

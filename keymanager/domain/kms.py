@@ -183,6 +183,45 @@ def epoch(moment: datetime) -> float:
     return round(moment.timestamp(), 3)
 
 
+# -- key policies ---------------------------------------------------------------------------
+
+POLICY_ACTIONS = {
+    "encrypt": ["kms:Encrypt", "kms:ReEncryptTo"],
+    "decrypt": ["kms:Decrypt", "kms:ReEncryptFrom"],
+    "generate_data_key": ["kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext"],
+    "reencrypt": ["keymanager:ReEncrypt"],
+    "mac": ["kms:GenerateMac", "kms:VerifyMac"],
+}
+"""What each native policy operation allows, in IAM's words (``reencrypt`` is the REST API's own)."""
+
+
+def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
+    """An IAM-style key policy generated from a native policy (``Policy.to_dict()``): one statement
+    per operation that names principals, principals as ``arn:aws:iam::<account>:user/<name>``,
+    ``not_before``/``not_after`` as ``aws:CurrentTime`` conditions."""
+    condition: dict[str, Any] = {}
+    if policy.get("not_before"):
+        condition["DateGreaterThan"] = {"aws:CurrentTime": policy["not_before"]}
+    if policy.get("not_after"):
+        condition["DateLessThan"] = {"aws:CurrentTime": policy["not_after"]}
+    statements = []
+    for operation, actions in POLICY_ACTIONS.items():
+        names = policy.get(operation) or []
+        if not names:
+            continue
+        statement: dict[str, Any] = {
+            "Sid": operation,
+            "Effect": "Allow",
+            "Principal": {"AWS": [f"arn:aws:iam::{account}:user/{name}" for name in names]},
+            "Action": actions,
+            "Resource": "*",
+        }
+        if condition:
+            statement["Condition"] = condition
+        statements.append(statement)
+    return {"Version": "2012-10-17", "Id": "keymanager-native-policy", "Statement": statements}
+
+
 # -- request fields -----------------------------------------------------------------------
 
 

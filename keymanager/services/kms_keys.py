@@ -13,6 +13,7 @@ most one alias, and ``alias/billing`` and ``/v1/keys/billing`` are the same key.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
@@ -45,6 +46,7 @@ class KmsKeys:
             "ListKeys": self.list_keys,
             "ListAliases": self.list_aliases,
             "GetKeyRotationStatus": self.get_key_rotation_status,
+            "GetKeyPolicy": self.get_key_policy,
         }
         self.changes: dict[str, Handler] = {
             "CreateKey": self.create_key,
@@ -93,6 +95,15 @@ class KmsKeys:
         if key.rotation_period_days is not None:
             answer["RotationPeriodInDays"] = key.rotation_period_days
         return answer
+
+    def get_key_policy(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        """The native policy as an IAM-style document (read only: PutKeyPolicy is not supported)."""
+        key = self._admin_key(call)
+        name = kms.string(call.params, "PolicyName", limit=128) or "default"
+        if name != "default":
+            raise kms.KmsError("NotFoundException", "the only key policy is named 'default'")
+        document = kms.policy_document(key.policy.to_dict(), call.account)
+        return {"Policy": json.dumps(document, separators=(",", ":")), "PolicyName": "default"}
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:

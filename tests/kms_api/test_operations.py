@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 from typing import Any
 
 import pytest
@@ -314,7 +315,7 @@ def test_hmac_keys(admin_kms: Any, kms_server: Server) -> None:
 @pytest.mark.parametrize(
     ("method", "kwargs", "name"),
     [
-        ("get_key_policy", {"KeyId": "0" * 32, "PolicyName": "default"}, "GetKeyPolicy"),
+        ("put_key_policy", {"KeyId": "0" * 32, "PolicyName": "default", "Policy": "{}"}, "PutKeyPolicy"),
         ("tag_resource", {"KeyId": "0" * 32, "Tags": []}, "TagResource"),
         ("list_grants", {"KeyId": "0" * 32}, "ListGrants"),
         ("sign", {"KeyId": "0" * 32, "Message": b"m", "SigningAlgorithm": "RSASSA_PSS_SHA_256"}, "Sign"),
@@ -340,3 +341,22 @@ def test_blob_is_base64_of_the_km1_ciphertext(admin_kms: Any, key: dict[str, Any
         grant(kms_server, key["KeyId"], decrypt=[bootstrap])
         answer = admin.post("/v1/decrypt", json={"ciphertext": text})
         assert answer.status_code == 200 and base64.b64decode(answer.json()["plaintext"]) == b"both doors"
+
+
+def test_get_key_policy_shows_the_native_policy(
+    admin_kms: Any, app_kms: Any, kms_server: Server, key: dict[str, Any]
+) -> None:
+    grant(kms_server, key["KeyId"], encrypt=["kms-app"], decrypt=["kms-admin", "kms-app"])
+    answer = admin_kms.get_key_policy(KeyId=key["KeyId"], PolicyName="default")
+    document = json.loads(answer["Policy"])
+    statements = {s["Sid"]: s for s in document["Statement"]}
+    assert set(statements) == {"encrypt", "decrypt"}
+    assert statements["encrypt"]["Principal"]["AWS"] == [f"arn:aws:iam::{ACCOUNT}:user/kms-app"]
+    assert "kms:Decrypt" in statements["decrypt"]["Action"]
+    assert len(statements["decrypt"]["Principal"]["AWS"]) == 2
+    with pytest.raises(ClientError) as refused:
+        admin_kms.get_key_policy(KeyId=key["KeyId"], PolicyName="other")
+    assert code(refused) == "NotFoundException"
+    with pytest.raises(ClientError) as refused:
+        app_kms.get_key_policy(KeyId=key["KeyId"], PolicyName="default")
+    assert code(refused) == "AccessDeniedException"
