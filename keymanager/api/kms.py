@@ -33,8 +33,8 @@ from keymanager.services.snapshot import Snapshot, run_validated
 log = logging.getLogger(__name__)
 
 TARGET_PREFIX = "TrentService."
-CONTENT_TYPE = b"application/x-amz-json-1.1"
-_HEADERS = [(b"content-type", CONTENT_TYPE)]
+_JSON_11 = "application/x-amz-json-1.1"
+_HEADERS = [(b"content-type", _JSON_11.encode())]
 KNOWN_UNSUPPORTED = frozenset(
     [
         "ConnectCustomKeyStore",
@@ -77,6 +77,17 @@ class _Route:
     path: str
 
 
+@dataclass
+class _Exchange:
+    """One KMS call as the door sees it: the operation, its audit action and context, the call once authenticated."""
+
+    svc: Services
+    trail: AuditContext
+    operation: str
+    action: str
+    call: Call | None = None
+
+
 class KmsDoor:
     """ASGI middleware serving the AWS KMS API on ``POST /`` (see the module docstring)."""
 
@@ -95,100 +106,86 @@ class KmsDoor:
         operation = target.removeprefix(TARGET_PREFIX) if target.startswith(TARGET_PREFIX) else ""
         svc = self.services()
         known = operation in _operations(svc) or operation in KNOWN_UNSUPPORTED
-        action = f"kms.{operation}" if known else "kms.unknown"
-        scope["route"] = _Route(action)
-        status, answer = await self._answer(svc, scope, receive, headers, operation, known, trail, action)
+        exchange = _Exchange(svc, trail, operation if known else "", f"kms.{operation}" if known else "kms.unknown")
+        scope["route"] = _Route(exchange.action)
+        status, answer = await _answer(exchange, scope, receive, headers)
         body = json.dumps(answer, separators=(",", ":")).encode()
         response_headers = [*_HEADERS, (b"x-amzn-requestid", trail.request_id.encode())]
         response_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": body})
 
-    async def _answer(
-        self,
-        svc: Services,
-        scope: Scope,
-        receive: Receive,
-        headers: list[tuple[str, str]],
-        operation: str,
-        known: bool,
-        trail: AuditContext,
-        action: str,
-    ) -> tuple[int, dict[str, Any]]:
-        """The status and JSON of the answer; the audit record written (refusals here, successes by the operation)."""
-        call: list[Call] = []
-        try:
-            if not known:
-                raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
-            body = await _read_body(headers, receive)
-            request = ReceivedRequest(
-                method="POST",
-                raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
-                query=scope.get("query_string", b"").decode("latin-1"),
-                headers=headers,
-                body=body,
-            )
-            if not any(
-                k.lower() == "content-type" and v.split(";")[0].strip() == CONTENT_TYPE.decode() for k, v in headers
-            ):
-                raise kms.KmsError("SerializationException", "Content-Type must be application/x-amz-json-1.1")
-            params = _params(body)
-            return 200, await _serve(svc, request, operation, params, trail, action, call)
-        except KeyManagerError as exc:
-            refusal = kms.aws_error(exc)
-        except Exception as exc:  # never a stack trace to the client; the class name to the log
-            log.error("unhandled %s in KMS operation %s", type(exc).__name__, action)
-            refusal = kms.KmsError("KMSInternalException", "internal error", 500)
-        entry = trail.entry(action, refusal.status)
-        if call:
-            entry = replace(entry, key_id=call[0].key_id, key_version=call[0].key_version)
-        entry = replace(entry, details={**entry.details, "error": refusal.code})
-        try:
-            await svc.audit.awrite(entry)
-        except Exception:
-            log.error("the audit record of a refused KMS call could not be written")
-            refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
-        return refusal.status, {"__type": refusal.code, "message": refusal.message}
+
+async def _answer(
+    exchange: _Exchange, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
+) -> tuple[int, dict[str, Any]]:
+    """The status and JSON of the answer. A success's audit record is written by the operation, a refusal's here."""
+    try:
+        if not exchange.operation:
+            raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
+        body = await _read_body(headers, receive)
+        if not any(k.lower() == "content-type" and v.split(";")[0].strip() == _JSON_11 for k, v in headers):
+            raise kms.KmsError("SerializationException", f"Content-Type must be {_JSON_11}")
+        request = ReceivedRequest(
+            method="POST",
+            raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            body=body,
+        )
+        return 200, await _serve(exchange, request, _params(body))
+    except KeyManagerError as exc:
+        refusal = kms.aws_error(exc)
+    except Exception as exc:  # never a stack trace to the client; the class name to the log
+        log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.action)
+        refusal = kms.KmsError("KMSInternalException", "internal error", 500)
+    entry = exchange.trail.entry(exchange.action, refusal.status)
+    if exchange.call is not None:
+        entry = replace(entry, key_id=exchange.call.key_id, key_version=exchange.call.key_version)
+    try:
+        await exchange.svc.audit.awrite(replace(entry, details={**entry.details, "error": refusal.code}))
+    except Exception:
+        log.error("the audit record of a refused KMS call could not be written")
+        refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
+    return refusal.status, {"__type": refusal.code, "message": refusal.message}
 
 
-async def _serve(
-    svc: Services,
-    request: ReceivedRequest,
-    operation: str,
-    params: dict[str, Any],
-    trail: AuditContext,
-    action: str,
-    call: list[Call],
-) -> dict[str, Any]:
-    """Authenticate and run ``operation`` (its audit record written on success)."""
-    now = datetime.now(UTC)
-    account = svc.settings.aws_account_id
+async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str, Any]) -> dict[str, Any]:
+    """Authenticate and run the operation; its audit record is written on success.
+
+    Keys in use go through ``run_validated`` on the metadata snapshot (as the REST hot path);
+    reads and changes authenticate on fresh reads and run on a worker thread (as REST's admin
+    routes), changes recording their audit entry in the transaction of the change.
+    """
+    svc, trail, now = exchange.svc, exchange.trail, datetime.now(UTC)
     kms.check_common(params)
-    use = svc.kms_crypto.operations.get(operation)
+
+    async def authenticated(keys: Snapshot) -> Call:
+        principal, credential = await svc.access_keys.authenticate(keys, request, now)
+        trail.principal = principal.name
+        exchange.call = Call(principal, credential.region, svc.settings.aws_account_id, params)
+        return exchange.call
+
+    use = svc.kms_crypto.operations.get(exchange.operation)
     if use is not None:
 
         async def attempt(keys: Snapshot) -> dict[str, Any]:
-            principal, credential = await svc.access_keys.authenticate(keys, request, now)
-            trail.principal = principal.name
-            call[:] = [Call(principal, credential.region, account, params)]
-            return await use(keys, call[0])
+            return await use(keys, await authenticated(keys))
 
         def entry(_: dict[str, Any]) -> AuditEntry:
-            trail.key_id, trail.key_version = call[0].key_id, call[0].key_version
-            return trail.entry(action, 200)
+            assert exchange.call is not None
+            trail.key_id, trail.key_version = exchange.call.key_id, exchange.call.key_version
+            return trail.entry(exchange.action, 200)
 
         return await run_validated(svc.cache, svc.audit, attempt, entry)
-    principal, credential = await svc.access_keys.authenticate(svc.cache.snapshot(fresh=True), request, now)
-    trail.principal = principal.name
-    call[:] = [Call(principal, credential.region, account, params)]
-    read = svc.kms_keys.reads.get(operation)
-    handler = read or svc.kms_keys.changes.get(operation)
+    call = await authenticated(svc.cache.snapshot(fresh=True))
+    read = svc.kms_keys.reads.get(exchange.operation)
+    handler = read or svc.kms_keys.changes.get(exchange.operation)
     if handler is None:
-        raise kms.unsupported(operation)
-    answer = await asyncio.to_thread(handler, call[0], trail.entry(action, 200))
+        raise kms.unsupported(exchange.operation)
+    answer = await asyncio.to_thread(handler, call, trail.entry(exchange.action, 200))
     if read is not None:
-        trail.key_id = call[0].key_id
-        await svc.audit.awrite(replace(trail.entry(action, 200), key_id=call[0].key_id))
+        await svc.audit.awrite(replace(trail.entry(exchange.action, 200), key_id=call.key_id))
     return answer
 
 
