@@ -23,7 +23,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
 from keymanager.domain import kms
-from keymanager.domain.audit import AuditEntry
+from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.container import Services
@@ -140,10 +140,11 @@ async def _answer(
         log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.action)
         refusal = kms.KmsError("KMSInternalException", "internal error", 500)
     entry = exchange.trail.entry(exchange.action, refusal.status)
-    if exchange.call is not None:
-        entry = replace(entry, key_id=exchange.call.key_id, key_version=exchange.call.key_version)
+    if refusal.code in kms.DENIED:
+        entry = replace(entry, outcome=Outcome.DENIED)
     try:
-        await exchange.svc.audit.awrite(replace(entry, details={**entry.details, "error": refusal.code}))
+        entry = replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
+        await exchange.svc.audit.awrite(entry)
     except Exception:
         log.error("the audit record of a refused KMS call could not be written")
         refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
@@ -187,6 +188,16 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     if read is not None:
         await svc.audit.awrite(replace(trail.entry(exchange.action, 200), key_id=call.key_id))
     return answer
+
+
+async def _key_of(exchange: _Exchange) -> dict[str, Any]:
+    """The key a refused call named, for its audit record (resolved as the REST trail does)."""
+    call = exchange.call
+    if call is None:
+        return {}
+    if call.key_id is None and call.key_ref is not None:
+        return {"key_id": await asyncio.to_thread(exchange.svc.keys.id_of, call.key_ref)}
+    return {"key_id": call.key_id, "key_version": call.key_version}
 
 
 def _operations(svc: Services) -> set[str]:

@@ -45,6 +45,19 @@ class KmsError(errors.KeyManagerError):
         self.status = status
 
 
+DENIED = frozenset(
+    {
+        "AccessDeniedException",
+        "NotAuthorizedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "IncompleteSignatureException",
+        "MissingAuthenticationTokenException",
+    }
+)
+"""Refusals whose audit outcome is ``denied`` (AWS answers them 400 like any other)."""
+
+
 def unsupported(what: str) -> KmsError:
     return KmsError("UnsupportedOperationException", f"{what} is not supported by this service")
 

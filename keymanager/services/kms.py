@@ -41,6 +41,8 @@ class Call:
     params: Mapping[str, Any]
     key_id: str | None = None
     key_version: int | None = None
+    key_ref: str | None = None
+    """The last key reference the request named (its audit record names that key when refused)."""
 
     def arn(self, key_id: str) -> str:
         return kms.key_arn(key_id, self.region, self.account)
@@ -49,7 +51,8 @@ class Call:
         """The native reference of the (required) key field ``field``."""
         value = kms.string(self.params, field, required=True)
         assert value is not None
-        return kms.resolve(value, self.account)
+        self.key_ref = kms.resolve(value, self.account)
+        return self.key_ref
 
     def noted(self, key_id: str, key_version: int | None = None) -> None:
         self.key_id, self.key_version = key_id, key_version

@@ -66,3 +66,21 @@ def test_kms_calls_are_audited_like_their_native_twins(kms_server: Server, admin
     assert ("kms.CreateKey", "kms-admin", 1) in seen
     assert ("kms.Encrypt", "kms-admin", 1) in seen
     assert any(action == "kms.DisableKey" for action, _, _ in seen)
+
+
+def test_a_refused_call_is_audited_under_the_key_it_named(kms_server: Server, admin_kms: Any, app_kms: Any) -> None:
+    key = admin_kms.create_key()["KeyMetadata"]
+    try:
+        app_kms.encrypt(KeyId=key["Arn"], Plaintext=b"a")
+    except app_kms.exceptions.ClientError as refused:
+        assert refused.response["Error"]["Code"] == "AccessDeniedException"
+    else:
+        raise AssertionError("kms-app may not encrypt with this key")
+    with kms_server.client(kms_server.admin_token) as admin:
+        records = admin.get("/v1/audit", params={"key": key["KeyId"], "limit": 100}).json()
+    records = records["records"] if isinstance(records, dict) else records
+    refused_records = [r for r in records if r["action"] == "kms.Encrypt"]
+    assert len(refused_records) == 1
+    record = refused_records[0]
+    assert (record["principal"], record["status"], record["outcome"]) == ("kms-app", 400, "denied")
+    assert record["details"]["error"] == "AccessDeniedException"
