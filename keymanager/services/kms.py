@@ -181,7 +181,10 @@ class KmsCrypto:
                     "IncorrectKeyException",
                     "The key ID in the request does not identify the key that encrypted the ciphertext",
                 )
-        opened = await self._crypto.decrypt(keys, call.principal, parsed.encode(), context, ref=ref)
+        try:
+            opened = await self._crypto.decrypt(keys, call.principal, parsed.encode(), context, ref=ref)
+        except InvalidRequest:  # the blob names an HMAC key
+            raise await _usage_error(keys, ref or parsed.key_id) from None
         if (await keys.key(opened.key_id)).algorithm is not algorithm:
             raise kms.aws_error(DecryptionFailed())
         return opened

@@ -310,6 +310,11 @@ def test_hmac_keys(admin_kms: Any, kms_server: Server) -> None:
     with pytest.raises(ClientError) as refused:
         admin_kms.enable_key_rotation(KeyId=key["KeyId"])
     assert code(refused) == "UnsupportedOperationException"
+    grant(kms_server, key["KeyId"], decrypt=["kms-admin"])
+    forged = b"km\x01\x02" + bytes.fromhex(key["KeyId"]) + (1).to_bytes(4, "big") + bytes(40)
+    with pytest.raises(ClientError) as refused:
+        admin_kms.decrypt(CiphertextBlob=forged)
+    assert code(refused) == "InvalidKeyUsageException"
 
 
 @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from typing import Any
 from unittest import mock
 
@@ -155,6 +156,20 @@ def test_body_over_64_kib_is_refused_before_parsing(kms_server: Server, admin_pa
     body = b'{"Plaintext": "' + b"A" * (64 * 1024) + b'"}'
     answer = send(kms_server, signed(kms_server, admin_pair, "Encrypt", body))
     assert aws_error(answer) == "ValidationException" and "64" not in answer.json().get("Plaintext", "")
+
+
+def test_a_chunked_body_over_64_kib_is_refused_while_read(kms_server: Server, admin_pair: Pair) -> None:
+    def chunks() -> Iterator[bytes]:
+        yield b'{"Plaintext": "'
+        for _ in range(80):
+            yield b"A" * 1024
+        yield b'"}'
+
+    request = signed(kms_server, admin_pair, "Encrypt", b"{}")
+    headers = {k: v for k, v in request.headers.items() if k.lower() != "content-length"}
+    with kms_server.client() as client:
+        answer = client.post("/", content=chunks(), headers=headers)
+    assert aws_error(answer) == "ValidationException"
 
 
 def test_every_byte_of_a_blob_changed_gives_one_answer(admin_kms: Any, sealed: dict[str, Any]) -> None:
