@@ -27,6 +27,7 @@ from keymanager.services.audit import AuditLog, StaleMetadata
 
 T = TypeVar("T")
 ATTEMPTS = 3
+MAX_ACCESS_KEYS = 4096
 
 
 class MetadataCache:
@@ -99,7 +100,13 @@ class Snapshot:
         return found
 
     async def access_key(self, access_key_id: str, load: Callable[[str], AccessKey | None]) -> AccessKey | None:
-        """The access key ``access_key_id`` (``load`` reads it from the database); None when there is none."""
+        """The access key ``access_key_id`` (``load`` reads it from the database); None when there is none.
+
+        Unknown ids are remembered too, so the table is emptied when it reaches ``MAX_ACCESS_KEYS``
+        (a flood of made-up ids costs database reads, never unbounded memory).
+        """
+        if len(self.cache._access_keys) >= MAX_ACCESS_KEYS:
+            self.cache._access_keys.clear()
         return await self._lookup(self.cache._access_keys, access_key_id, lambda _store, name: load(name))
 
     @property
