@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import boto3
@@ -79,7 +78,3 @@ def admin_kms(kms_client: KmsFactory, admin_pair: Pair) -> Any:
 @pytest.fixture(scope="session")
 def app_kms(kms_client: KmsFactory, app_pair: Pair) -> Any:
     return kms_client(app_pair)
-
-
-def ca_of(server: Server) -> Path:
-    return server.ca
