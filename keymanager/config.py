@@ -141,6 +141,10 @@ class Settings(BaseSettings):
     access_log: bool = False
     """One log line per request (``keymanager.access``: method, route, status, duration), whatever ``KM_LOG_LEVEL``."""
 
+    # --- AWS KMS API (docs/kms-api.md) ---
+    aws_account_id: str = Field(default="111122223333", pattern=r"^[0-9]{12}$")
+    """The account named in the KMS API's ARNs (``arn:aws:kms:<region>:<account>:key/<id>``)."""
+
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
         if self.env == "production" and self.pin() == DEV_PIN:

@@ -19,8 +19,9 @@ from keymanager.api.affinity import pin_worker
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
+from keymanager.api.kms import KmsDoor
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import audit, crypto, health, key_import, keys, mac, principals, streams, tokens
+from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, mac, principals, streams, tokens
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
@@ -97,7 +98,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, keys, crypto, mac, streams, audit, tokens, key_import):
+    for module in (health, principals, access_keys, keys, crypto, mac, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     if settings.fast_path:
@@ -110,6 +111,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         error_app=errors.render,
         methods=lambda scope: errors.methods_served(app.router.routes, scope),
     )
+    app.add_middleware(KmsDoor, services=lambda: app.state.services, throttle=throttle)  # AWS KMS API on POST /
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,

@@ -164,11 +164,7 @@ class FrontDoor:
         scope["state"][CREDENTIAL] = credential
 
     async def _summarise(self, summary: FailureSummary | None, scope: Scope, status: int) -> None:
-        """Record ``summary`` (when one is due) naming this request; the audit log's error if it fails."""
-        if summary is not None:
-            details = {"method": scope["method"], "path": scope["path"]}
-            entry = summary_entry(summary, scope["state"].get("request_id", ""), status, details)
-            await self.services().audit.awrite(entry)
+        await write_summary(self.services(), summary, scope, status)
 
     async def _refuse(self, exc: KeyManagerError, request_id: str, scope: Scope, receive: Receive, send: Send) -> None:
         response = self.error_app(exc, request_id)
@@ -177,6 +173,14 @@ class FrontDoor:
         if _announces_body(scope):
             response.headers["connection"] = "close"
         await response(scope, receive, send)
+
+
+async def write_summary(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:
+    """Record ``summary`` (when one is due) naming this request; the audit log's error if it fails."""
+    if summary is not None:
+        details = {"method": scope["method"], "path": scope["path"]}
+        entry = summary_entry(summary, scope["state"].get("request_id", ""), status, details)
+        await services.audit.awrite(entry)
 
 
 def summary_entry(summary: FailureSummary, request_id: str, status: int, details: dict[str, Any]) -> AuditEntry:

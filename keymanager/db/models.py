@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, MetaData, String, Text
+from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, LargeBinary, MetaData, String, Text
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -149,3 +149,15 @@ class HsmOrphanRow(Base):
     label: Mapped[str] = mapped_column(String(128), primary_key=True)
     first_seen_at: Mapped[datetime] = mapped_column(UtcDateTime)
     destroyed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class AccessKeyRow(Base):
+    """An access key of the AWS KMS API: its secret sealed under the HSM key ``wrap_label``."""
+
+    __tablename__ = "access_keys"
+
+    id: Mapped[str] = mapped_column(String(128), primary_key=True)
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    sealed_secret: Mapped[bytes] = mapped_column(LargeBinary)
+    wrap_label: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -7,13 +7,17 @@ from dataclasses import dataclass
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditStore
+from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
+from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditLog
 from keymanager.services.audit_chain import AuditChain
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
+from keymanager.services.kms import KmsCrypto
+from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness
@@ -39,6 +43,9 @@ class Services:
     readiness: Readiness
     spool: SpoolArea
     inventory: Inventory
+    access_keys: AccessKeyService
+    kms_crypto: KmsCrypto
+    kms_keys: KmsKeys
     owns_hsm: bool = True
 
     @classmethod
@@ -58,25 +65,25 @@ class Services:
         audit_store = AuditStore(engine, audit_key)
         keys = KeyService(store, hsm)
         audit = AuditLog(audit_store)
+        crypto = CryptoService(
+            keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
+        )
+        lifecycle = LifecycleService(
+            store,
+            hsm,
+            min_pending_days=settings.min_pending_days,
+            orphans=OrphanStore(engine, audit_key=audit_key),
+            orphan_grace_seconds=settings.orphan_grace_seconds,
+        )
+        kms_store = KmsStore(engine, audit_key=audit_key)
         return cls(
             settings=settings,
             store=store,
             hsm=hsm,
             principals=PrincipalService(store),
             keys=keys,
-            crypto=CryptoService(
-                keys,
-                hsm,
-                max_plaintext_bytes=settings.max_plaintext_bytes,
-                max_batch_items=settings.max_batch_items,
-            ),
-            lifecycle=LifecycleService(
-                store,
-                hsm,
-                min_pending_days=settings.min_pending_days,
-                orphans=OrphanStore(engine, audit_key=audit_key),
-                orphan_grace_seconds=settings.orphan_grace_seconds,
-            ),
+            crypto=crypto,
+            lifecycle=lifecycle,
             audit_store=audit_store,
             audit=audit,
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
@@ -90,6 +97,9 @@ class Services:
             ),
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),
+            access_keys=AccessKeyService(kms_store, hsm),
+            kms_crypto=KmsCrypto(crypto, hsm),
+            kms_keys=KmsKeys(keys, lifecycle, kms_store),
             owns_hsm=owns_hsm,
         )
 

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Generic, TypeVar
 
 from keymanager.db import Store
+from keymanager.domain.access_keys import AccessKey
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Key, Principal
@@ -93,12 +94,15 @@ class _Table(Generic[T]):
 class MetadataCache:
     """This process's principals (by credential) and keys (by id and name), each table bounded."""
 
-    def __init__(self, store: Store, *, max_principals: int = 10_000, max_keys: int = 10_000) -> None:
+    def __init__(
+        self, store: Store, *, max_principals: int = 10_000, max_keys: int = 10_000, max_access_keys: int = 4096
+    ) -> None:
         self._store = store
         self._lock = threading.Lock()
         self._version: int | None = None
         self._principals: _Table[Principal] = _Table("principals", max_principals)
         self._keys: _Table[Key] = _Table("keys", max_keys)
+        self._access_keys: _Table[AccessKey] = _Table("access_keys", max_access_keys)  # the AWS KMS API's
         self.observer: CacheObserver | None = None
 
     def snapshot(self, *, fresh: bool) -> Snapshot:
@@ -110,8 +114,10 @@ class MetadataCache:
             self._version = None
             self._principals.entries.clear()
             self._keys.entries.clear()
+            self._access_keys.entries.clear()
         self._observe(self._principals, 0)
         self._observe(self._keys, 0)
+        self._observe(self._access_keys, 0)
 
     def knows(self, credential: Credential) -> bool:
         """Whether ``credential`` belongs to a principal in the cache (no database read)."""
@@ -127,12 +133,12 @@ class MetadataCache:
     def sizes(self) -> dict[str, int]:
         """Entries per table."""
         with self._lock:
-            return {t.name: len(t.entries) for t in (self._principals, self._keys)}
+            return {t.name: len(t.entries) for t in (self._principals, self._keys, self._access_keys)}
 
     def evictions(self) -> dict[str, int]:
         """Entries evicted per table since the process started."""
         with self._lock:
-            return {t.name: t.evictions for t in (self._principals, self._keys)}
+            return {t.name: t.evictions for t in (self._principals, self._keys, self._access_keys)}
 
     async def is_current(self, version: int | None) -> bool:
         """Whether ``version`` is still the database's metadata version (one read)."""
@@ -152,6 +158,7 @@ class MetadataCache:
                 self._version = version
                 self._principals.entries.clear()
                 self._keys.entries.clear()
+                self._access_keys.entries.clear()
             evicted = table.put(names, value)
         self._observe(table, evicted)
 
@@ -184,6 +191,14 @@ class Snapshot:
         if found is None:
             raise KeyNotFound()
         return found
+
+    async def access_key(self, access_key_id: str, load: Callable[[str], AccessKey | None]) -> AccessKey | None:
+        """The access key ``access_key_id`` (``load`` reads it from the database); None when there is none.
+
+        Unknown ids are not remembered (a flood of made-up ids costs database reads, never memory);
+        known ones live in a bounded LRU table like the other two.
+        """
+        return await self._lookup(self.cache._access_keys, access_key_id, lambda _store: load(access_key_id))
 
     @property
     def checkable_version(self) -> int | None:

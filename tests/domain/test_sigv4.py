@@ -4,6 +4,7 @@ is refused with the AWS error a client expects."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import string
 from datetime import UTC, datetime, timedelta
@@ -95,8 +96,7 @@ def _refusal(received: ReceivedRequest, now: datetime, secret: str = SECRET) -> 
 
 
 def _replace(received: ReceivedRequest, **changes: object) -> ReceivedRequest:
-    values = {**received.__dict__, **changes}
-    return ReceivedRequest(**values)  # type: ignore[arg-type]
+    return dataclasses.replace(received, **changes)  # type: ignore[arg-type]
 
 
 @pytest.fixture

@@ -1,0 +1,267 @@
+"""The AWS KMS API door: ``POST /`` with ``X-Amz-Target: TrentService.<Operation>`` (JSON 1.1).
+
+An ASGI middleware in front of the REST routes: it serves ``POST /`` itself and passes every
+other request on. Per request: the body is read up to 64 KiB (a larger one is refused before
+parsing), the SigV4 signature is verified with the access key's secret, the operation runs
+through the same services as its REST twin, and the answer takes AWS's shape — 200 with the
+operation's JSON, or ``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId``
+header. Every call writes one audit record ``kms.<Operation>`` in the same chain (success or
+refusal) and is counted in the request metrics under the route ``kms.<Operation>`` — except
+failed authentication (no, malformed or wrong signature, unknown access key), which shares the
+REST door's per-address throttle: counted, summarised in one ``auth.failed`` record per address
+and interval, and once an address's burst is spent refused with ``ThrottlingException`` (and
+``Retry-After``) before its body is read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from keymanager.api import metrics
+from keymanager.api.audit_trail import AuditContext
+from keymanager.api.front_door import write_summary
+from keymanager.domain import kms
+from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.errors import KeyManagerError
+from keymanager.services.container import Services
+from keymanager.services.kms import Call
+from keymanager.services.snapshot import Snapshot, run_validated
+from keymanager.services.throttle import AuthThrottle
+
+log = logging.getLogger(__name__)
+
+TARGET_PREFIX = "TrentService."
+_JSON_11 = "application/x-amz-json-1.1"
+_HEADERS = [(b"content-type", _JSON_11.encode())]
+KNOWN_UNSUPPORTED = frozenset(
+    [
+        "ConnectCustomKeyStore",
+        "CreateCustomKeyStore",
+        "CreateGrant",
+        "DeleteCustomKeyStore",
+        "DeleteImportedKeyMaterial",
+        "DeriveSharedSecret",
+        "DescribeCustomKeyStores",
+        "DisconnectCustomKeyStore",
+        "GenerateDataKeyPair",
+        "GenerateDataKeyPairWithoutPlaintext",
+        "GetParametersForImport",
+        "GetPublicKey",
+        "ImportKeyMaterial",
+        "ListGrants",
+        "ListKeyPolicies",
+        "ListKeyRotations",
+        "ListResourceTags",
+        "ListRetirableGrants",
+        "PutKeyPolicy",
+        "ReplicateKey",
+        "RetireGrant",
+        "RevokeGrant",
+        "Sign",
+        "TagResource",
+        "UntagResource",
+        "UpdateCustomKeyStore",
+        "UpdatePrimaryRegion",
+        "Verify",
+    ]
+)
+"""Operations of AWS KMS this service answers ``UnsupportedOperationException``."""
+AUTHENTICATION_FAILED = frozenset(
+    {
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "IncompleteSignatureException",
+        "MissingAuthenticationTokenException",
+    }
+)
+"""Refusals of a caller who did not authenticate: throttled and summarised like the REST door's 401."""
+
+
+@dataclass(frozen=True)
+class _Route:
+    """What the request metrics label a KMS call with (``scope["route"].path``)."""
+
+    path: str
+
+
+@dataclass
+class _Exchange:
+    """One KMS call as the door sees it: the operation, its audit action and context, the call once authenticated."""
+
+    svc: Services
+    trail: AuditContext
+    operation: str
+    action: str
+    call: Call | None = None
+
+
+class KmsDoor:
+    """ASGI middleware serving the AWS KMS API on ``POST /`` (see the module docstring)."""
+
+    def __init__(self, app: ASGIApp, *, services: Callable[[], Services], throttle: AuthThrottle) -> None:
+        self.app = app
+        self.services = services
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        state = scope.setdefault("state", {})
+        trail: AuditContext = state.get("audit") or AuditContext(request_id=state.get("request_id", ""), client=None)
+        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        target = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
+        operation = target.removeprefix(TARGET_PREFIX) if target.startswith(TARGET_PREFIX) else ""
+        svc = self.services()
+        known = operation in _operations(svc) or operation in KNOWN_UNSUPPORTED
+        exchange = _Exchange(svc, trail, operation if known else "", f"kms.{operation}" if known else "kms.unknown")
+        scope["route"] = _Route(exchange.action)
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        extra: list[tuple[bytes, bytes]] = []
+        wait = self.throttle.retry_after(address)
+        if wait is not None:
+            metrics.AUTH_THROTTLED.inc()
+            await write_summary(svc, self.throttle.refused(address), scope, 400)
+            status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
+            extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
+        else:
+            status, answer = await _answer(exchange, scope, receive, headers)
+            if answer.get("__type") in AUTHENTICATION_FAILED:
+                metrics.AUTH_FAILURES.inc()
+                await write_summary(svc, self.throttle.failed(address), scope, status)
+        body = json.dumps(answer, separators=(",", ":")).encode()
+        response_headers = [*_HEADERS, *extra, (b"x-amzn-requestid", trail.request_id.encode())]
+        response_headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": response_headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _answer(
+    exchange: _Exchange, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
+) -> tuple[int, dict[str, Any]]:
+    """The status and JSON of the answer. A success's audit record is written by the operation, a refusal's here."""
+    try:
+        if not exchange.operation:
+            raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
+        body = await _read_body(headers, receive)
+        if not any(k.lower() == "content-type" and v.split(";")[0].strip() == _JSON_11 for k, v in headers):
+            raise kms.KmsError("SerializationException", f"Content-Type must be {_JSON_11}")
+        request = ReceivedRequest(
+            method="POST",
+            raw_path=scope.get("raw_path", b"/").decode("latin-1") or "/",
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            body=body,
+        )
+        return 200, await _serve(exchange, request, _params(body))
+    except KeyManagerError as exc:
+        refusal = kms.aws_error(exc)
+    except Exception as exc:  # never a stack trace to the client; the class name to the log
+        log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.action)
+        refusal = kms.KmsError("KMSInternalException", "internal error", 500)
+    if refusal.code in AUTHENTICATION_FAILED:  # summarised per address by the caller, never one record each
+        return refusal.status, {"__type": refusal.code, "message": refusal.message}
+    entry = exchange.trail.entry(exchange.action, refusal.status)
+    if refusal.code in kms.DENIED:
+        entry = replace(entry, outcome=Outcome.DENIED)
+    try:
+        entry = replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
+        await exchange.svc.audit.awrite(entry)
+    except Exception:
+        log.error("the audit record of a refused KMS call could not be written")
+        refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
+    return refusal.status, {"__type": refusal.code, "message": refusal.message}
+
+
+async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str, Any]) -> dict[str, Any]:
+    """Authenticate and run the operation; its audit record is written on success.
+
+    Keys in use go through ``run_validated`` on the metadata snapshot (as the REST hot path);
+    reads and changes authenticate on fresh reads and run on a worker thread (as REST's admin
+    routes), changes recording their audit entry in the transaction of the change.
+    """
+    svc, trail, now = exchange.svc, exchange.trail, datetime.now(UTC)
+    kms.check_common(params)
+
+    async def authenticated(keys: Snapshot) -> Call:
+        principal, credential = await svc.access_keys.authenticate(keys, request, now)
+        trail.principal = principal.name
+        exchange.call = Call(principal, credential.region, svc.settings.aws_account_id, params)
+        return exchange.call
+
+    use = svc.kms_crypto.operations.get(exchange.operation)
+    if use is not None:
+
+        async def attempt(keys: Snapshot) -> dict[str, Any]:
+            return await use(keys, await authenticated(keys))
+
+        def entry(_: dict[str, Any]) -> AuditEntry:
+            assert exchange.call is not None
+            trail.key_id, trail.key_version = exchange.call.key_id, exchange.call.key_version
+            return trail.entry(exchange.action, 200)
+
+        return await run_validated(svc.cache, svc.audit, attempt, entry)
+    call = await authenticated(svc.cache.snapshot(fresh=True))
+    read = svc.kms_keys.reads.get(exchange.operation)
+    handler = read or svc.kms_keys.changes.get(exchange.operation)
+    if handler is None:
+        raise kms.unsupported(exchange.operation)
+    answer = await asyncio.to_thread(handler, call, trail.entry(exchange.action, 200))
+    if read is not None:
+        await svc.audit.awrite(replace(trail.entry(exchange.action, 200), key_id=call.key_id))
+    return answer
+
+
+async def _key_of(exchange: _Exchange) -> dict[str, Any]:
+    """The key a refused call named, for its audit record (resolved as the REST trail does)."""
+    call = exchange.call
+    if call is None:
+        return {}
+    if call.key_id is None and call.key_ref is not None:
+        return {"key_id": await asyncio.to_thread(exchange.svc.keys.id_of, call.key_ref)}
+    return {"key_id": call.key_id, "key_version": call.key_version}
+
+
+def _operations(svc: Services) -> set[str]:
+    return {*svc.kms_crypto.operations, *svc.kms_keys.reads, *svc.kms_keys.changes}
+
+
+async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
+    """The body, refused (before parsing) beyond :data:`kms.MAX_BODY_BYTES`."""
+    too_large = kms.KmsError("ValidationException", f"the request body is limited to {kms.MAX_BODY_BYTES} bytes")
+    for name, value in headers:
+        if name.lower() == "content-length" and (not value.isdigit() or int(value) > kms.MAX_BODY_BYTES):
+            raise too_large
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > kms.MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _params(body: bytes) -> dict[str, Any]:
+    try:
+        params = json.loads(body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        raise kms.KmsError("SerializationException", "the body is not valid JSON") from None
+    if not isinstance(params, dict):
+        raise kms.KmsError("SerializationException", "the body must be a JSON object")
+    return params

@@ -1,0 +1,312 @@
+"""The AWS KMS API's vocabulary: errors by AWS name, key references (ids, ARNs, aliases), fields.
+
+Pure: no HTTP, no storage. The API door (``api/kms.py``) turns :class:`KmsError` into AWS's
+answer ``{"__type": <code>, "message": …}``; :func:`aws_error` translates the service's own
+errors so that both doors refuse the same things for the same reasons.
+
+Aliases are key names: ``alias/<name>`` is the key whose name is ``<name>``, so the alias a
+KMS client uses and the name the REST API uses are one thing. A key created through the KMS
+API has no alias yet: its name is ``kms-<32 hex digits>`` (:func:`unaliased_name`), a form
+no alias may take.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+import secrets
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from keymanager import errors
+from keymanager.domain.models import Algorithm, Key, KeyState
+
+MAX_BODY_BYTES = 64 * 1024
+MAX_PLAINTEXT_BYTES = 4096
+MAX_CONTEXT_BYTES = 8192
+MAX_REF_CHARS = 2048
+ALIAS_PREFIX = "alias/"
+RESERVED_ALIAS_PREFIX = "alias/aws/"
+_UNALIASED = re.compile(r"kms-[0-9a-f]{32}")
+_ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
+_KEY_ID = re.compile(r"[0-9a-f]{32}")
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+_ARN = re.compile(r"arn:aws:kms:(?P<region>[a-z0-9-]{1,64}):(?P<account>[0-9]{12}):(?P<resource>(key|alias)/.+)")
+
+
+class KmsError(errors.KeyManagerError):
+    """A refusal of the KMS API: ``code`` is the AWS error name (``__type``)."""
+
+    def __init__(self, code: str, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.code = code
+        self.status = status
+
+
+DENIED = frozenset(
+    {
+        "AccessDeniedException",
+        "NotAuthorizedException",
+        "UnrecognizedClientException",
+        "InvalidSignatureException",
+        "IncompleteSignatureException",
+        "MissingAuthenticationTokenException",
+    }
+)
+"""Refusals whose audit outcome is ``denied`` (AWS answers them 400 like any other)."""
+
+
+def unsupported(what: str) -> KmsError:
+    return KmsError("UnsupportedOperationException", f"{what} is not supported by this service")
+
+
+def aws_error(exc: errors.KeyManagerError) -> KmsError:
+    """The AWS error a KMS client expects for one of the service's errors."""
+    if isinstance(exc, KmsError):
+        return exc
+    for kind, code in _AWS_CODES:
+        if isinstance(exc, kind):
+            message = "Unable to decrypt the ciphertext" if code == "InvalidCiphertextException" else exc.message
+            status = 503 if exc.status == 503 else 500 if exc.status >= 500 else 400
+            return KmsError(code, message, status)
+    return KmsError("KMSInternalException", "internal error", 500)
+
+
+_AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
+    (errors.DecryptionFailed, "InvalidCiphertextException"),
+    (errors.KeyNotFound, "NotFoundException"),
+    (errors.NotFound, "NotFoundException"),
+    (errors.Forbidden, "AccessDeniedException"),
+    (errors.Unauthenticated, "UnrecognizedClientException"),
+    (errors.KeyDisabled, "DisabledException"),
+    (errors.KeyPendingDeletion, "KMSInvalidStateException"),
+    (errors.KeyDestroyed, "KMSInvalidStateException"),
+    (errors.VersionBelowMinimum, "KMSInvalidStateException"),
+    (errors.Conflict, "KMSInvalidStateException"),
+    (errors.PayloadTooLarge, "ValidationException"),
+    (errors.InvalidRequest, "ValidationException"),
+    (errors.RateLimited, "ThrottlingException"),
+    (errors.HsmUnavailable, "DependencyTimeoutException"),
+    (errors.DatabaseUnavailable, "DependencyTimeoutException"),
+)
+
+
+# -- key references ---------------------------------------------------------------------
+
+
+def key_arn(key_id: str, region: str, account: str) -> str:
+    return f"arn:aws:kms:{region}:{account}:key/{key_id}"
+
+
+def alias_arn(name: str, region: str, account: str) -> str:
+    return f"arn:aws:kms:{region}:{account}:{ALIAS_PREFIX}{name}"
+
+
+def resolve(key_id: str, account: str) -> str:
+    """The native reference (key id or key name) a ``KeyId`` designates; NotFoundException otherwise.
+
+    Accepted: the key id (32 hex digits, or the same as a dashed UUID), its key ARN,
+    ``alias/<name>`` and the alias ARN (of this service's account, any region).
+    """
+    ref = key_id
+    match = _ARN.fullmatch(key_id)
+    if match is not None:
+        if match["account"] != account:
+            raise KmsError("NotFoundException", "the key ARN names another account")
+        resource = match["resource"]
+        ref = resource.removeprefix("key/") if resource.startswith("key/") else resource
+    if ref.startswith(ALIAS_PREFIX):
+        return alias_name(ref)
+    if _UUID.fullmatch(ref):
+        ref = ref.replace("-", "")
+    if _KEY_ID.fullmatch(ref):
+        return ref
+    raise KmsError("NotFoundException", "Invalid keyId: not a key id, key ARN, alias name or alias ARN")
+
+
+def alias_name(alias: str) -> str:
+    """The key name ``alias/<name>`` designates; ValidationException for a malformed or reserved one."""
+    if alias.startswith(RESERVED_ALIAS_PREFIX):
+        raise KmsError("NotAuthorizedException", "alias/aws/ names are reserved for AWS managed keys")
+    name = alias.removeprefix(ALIAS_PREFIX)
+    if not alias.startswith(ALIAS_PREFIX) or not _ALIAS_NAME.fullmatch(name) or _UNALIASED.fullmatch(name):
+        raise KmsError(
+            "ValidationException",
+            "an alias is 'alias/' then 1-128 letters, digits, '_', '.' or '-' starting with a letter",
+        )
+    return name
+
+
+def unaliased_name() -> str:
+    """A new name for a key without an alias."""
+    return "kms-" + secrets.token_hex(16)
+
+
+def alias_of(key: Key) -> str | None:
+    """The alias of ``key`` (its name), or None for a key without one."""
+    return None if _UNALIASED.fullmatch(key.name) else ALIAS_PREFIX + key.name
+
+
+# -- key metadata -------------------------------------------------------------------------
+
+KEY_SPECS = {"SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM, "HMAC_256": Algorithm.HMAC_SHA256}
+_STATES = {
+    KeyState.ENABLED: "Enabled",
+    KeyState.DISABLED: "Disabled",
+    KeyState.PENDING_DELETION: "PendingDeletion",
+    KeyState.DESTROYED: "Unavailable",
+}
+
+
+def key_spec(key: Key) -> str:
+    return "HMAC_256" if key.algorithm is Algorithm.HMAC_SHA256 else "SYMMETRIC_DEFAULT"
+
+
+def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
+    """``KeyMetadata`` of ``key`` as DescribeKey and CreateKey answer it."""
+    mac = key.algorithm is Algorithm.HMAC_SHA256
+    out: dict[str, Any] = {
+        "AWSAccountId": account,
+        "KeyId": key.id,
+        "Arn": key_arn(key.id, region, account),
+        "CreationDate": epoch(key.created_at),
+        "Enabled": key.state is KeyState.ENABLED,
+        "Description": key.description,
+        "KeyUsage": "GENERATE_VERIFY_MAC" if mac else "ENCRYPT_DECRYPT",
+        "KeyState": _STATES[key.state],
+        "Origin": "AWS_KMS",
+        "KeyManager": "CUSTOMER",
+        "CustomerMasterKeySpec": key_spec(key),
+        "KeySpec": key_spec(key),
+        "MultiRegion": False,
+    }
+    if mac:
+        out["MacAlgorithms"] = ["HMAC_SHA_256"]
+    else:
+        out["EncryptionAlgorithms"] = ["SYMMETRIC_DEFAULT"]
+    if key.deletion_date is not None:
+        out["DeletionDate"] = epoch(key.deletion_date)
+    return out
+
+
+def epoch(moment: datetime) -> float:
+    """A timestamp as JSON 1.1 carries it: seconds since the epoch."""
+    return round(moment.timestamp(), 3)
+
+
+# -- key policies ---------------------------------------------------------------------------
+
+POLICY_ACTIONS = {
+    "encrypt": ["kms:Encrypt", "kms:ReEncryptTo"],
+    "decrypt": ["kms:Decrypt", "kms:ReEncryptFrom"],
+    "generate_data_key": ["kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext"],
+    "reencrypt": ["keymanager:ReEncrypt"],
+    "mac": ["kms:GenerateMac", "kms:VerifyMac"],
+}
+"""What each native policy operation allows, in IAM's words (``reencrypt`` is the REST API's own)."""
+
+
+def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
+    """An IAM-style key policy generated from a native policy (``Policy.to_dict()``): one statement
+    per operation that names principals, principals as ``arn:aws:iam::<account>:user/<name>``,
+    ``not_before``/``not_after`` as ``aws:CurrentTime`` conditions."""
+    condition: dict[str, Any] = {}
+    if policy.get("not_before"):
+        condition["DateGreaterThan"] = {"aws:CurrentTime": policy["not_before"]}
+    if policy.get("not_after"):
+        condition["DateLessThan"] = {"aws:CurrentTime": policy["not_after"]}
+    statements = []
+    for operation, actions in POLICY_ACTIONS.items():
+        names = policy.get(operation) or []
+        if not names:
+            continue
+        statement: dict[str, Any] = {
+            "Sid": operation,
+            "Effect": "Allow",
+            "Principal": {"AWS": [f"arn:aws:iam::{account}:user/{name}" for name in names]},
+            "Action": actions,
+            "Resource": "*",
+        }
+        if condition:
+            statement["Condition"] = condition
+        statements.append(statement)
+    return {"Version": "2012-10-17", "Id": "keymanager-native-policy", "Statement": statements}
+
+
+# -- request fields -----------------------------------------------------------------------
+
+
+def string(params: Mapping[str, Any], name: str, *, required: bool = False, limit: int = MAX_REF_CHARS) -> str | None:
+    """Field ``name`` as a string (SerializationException for another type, ValidationException when missing)."""
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise KmsError("ValidationException", f"1 validation error detected: {name} must not be null")
+        return None
+    if not isinstance(value, str):
+        raise KmsError("SerializationException", f"{name} must be a string")
+    if not 1 <= len(value) <= limit:
+        raise KmsError("ValidationException", f"{name} must be 1 to {limit} characters long")
+    return value
+
+
+def integer(params: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise KmsError("SerializationException", f"{name} must be an integer")
+    if not low <= value <= high:
+        raise KmsError("ValidationException", f"{name} must be between {low} and {high}")
+    return value
+
+
+def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required: bool = True) -> bytes | None:
+    """Field ``name``: standard base64 of ``low``..``high`` bytes."""
+    value = params.get(name)
+    if value is None:
+        if required:
+            raise KmsError("ValidationException", f"1 validation error detected: {name} must not be null")
+        return None
+    if not isinstance(value, str):
+        raise KmsError("SerializationException", f"{name} must be a base64 string")
+    try:
+        data = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        raise KmsError("SerializationException", f"{name} is not valid base64") from None
+    if not low <= len(data) <= high:
+        raise KmsError("ValidationException", f"{name} must be {low} to {high} bytes long")
+    return data
+
+
+def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[str, str] | None:
+    """An encryption context: a map of strings, at most 8,192 bytes in all."""
+    value = params.get(name)
+    if value is None:
+        return None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise KmsError("SerializationException", f"{name} must be a map of strings to strings")
+    if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_CONTEXT_BYTES:
+        raise KmsError("ValidationException", f"{name} is limited to {MAX_CONTEXT_BYTES} bytes")
+    return value
+
+
+def check_common(params: Mapping[str, Any]) -> None:
+    """Fields any operation may carry: grant tokens (accepted, grant nothing), DryRun (refused),
+    an encryption algorithm other than ``SYMMETRIC_DEFAULT`` (refused)."""
+    tokens = params.get("GrantTokens")
+    if tokens is not None and (not isinstance(tokens, list) or len(tokens) > 10):
+        raise KmsError("ValidationException", "GrantTokens is a list of at most 10 tokens")
+    if params.get("DryRun") is True:
+        raise unsupported("DryRun")
+    for name in ("EncryptionAlgorithm", "SourceEncryptionAlgorithm", "DestinationEncryptionAlgorithm"):
+        algorithm = params.get(name)
+        if algorithm is not None and algorithm != "SYMMETRIC_DEFAULT":
+            raise unsupported(f"{name} {str(algorithm)[:64]}")
+
+
+def data(value: bytes) -> str:
+    """A blob as JSON 1.1 carries it: standard base64."""
+    return base64.b64encode(value).decode()

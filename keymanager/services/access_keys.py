@@ -1,0 +1,140 @@
+"""Access keys of the AWS KMS API: creation, listing, revocation, and SigV4 authentication.
+
+The secret of an access key is needed in clear to verify a signature, so it is stored sealed
+(AES-256-GCM in the HSM, bound to its access key id) under a dedicated non-extractable HSM key
+labelled ``km/access-keys/…/aes``, made on first use through the same adapter call that makes
+key versions. It is never logged and never stored in clear.
+
+Verification cost. Opening the sealed secret is one HSM call (a thread hop and a GCM
+decryption); each process therefore keeps the secrets it opened in a bounded cache (at most
+:data:`SECRET_CACHE_SIZE`), keyed by the access key id *and* its sealed bytes. The access key
+record itself is read through the request's :class:`Snapshot`, so a revoked key (or deleted
+principal) stops authenticating on every replica as soon as the metadata version moves on,
+exactly as bearer tokens do; a cached secret alone never authenticates anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from datetime import datetime
+
+from keymanager.db.kms import KmsStore
+from keymanager.domain import access_keys as ak
+from keymanager.domain import sigv4
+from keymanager.domain.audit import AuditEntry
+from keymanager.domain.kms import KmsError
+from keymanager.domain.models import Algorithm, HsmObjects, Principal
+from keymanager.errors import DecryptionFailed, InvalidRequest, NotFound
+from keymanager.hsm import Hsm
+from keymanager.services.snapshot import Snapshot
+
+log = logging.getLogger(__name__)
+
+SECRET_CACHE_SIZE = 1024
+WRAP_KEY_NAME = "access-keys"
+WRAP_KEY_PREFIX = f"km/{WRAP_KEY_NAME}/"
+"""Labels of the sealing key: ``version_labels(WRAP_KEY_NAME, 1, AES_256_GCM, nonce)``."""
+_UNKNOWN = "The security token included in the request is invalid."
+
+
+class AccessKeyService:
+    """Access keys per principal, and the principal behind a SigV4-signed request."""
+
+    def __init__(self, store: KmsStore, hsm: Hsm) -> None:
+        self._store = store
+        self._hsm = hsm
+        self._lock = threading.Lock()
+        self._wrap_label: str | None = None
+        self._secrets: dict[tuple[str, bytes], str] = {}
+
+    # -- management (admin routes; blocking: call from a worker thread) -------------------
+    def create(
+        self, principal_name: str, given: tuple[str, str] | None = None, *, audit: AuditEntry | None = None
+    ) -> tuple[str, str, datetime]:
+        """A new access key of ``principal_name`` (or the ``given`` id and secret): id, secret, creation time.
+
+        InvalidRequest for a given pair out of form, NotFound for an unknown principal, Conflict
+        for a taken id or too many keys.
+        """
+        if given is None:
+            key_id, secret = ak.new_access_key_id(), ak.new_secret_access_key()
+        else:
+            key_id, secret = given
+            if not ak.ACCESS_KEY_ID.fullmatch(key_id):
+                raise InvalidRequest("access_key_id is 16-128 characters of A-Z and 0-9")
+            if not ak.SECRET_ACCESS_KEY.fullmatch(secret):
+                raise InvalidRequest("secret_access_key is 40-128 printable ASCII characters without spaces")
+        label = self._wrap_key()
+        sealed = self._hsm.encrypt(_wrap(label), Algorithm.AES_256_GCM, ak.sealing_header(key_id), secret.encode(), b"")
+        created = self._store.add_access_key(principal_name, key_id, sealed, label, audit=audit)
+        return key_id, secret, created
+
+    def list(self, principal_name: str) -> list[tuple[str, datetime]]:
+        """Ids and creation times of the principal's access keys; NotFound for an unknown principal."""
+        found = self._store.access_keys_of(principal_name)
+        if found is None:
+            raise NotFound("principal not found")
+        return found
+
+    def revoke(self, principal_name: str, access_key_id: str, *, audit: AuditEntry | None = None) -> None:
+        """Delete the access key: it stops authenticating at once, on every replica."""
+        if not self._store.delete_access_key(principal_name, access_key_id, audit=audit):
+            raise NotFound("access key not found")
+
+    def _wrap_key(self) -> str:
+        """The label of the HSM key sealing secrets: the token's first, or a new one."""
+        with self._lock:
+            if self._wrap_label is None:
+                labels = [label for label in self._hsm.find_labels(WRAP_KEY_PREFIX) if label.endswith("/aes")]
+                if labels:
+                    self._wrap_label = labels[0]
+                else:
+                    made = self._hsm.generate_version(WRAP_KEY_NAME, 1, Algorithm.AES_256_GCM)
+                    assert made.enc_label is not None
+                    self._wrap_label = made.enc_label
+            return self._wrap_label
+
+    # -- authentication (the KMS door's hot path) ------------------------------------------
+    async def authenticate(
+        self, keys: Snapshot, request: sigv4.ReceivedRequest, now: datetime
+    ) -> tuple[Principal, sigv4.Credential]:
+        """The principal whose access key signed ``request``, and the credential (region) it claims.
+
+        Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
+        ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``.
+        """
+        try:
+            credential = sigv4.parse(request, service="kms", now=now)
+        except sigv4.SignatureRefused as exc:
+            raise KmsError(exc.code, exc.message) from None
+        found = await keys.access_key(credential.access_key_id, self._store.access_key)
+        if found is None:
+            raise KmsError("UnrecognizedClientException", _UNKNOWN)
+        secret = await self._secret(found)
+        try:
+            sigv4.verify(request, credential, secret)
+        except sigv4.SignatureRefused as exc:
+            raise KmsError(exc.code, exc.message) from None
+        return found.principal, credential
+
+    async def _secret(self, key: ak.AccessKey) -> str:
+        cached = self._secrets.get((key.id, key.sealed_secret))
+        if cached is not None:
+            return cached
+        try:
+            opened = await self._hsm.adecrypt(
+                _wrap(key.wrap_label), Algorithm.AES_256_GCM, ak.sealing_header(key.id), key.sealed_secret, b""
+            )
+        except DecryptionFailed:
+            log.error("the sealed secret of access key %s does not open (request refused)", key.id)
+            raise KmsError("UnrecognizedClientException", _UNKNOWN) from None
+        secret = opened.decode()
+        if len(self._secrets) >= SECRET_CACHE_SIZE:
+            self._secrets.pop(next(iter(self._secrets)))
+        self._secrets[(key.id, key.sealed_secret)] = secret
+        return secret
+
+
+def _wrap(label: str) -> HsmObjects:
+    return HsmObjects(enc_label=label, mac_label=None)

@@ -1,0 +1,231 @@
+"""The AWS KMS API's operations on keys in use: a second door to the same services.
+
+Each operation translates AWS's request fields into a call of the very function the REST API
+calls (``CryptoService.encrypt`` for Encrypt and ``POST /v1/keys/{key}/encrypt`` alike, and so
+on), and its result into AWS's answer: so both doors share policy checks, key states, the
+cryptography and the ciphertext (a ``CiphertextBlob`` is the binary spelling of a ``km:1``
+ciphertext, see :mod:`keymanager.domain.kms_blob`). Policy mapping: Encrypt → ``encrypt``,
+Decrypt → ``decrypt``, GenerateDataKey* → ``generate_data_key``, ReEncrypt → ``decrypt`` on the
+source key and ``encrypt`` on the destination (AWS's ReEncryptFrom/ReEncryptTo),
+GenerateMac/VerifyMac → ``mac``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from keymanager.domain import ciphertext as ct
+from keymanager.domain import kms, kms_blob
+from keymanager.domain.models import Algorithm, Principal, Role
+from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest, KeyNotFound
+from keymanager.hsm import Hsm
+from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
+from keymanager.services.snapshot import Snapshot
+
+_SYMMETRIC = "SYMMETRIC_DEFAULT"
+_HMAC = "HMAC_SHA_256"
+_DATA_KEY_SPECS = {"AES_256": 256, "AES_128": 128}
+
+
+@dataclass
+class Call:
+    """One KMS request: who, where (region of the signature), what; what its audit record names."""
+
+    principal: Principal
+    region: str
+    account: str
+    params: Mapping[str, Any]
+    key_id: str | None = None
+    key_version: int | None = None
+    key_ref: str | None = None
+    """The last key reference the request named (its audit record names that key when refused)."""
+
+    def arn(self, key_id: str) -> str:
+        return kms.key_arn(key_id, self.region, self.account)
+
+    def ref(self, field: str = "KeyId") -> str:
+        """The native reference of the (required) key field ``field``."""
+        value = kms.string(self.params, field, required=True)
+        assert value is not None
+        self.key_ref = kms.resolve(value, self.account)
+        return self.key_ref
+
+    def noted(self, key_id: str, key_version: int | None = None) -> None:
+        self.key_id, self.key_version = key_id, key_version
+
+
+class KmsCrypto:
+    """Encrypt, Decrypt, ReEncrypt, GenerateDataKey(WithoutPlaintext), GenerateRandom, GenerateMac, VerifyMac."""
+
+    def __init__(self, crypto: CryptoService, hsm: Hsm) -> None:
+        self._crypto = crypto
+        self._hsm = hsm
+        self.operations = {
+            "Encrypt": self.encrypt,
+            "Decrypt": self.decrypt,
+            "ReEncrypt": self.reencrypt,
+            "GenerateDataKey": self.generate_data_key,
+            "GenerateDataKeyWithoutPlaintext": self.generate_data_key_without_plaintext,
+            "GenerateRandom": self.generate_random,
+            "GenerateMac": self.generate_mac,
+            "VerifyMac": self.verify_mac,
+        }
+
+    async def encrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        plaintext = kms.blob(call.params, "Plaintext", low=1, high=kms.MAX_PLAINTEXT_BYTES)
+        assert plaintext is not None
+        sealed = await self._seal(keys, call, call.ref(), plaintext, kms.context(call.params))
+        return {"CiphertextBlob": sealed[0], "KeyId": call.arn(sealed[1].key_id), "EncryptionAlgorithm": _SYMMETRIC}
+
+    async def decrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        opened = await self._open(keys, call, "CiphertextBlob", "KeyId", "EncryptionContext")
+        call.noted(opened.key_id, opened.key_version)
+        return {
+            "KeyId": call.arn(opened.key_id),
+            "Plaintext": kms.data(opened.plaintext),
+            "EncryptionAlgorithm": _SYMMETRIC,
+        }
+
+    async def reencrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        destination = call.ref("DestinationKeyId")
+        opened = await self._open(keys, call, "CiphertextBlob", "SourceKeyId", "SourceEncryptionContext")
+        blob, done = await self._seal(
+            keys, call, destination, opened.plaintext, kms.context(call.params, "DestinationEncryptionContext")
+        )
+        return {
+            "CiphertextBlob": blob,
+            "SourceKeyId": call.arn(opened.key_id),
+            "KeyId": call.arn(done.key_id),
+            "SourceEncryptionAlgorithm": _SYMMETRIC,
+            "DestinationEncryptionAlgorithm": _SYMMETRIC,
+        }
+
+    async def generate_data_key(self, keys: Snapshot, call: Call, *, plaintext: bool = True) -> dict[str, Any]:
+        ref, bits = call.ref(), _data_key_bits(call.params)
+        try:
+            made = await self._crypto.generate_data_key(keys, call.principal, ref, bits, kms.context(call.params))
+        except InvalidRequest:
+            raise await _usage_error(keys, ref) from None
+        key = await keys.key(made.encrypted.key_id)
+        call.noted(made.encrypted.key_id, made.encrypted.key_version)
+        answer = {"CiphertextBlob": _blob(made.encrypted, key.algorithm), "KeyId": call.arn(key.id)}
+        if plaintext:
+            answer["Plaintext"] = kms.data(made.plaintext)
+        return answer
+
+    async def generate_data_key_without_plaintext(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        return await self.generate_data_key(keys, call, plaintext=False)
+
+    async def generate_random(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        if call.principal.role not in (Role.ADMIN, Role.APP):
+            raise Forbidden("GenerateRandom needs the role admin or app")
+        if call.params.get("CustomKeyStoreId") is not None:
+            raise kms.unsupported("CustomKeyStoreId")
+        count = kms.integer(call.params, "NumberOfBytes", 1, 1024)
+        if count is None:
+            raise kms.KmsError("ValidationException", "NumberOfBytes must be between 1 and 1024")
+        return {"Plaintext": kms.data(await asyncio.to_thread(self._hsm.random, count))}
+
+    async def generate_mac(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        ref, message = call.ref(), _mac_message(call.params)
+        try:
+            made = await self._crypto.mac(keys, call.principal, ref, message)
+        except InvalidRequest:
+            raise await _usage_error(keys, ref, mac=True) from None
+        call.noted(made.key_id, made.key_version)
+        return {"Mac": kms.data(made.mac), "MacAlgorithm": _HMAC, "KeyId": call.arn(made.key_id)}
+
+    async def verify_mac(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+        ref, message = call.ref(), _mac_message(call.params)
+        mac = kms.blob(call.params, "Mac", low=1, high=6144)
+        assert mac is not None
+        try:
+            checked = await self._crypto.verify_mac(keys, call.principal, ref, message, mac)
+        except InvalidRequest:
+            raise await _usage_error(keys, ref, mac=True) from None
+        call.noted(checked.key_id, checked.key_version)
+        if not checked.valid:
+            raise kms.KmsError("KMSInvalidMacException", "The MAC does not verify")
+        return {"KeyId": call.arn(checked.key_id), "MacValid": True, "MacAlgorithm": _HMAC}
+
+    # -- steps ------------------------------------------------------------------------------
+    async def _seal(
+        self, keys: Snapshot, call: Call, ref: str, plaintext: bytes, context: dict[str, str] | None
+    ) -> tuple[str, Encrypted]:
+        """``CryptoService.encrypt`` (as REST), its ciphertext spelt as a blob."""
+        try:
+            done = await self._crypto.encrypt(keys, call.principal, ref, plaintext, context)
+        except InvalidRequest:
+            raise await _usage_error(keys, ref) from None
+        key = await keys.key(done.key_id)
+        call.noted(done.key_id, done.key_version)
+        return _blob(done, key.algorithm), done
+
+    async def _open(self, keys: Snapshot, call: Call, blob_field: str, key_field: str, context_field: str) -> Decrypted:
+        """``CryptoService.decrypt`` (as REST) of a blob; every tampered blob is InvalidCiphertextException."""
+        blob = kms.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
+        context = kms.context(call.params, context_field)
+        try:
+            parsed, algorithm = kms_blob.decode(blob or b"")
+        except DecryptionFailed:
+            raise kms.aws_error(DecryptionFailed()) from None
+        ref = None
+        if call.params.get(key_field) is not None:
+            ref = call.ref(key_field)
+            if (await keys.key(ref)).id != parsed.key_id:
+                raise kms.KmsError(
+                    "IncorrectKeyException",
+                    "The key ID in the request does not identify the key that encrypted the ciphertext",
+                )
+        try:
+            opened = await self._crypto.decrypt(keys, call.principal, parsed.encode(), context, ref=ref)
+        except InvalidRequest:  # the blob names an HMAC key
+            raise await _usage_error(keys, ref or parsed.key_id) from None
+        if (await keys.key(opened.key_id)).algorithm is not algorithm:
+            raise kms.aws_error(DecryptionFailed())
+        return opened
+
+
+def _blob(done: Encrypted, algorithm: Algorithm) -> str:
+    """The blob of a ciphertext the service just made (so its text needs no checks: ~4x cheaper than parsing)."""
+    body = base64.b64decode(done.ciphertext.rsplit(":", 1)[1])
+    return kms.data(kms_blob.encode(ct.Ciphertext(done.key_id, done.key_version, body), algorithm))
+
+
+async def _usage_error(keys: Snapshot, ref: str, *, mac: bool = False) -> kms.KmsError:
+    """InvalidKeyUsageException for a key of the wrong kind (the service said InvalidRequest)."""
+    try:
+        key = await keys.key(ref)
+    except KeyNotFound:
+        return kms.KmsError("NotFoundException", "key not found")
+    if (key.algorithm is Algorithm.HMAC_SHA256) is not mac:
+        usage = "GENERATE_VERIFY_MAC" if key.algorithm is Algorithm.HMAC_SHA256 else "ENCRYPT_DECRYPT"
+        return kms.KmsError("InvalidKeyUsageException", f"the key's KeyUsage is {usage}")
+    return kms.KmsError("ValidationException", "the request is invalid for this key")
+
+
+def _data_key_bits(params: Mapping[str, Any]) -> int:
+    spec = kms.string(params, "KeySpec", limit=16)
+    count = kms.integer(params, "NumberOfBytes", 1, 1024)
+    if (spec is None) == (count is None):
+        raise kms.KmsError("ValidationException", "Please specify either number of bytes or key spec.")
+    if spec is not None:
+        if spec not in _DATA_KEY_SPECS:
+            raise kms.KmsError("ValidationException", "KeySpec must be AES_256 or AES_128")
+        return _DATA_KEY_SPECS[spec]
+    if count not in (16, 32):
+        raise kms.unsupported(f"NumberOfBytes {count} (16 and 32 are)")
+    return 8 * count
+
+
+def _mac_message(params: Mapping[str, Any]) -> bytes:
+    algorithm = kms.string(params, "MacAlgorithm", required=True, limit=32)
+    if algorithm != _HMAC:
+        raise kms.unsupported(f"MacAlgorithm {algorithm}")
+    message = kms.blob(params, "Message", low=1, high=kms.MAX_PLAINTEXT_BYTES)
+    assert message is not None
+    return message

@@ -1,0 +1,270 @@
+"""The AWS KMS API's key management: the same ``KeyService`` and ``LifecycleService`` calls as REST.
+
+Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
+(DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
+operation needs the admin role. Changes are recorded with their audit entry in the same
+transaction, as through REST.
+
+Aliases are key names (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has no
+alias yet, UpdateAlias moves a name from one key to another (the first gets a fresh
+``kms-<hex>`` name), DeleteAlias gives the key a fresh ``kms-<hex>`` name. So a key holds at
+most one alias, and ``alias/billing`` and ``/v1/keys/billing`` are the same key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
+from keymanager.db.kms import KmsStore
+from keymanager.domain import kms
+from keymanager.domain.audit import AuditEntry
+from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
+from keymanager.domain.policy import Operation, Policy
+from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.services.keys import KeyService
+from keymanager.services.kms import Call
+from keymanager.services.lifecycle import LifecycleService
+
+Handler = Callable[[Call, AuditEntry], dict[str, Any]]
+_MAX_DESCRIPTION = 8192
+_ROTATION_DAYS = (90, 2560)
+_ENCRYPTING = frozenset({Operation.ENCRYPT, Operation.DECRYPT, Operation.GENERATE_DATA_KEY, Operation.REENCRYPT})
+
+
+class KmsKeys:
+    """Key management operations of the KMS API (``reads`` and ``changes``: operation → handler)."""
+
+    def __init__(self, keys: KeyService, lifecycle: LifecycleService, store: KmsStore) -> None:
+        self._keys = keys
+        self._lifecycle = lifecycle
+        self._store = store
+        self.reads: dict[str, Handler] = {
+            "DescribeKey": self.describe_key,
+            "ListKeys": self.list_keys,
+            "ListAliases": self.list_aliases,
+            "GetKeyRotationStatus": self.get_key_rotation_status,
+            "GetKeyPolicy": self.get_key_policy,
+        }
+        self.changes: dict[str, Handler] = {
+            "CreateKey": self.create_key,
+            "EnableKey": lambda call, entry: self._enable(call, entry, enabled=True),
+            "DisableKey": lambda call, entry: self._enable(call, entry, enabled=False),
+            "UpdateKeyDescription": self.update_key_description,
+            "ScheduleKeyDeletion": self.schedule_key_deletion,
+            "CancelKeyDeletion": self.cancel_key_deletion,
+            "CreateAlias": self.create_alias,
+            "UpdateAlias": self.update_alias,
+            "DeleteAlias": self.delete_alias,
+            "EnableKeyRotation": self.enable_key_rotation,
+            "DisableKeyRotation": self.disable_key_rotation,
+            "RotateKeyOnDemand": self.rotate_key_on_demand,
+        }
+
+    # -- reads ------------------------------------------------------------------------------
+    def describe_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._keys.get(call.ref(), call.principal)
+        call.noted(key.id)
+        return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
+
+    def list_keys(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        keys = self._keys.list(call.principal)
+        page, more = _page(call.params, keys)
+        answer: dict[str, Any] = {
+            "Keys": [{"KeyId": k.id, "KeyArn": call.arn(k.id)} for k in page],
+            "Truncated": bool(more),
+        }
+        if more:
+            answer["NextMarker"] = more
+        return answer
+
+    def list_aliases(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        wanted = None if call.params.get("KeyId") is None else self._keys.get(call.ref(), call.principal).id
+        aliased = [k for k in self._keys.list(call.principal) if kms.alias_of(k) and wanted in (None, k.id)]
+        page, more = _page(call.params, aliased)
+        answer: dict[str, Any] = {"Aliases": [_alias(k, call) for k in page], "Truncated": bool(more)}
+        if more:
+            answer["NextMarker"] = more
+        return answer
+
+    def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._admin_key(call)
+        answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": key.rotation_period_days is not None}
+        if key.rotation_period_days is not None:
+            answer["RotationPeriodInDays"] = key.rotation_period_days
+        return answer
+
+    def get_key_policy(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        """The native policy as an IAM-style document (read only: PutKeyPolicy is not supported)."""
+        key = self._admin_key(call)
+        name = kms.string(call.params, "PolicyName", limit=128) or "default"
+        if name != "default":
+            raise kms.KmsError("NotFoundException", "the only key policy is named 'default'")
+        document = kms.policy_document(self._keys.named([key.policy])[0].to_dict(), call.account)
+        return {"Policy": json.dumps(document, separators=(",", ":")), "PolicyName": "default"}
+
+    # -- changes ----------------------------------------------------------------------------
+    def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        _require_admin(call.principal)
+        params = call.params
+        for name in ("Policy", "CustomKeyStoreId", "XksKeyId"):
+            if params.get(name) is not None:
+                raise kms.unsupported(name)
+        if params.get("Tags"):
+            raise kms.unsupported("Tags")
+        if params.get("MultiRegion") is True:
+            raise kms.unsupported("MultiRegion")
+        origin = kms.string(params, "Origin", limit=32)
+        if origin not in (None, "AWS_KMS"):
+            raise kms.unsupported(f"Origin {origin}")
+        spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
+        algorithm = kms.KEY_SPECS.get(spec or "SYMMETRIC_DEFAULT")
+        if algorithm is None:
+            raise kms.unsupported(f"KeySpec {spec}")
+        usage = kms.string(params, "KeyUsage", limit=32)
+        expected = "GENERATE_VERIFY_MAC" if algorithm is Algorithm.HMAC_SHA256 else "ENCRYPT_DECRYPT"
+        if usage not in (None, expected):
+            raise kms.KmsError("ValidationException", f"KeyUsage of a {spec or 'SYMMETRIC_DEFAULT'} key is {expected}")
+        description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
+        operations = {Operation.MAC} if algorithm is Algorithm.HMAC_SHA256 else _ENCRYPTING
+        policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
+        key = self._keys.create(
+            kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
+        )
+        call.noted(key.id, 1)
+        return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
+
+    def _enable(self, call: Call, entry: AuditEntry, *, enabled: bool) -> dict[str, Any]:
+        key = self._admin_key(call)
+        self._keys.update(key.id, enabled=enabled, audit=entry)
+        return {}
+
+    def update_key_description(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._admin_key(call)
+        description = call.params.get("Description")
+        if not isinstance(description, str) or len(description) > _MAX_DESCRIPTION:
+            raise kms.KmsError(
+                "ValidationException", f"Description is a string of at most {_MAX_DESCRIPTION} characters"
+            )
+        self._keys.update(key.id, description=description, audit=entry)
+        return {}
+
+    def schedule_key_deletion(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._admin_key(call)
+        days = kms.integer(call.params, "PendingWindowInDays", 7, 30) or 30
+        pending = self._lifecycle.schedule_deletion(key, days, audit=entry)
+        assert pending.deletion_date is not None
+        return {
+            "KeyId": call.arn(key.id),
+            "DeletionDate": kms.epoch(pending.deletion_date),
+            "KeyState": "PendingDeletion",
+            "PendingWindowInDays": days,
+        }
+
+    def cancel_key_deletion(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._admin_key(call)
+        if key.state is not KeyState.PENDING_DELETION:
+            raise kms.KmsError("KMSInvalidStateException", f"the key is not pending deletion ({key.state.value})")
+        self._lifecycle.cancel_deletion(key, audit=entry)
+        return {"KeyId": call.arn(key.id)}
+
+    def create_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        name, target = self._alias_and_target(call)
+        if self._keys.id_of(name) is not None:
+            raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
+        self._store.rename_keys([(target.id, name)], audit=replace(entry, key_id=target.id))
+        return {}
+
+    def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        name, target = self._alias_and_target(call)
+        current = self._keys.find(name)
+        if current.id != target.id:
+            self._store.rename_keys(
+                [(current.id, kms.unaliased_name()), (target.id, name)], audit=replace(entry, key_id=target.id)
+            )
+        return {}
+
+    def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        _require_admin(call.principal)
+        name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
+        current = self._keys.find(name)
+        call.noted(current.id)
+        self._store.rename_keys([(current.id, kms.unaliased_name())], audit=replace(entry, key_id=current.id))
+        return {}
+
+    def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._rotatable(call)
+        days = kms.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
+        self._store.set_rotation_period(key.id, days, audit=replace(entry, key_id=key.id, details={"days": days}))
+        return {}
+
+    def disable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._rotatable(call)
+        self._store.set_rotation_period(key.id, None, audit=replace(entry, key_id=key.id))
+        return {}
+
+    def rotate_key_on_demand(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        key = self._rotatable(call)
+        rotated = self._lifecycle.rotate(key, audit=entry)
+        call.noted(key.id, rotated.primary_version)
+        return {"KeyId": call.arn(key.id)}
+
+    # -- steps ------------------------------------------------------------------------------
+    def _admin_key(self, call: Call) -> Key:
+        _require_admin(call.principal)
+        key = self._keys.find(call.ref())
+        call.noted(key.id)
+        return key
+
+    def _rotatable(self, call: Call) -> Key:
+        key = self._admin_key(call)
+        if key.algorithm is Algorithm.HMAC_SHA256:
+            raise kms.unsupported("rotation of HMAC keys")
+        if key.state is KeyState.DISABLED:
+            raise kms.KmsError("DisabledException", "the key is disabled")
+        if key.state is not KeyState.ENABLED:
+            raise kms.KmsError("KMSInvalidStateException", f"the key is {key.state.value}")
+        return key
+
+    def _alias_and_target(self, call: Call) -> tuple[str, Key]:
+        _require_admin(call.principal)
+        name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
+        target = self._keys.find(call.ref("TargetKeyId"))
+        call.noted(target.id)
+        if target.state is KeyState.DESTROYED:
+            raise KeyNotFound()
+        if kms.alias_of(target) is not None and target.name != name:
+            raise kms.KmsError("LimitExceededException", "a key holds at most one alias here (its name)")
+        return name, target
+
+
+def _require_admin(principal: Principal) -> None:
+    if principal.role is not Role.ADMIN:
+        raise Forbidden("this operation needs the role admin")
+
+
+def _page(params: Mapping[str, Any], items: list[Key]) -> tuple[list[Key], str | None]:
+    """One page (Limit 1-1000, default 100) from Marker (the offset, as AWS's opaque string); the next marker."""
+    limit = kms.integer(params, "Limit", 1, 1000) or 100
+    marker = kms.string(params, "Marker", limit=16)
+    start = 0
+    if marker is not None:
+        if not marker.isdigit():
+            raise kms.KmsError("InvalidMarkerException", "the marker is not one this service gave")
+        start = int(marker)
+    end = start + limit
+    return items[start:end], (str(end) if end < len(items) else None)
+
+
+def _alias(key: Key, call: Call) -> dict[str, Any]:
+    alias = kms.alias_of(key)
+    assert alias is not None
+    return {
+        "AliasName": alias,
+        "AliasArn": kms.alias_arn(key.name, call.region, call.account),
+        "TargetKeyId": key.id,
+        "CreationDate": kms.epoch(key.created_at),
+        "LastUpdatedDate": kms.epoch(key.updated_at),
+    }

@@ -1,0 +1,85 @@
+"""The KMS API's store (access keys, key renames, rotation periods) on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import Engine
+
+from keymanager import errors
+from keymanager.db import Store
+from keymanager.db.kms import KmsStore
+from keymanager.domain.access_keys import MAX_PER_PRINCIPAL
+from tests.db.test_store import a_key, a_principal
+
+
+@pytest.fixture
+def kms_store(engine: Engine) -> KmsStore:
+    return KmsStore(engine)
+
+
+def test_access_keys_round_trip_with_their_principal(store: Store, kms_store: KmsStore) -> None:
+    principal = a_principal("billing")
+    store.create_principal(principal, "h" * 64)
+    version = store.metadata_version()
+    created = kms_store.add_access_key(
+        "billing", "KMAKAAAAAAAAAAAAAAAA", b"\x00sealed", "km/access-keys/v1.ab/aes", audit=None
+    )
+    assert store.metadata_version() == version + 1
+    found = kms_store.access_key("KMAKAAAAAAAAAAAAAAAA")
+    assert found is not None and found.principal == principal and found.sealed_secret == b"\x00sealed"
+    assert found.wrap_label == "km/access-keys/v1.ab/aes" and found.created_at == created
+    assert kms_store.access_keys_of("billing") == [("KMAKAAAAAAAAAAAAAAAA", created)]
+    assert kms_store.access_keys_of("nobody") is None
+    assert kms_store.access_key("KMAKBBBBBBBBBBBBBBBB") is None
+
+
+def test_access_key_refusals(store: Store, kms_store: KmsStore) -> None:
+    store.create_principal(a_principal("billing"), "h" * 64)
+    with pytest.raises(errors.NotFound):
+        kms_store.add_access_key("nobody", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+    with pytest.raises(errors.Conflict):
+        kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+    for number in range(1, MAX_PER_PRINCIPAL):
+        kms_store.add_access_key("billing", f"KMAK{number:016d}", b"s", "l", audit=None)
+    with pytest.raises(errors.Conflict):
+        kms_store.add_access_key("billing", "KMAKZZZZZZZZZZZZZZZZ", b"s", "l", audit=None)
+
+
+def test_revoking_and_deleting_the_principal(store: Store, kms_store: KmsStore) -> None:
+    store.create_principal(a_principal("billing"), "h" * 64)
+    store.create_principal(a_principal("support"), "i" * 64)
+    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+    kms_store.add_access_key("billing", "KMAKBBBBBBBBBBBBBBBB", b"s", "l", audit=None)
+    assert not kms_store.delete_access_key("support", "KMAKAAAAAAAAAAAAAAAA", audit=None)  # not support's
+    version = store.metadata_version()
+    assert kms_store.delete_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", audit=None)
+    assert store.metadata_version() == version + 1 and kms_store.access_key("KMAKAAAAAAAAAAAAAAAA") is None
+    assert store.delete_principal("billing")
+    assert kms_store.access_key("KMAKBBBBBBBBBBBBBBBB") is None  # went with its principal
+
+
+def test_rename_keys_moves_a_name_in_one_transaction(store: Store, kms_store: KmsStore) -> None:
+    first, second = a_key("billing"), a_key("kms-" + "0" * 32)
+    store.create_key(first)
+    store.create_key(second)
+    kms_store.rename_keys([(first.id, "kms-" + "1" * 32), (second.id, "billing")], audit=None)
+    moved = store.get_key("billing")
+    assert moved is not None and moved.id == second.id
+    with pytest.raises(errors.Conflict):
+        kms_store.rename_keys([(first.id, "billing")], audit=None)
+    with pytest.raises(errors.KeyNotFound):
+        kms_store.rename_keys([("f" * 32, "other")], audit=None)
+
+
+def test_rotation_period(store: Store, kms_store: KmsStore) -> None:
+    key = a_key("billing")
+    store.create_key(key)
+    kms_store.set_rotation_period(key.id, 90, audit=None)
+    found = store.get_key(key.id)
+    assert found is not None and found.rotation_period_days == 90
+    kms_store.set_rotation_period(key.id, None, audit=None)
+    found = store.get_key(key.id)
+    assert found is not None and found.rotation_period_days is None
+    with pytest.raises(errors.KeyNotFound):
+        kms_store.set_rotation_period("f" * 32, 90, audit=None)
