@@ -15,7 +15,7 @@ from typing import Any
 import aws_encryption_sdk
 import botocore.session
 import pytest
-from aws_encryption_sdk import CommitmentPolicy, StrictAwsKmsMasterKeyProvider
+from aws_encryption_sdk import Algorithm, CommitmentPolicy, StrictAwsKmsMasterKeyProvider
 from aws_encryption_sdk.exceptions import DecryptKeyError
 from botocore.exceptions import ClientError
 from cryptography.exceptions import InvalidTag
@@ -89,6 +89,27 @@ def test_tampered_messages_are_refused(
     with pytest.raises(InvalidTag):  # the SDK lets the AES-GCM failure through
         client.decrypt(source=flipped(sealed, len(sealed) // 2), key_provider=keys)
     assert client.decrypt(source=sealed, key_provider=keys)[0] == b"x" * 100_000
+
+
+@pytest.mark.parametrize(
+    "suite",
+    [
+        Algorithm.AES_128_GCM_IV12_TAG16_HKDF_SHA256,
+        Algorithm.AES_192_GCM_IV12_TAG16_HKDF_SHA384_ECDSA_P384,
+        Algorithm.AES_256_GCM_HKDF_SHA512_COMMIT_KEY,
+    ],
+)
+def test_every_data_key_size_the_sdk_asks_for(
+    suite: Algorithm, provider: tuple[StrictAwsKmsMasterKeyProvider, str]
+) -> None:
+    """The legacy suites ask GenerateDataKey for 16 and 24 bytes (their key sizes), the committing ones 32."""
+    keys, _ = provider
+    legacy = aws_encryption_sdk.EncryptionSDKClient(commitment_policy=CommitmentPolicy.FORBID_ENCRYPT_ALLOW_DECRYPT)
+    policy = CommitmentPolicy.REQUIRE_ENCRYPT_ALLOW_DECRYPT if suite.is_committing() else None
+    client = aws_encryption_sdk.EncryptionSDKClient(commitment_policy=policy) if policy else legacy
+    sealed, header = client.encrypt(source=b"sized", key_provider=keys, algorithm=suite, encryption_context=CONTEXT)
+    assert header.algorithm is suite
+    assert client.decrypt(source=sealed, key_provider=keys)[0] == b"sized"
 
 
 def flipped(data: bytes, at: int) -> bytes:
