@@ -36,7 +36,8 @@ _STATE_ERRORS = {
     KeyState.DESTROYED: KeyDestroyed,
     KeyState.PENDING_IMPORT: KeyPendingImport,
 }
-DATA_KEY_BITS = (128, 256)
+DATA_KEY_BITS = (128, 192, 256)
+"""Data key sizes (192 only through the KMS API's ``NumberOfBytes`` 24: the Encryption SDK's AES-192 suites)."""
 _PENDING = DecryptionFailed()
 """Placeholder of a batch item still in the HSM (every one is replaced before results leave)."""
 
@@ -140,7 +141,7 @@ class CryptoService:
     ) -> DataKey:
         """A new random data key from the HSM, with its ciphertext under key ``ref`` (one trip to the HSM)."""
         if bits not in DATA_KEY_BITS:
-            raise InvalidRequest("bits must be 128 or 256")
+            raise InvalidRequest("bits must be 128, 192 or 256")
         key = _usable(await keys.key(ref), principal, Operation.GENERATE_DATA_KEY)
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)

@@ -217,8 +217,8 @@ def _data_key_bits(params: Mapping[str, Any]) -> int:
         if spec not in _DATA_KEY_SPECS:
             raise kms.KmsError("ValidationException", "KeySpec must be AES_256 or AES_128")
         return _DATA_KEY_SPECS[spec]
-    if count not in (16, 32):
-        raise kms.unsupported(f"NumberOfBytes {count} (16 and 32 are)")
+    if count not in (16, 24, 32):
+        raise kms.unsupported(f"NumberOfBytes {count} (16, 24 and 32 are)")
     return 8 * count
 
 
