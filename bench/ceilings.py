@@ -139,12 +139,15 @@ def _wrk(url: str, script: str, connections: int, duration: float) -> tuple[int,
 
 
 # -- SoftHSM ---------------------------------------------------------------------------------
-def hsm_ceilings(conf: Path, label: str, pin: str, processes: int, seconds: float) -> dict[str, float]:
-    """Every SoftHSM operation in ``processes`` processes at once; ops/s (MB/s for chunked) summed."""
+def hsm_ceilings(
+    conf: Path, label: str, pin: str, processes: int, seconds: float, only: tuple[str, ...] | None = None
+) -> dict[str, float]:
+    """Every SoftHSM operation (or those named in ``only``, e.g. ``("aes_block",)``) in ``processes``
+    processes at once; ops/s (MB/s for chunked) summed, and per process."""
     context = multiprocessing.get_context("spawn")
     barrier, setup, results = context.Barrier(processes), context.Lock(), context.Queue()
     workers = [
-        context.Process(target=_hsm_process, args=(str(conf), label, pin, seconds, (barrier, setup), results))
+        context.Process(target=_hsm_process, args=(str(conf), label, pin, seconds, (barrier, setup), results, only))
         for _ in range(processes)
     ]
     for worker in workers:
@@ -159,16 +162,20 @@ def hsm_ceilings(conf: Path, label: str, pin: str, processes: int, seconds: floa
     return summed
 
 
-def _hsm_process(conf: str, label: str, pin: str, seconds: float, sync: tuple[Any, Any], results: Any) -> None:
+def _hsm_process(
+    conf: str, label: str, pin: str, seconds: float, sync: tuple[Any, Any], results: Any, only: tuple[str, ...] | None
+) -> None:
     barrier, setup = sync
     try:
-        results.put(_hsm_rates(conf, label, pin, seconds, barrier, setup))
+        results.put(_hsm_rates(conf, label, pin, seconds, barrier, setup, only))
     except Exception as exc:  # reported to the parent, which fails the run
         barrier.abort()
         results.put(f"{type(exc).__name__}: {exc}")
 
 
-def _hsm_rates(conf: str, label: str, pin: str, seconds: float, barrier: Any, setup: Any) -> dict[str, float]:
+def _hsm_rates(
+    conf: str, label: str, pin: str, seconds: float, barrier: Any, setup: Any, only: tuple[str, ...] | None = None
+) -> dict[str, float]:
     os.environ["SOFTHSM2_CONF"] = conf
     import pkcs11
     from pkcs11 import Attribute, KeyType, Mechanism
@@ -211,10 +218,12 @@ def _hsm_rates(conf: str, label: str, pin: str, seconds: float, barrier: Any, se
         }
         rates = {}
         for name, operation in operations.items():
+            if only is None or name in only:
+                barrier.wait(SETUP_TIMEOUT)
+                rates[name] = _per_second(operation, seconds)
+        if only is None or "chunked_cbc_mb_per_s" in only:
             barrier.wait(SETUP_TIMEOUT)
-            rates[name] = _per_second(operation, seconds)
-        barrier.wait(SETUP_TIMEOUT)
-        rates["chunked_cbc_mb_per_s"] = _per_second(chunked, seconds, weight=len(chunks) * CHUNK_BYTES / 1e6)
+            rates["chunked_cbc_mb_per_s"] = _per_second(chunked, seconds, weight=len(chunks) * CHUNK_BYTES / 1e6)
         return rates
 
 

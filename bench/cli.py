@@ -1,5 +1,5 @@
 """Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``,
-``client``, ``envelope``, ``ceilings`` and ``fastpath``."""
+``client``, ``envelope``, ``ceilings``, ``fastpath`` and ``tokenize``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.console import Console
 
 from bench.clients import TARGET_NAMES
 
-SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath")
+SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath", "tokenize")
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -70,7 +70,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, transport
+    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, tokenize, transport
 
     common = common_options()
     top = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
@@ -103,6 +103,7 @@ def parser() -> argparse.ArgumentParser:
     e.set_defaults(func=envelope.run)
     ceilings.add_parser(commands)
     fastpath.add_parser(commands)
+    tokenize.add_parser(commands)
     return top
 
 

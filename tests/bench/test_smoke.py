@@ -109,3 +109,24 @@ def test_fastpath_compares_the_two_settings_interleaved(tmp_path: Path) -> None:
         assert run["requests"] > 0 and run["errors"] == 0 and run["server_cpu_s"] > 0, run
         assert len(run["load_average"]) == 2
     assert {"requests_per_s_gain_pct", "cpu_per_request_saved_pct", "on", "off"} <= report.keys()
+
+
+def test_tokenize_reports_rates_beside_the_softhsm_ceiling(tmp_path: Path) -> None:
+    args = ["--duration", "0.3", "--warmup", "0.1", "--hsm-seconds", "0.1", "--cards", "300", "--out", str(tmp_path)]
+    done = bench("tokenize", *args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "tokenize.json").read_text())
+    ceiling = report["ceiling"]
+    assert ceiling["calls_per_token"] == 10 and ceiling["processes"] >= 1
+    for name in ("aes_block_per_s", "aes_block_per_s_per_process", "tokens_per_s", "tokens_per_s_one_process"):
+        assert ceiling[name] > 0, name
+    assert ceiling["tokens_per_s"] == ceiling["aes_block_per_s"] / 10
+    for name in ("sequential", "batches"):
+        phase = report[name]
+        assert phase["tokens"] > 0 and phase["bad_tokens"] == 0 and phase["seconds"] > 0, phase
+        assert phase["tokens_per_s"] > 0 and phase["fraction_of_ceiling"] > 0 and len(phase["load_average"]) == 2
+    assert report["sequential"]["clients"] == 1 and report["batches"]["clients"] == report["service_workers"] == 2
+    assert report["batches"]["tokens"] % 100 == 0
+    assert report["round_trip_ok"] is True
+    assert report["goal"]["batches_fraction_of_ceiling_at_least"] == 0.4 and isinstance(report["goal"]["met"], bool)
+    assert "FF1 card tokens" in done.stdout and "round trip of 20 card numbers: ok" in done.stdout
