@@ -7,35 +7,25 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Principal
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
     DecryptionFailed,
     InvalidRequest,
-    KeyDestroyed,
-    KeyDisabled,
     KeyManagerError,
     KeyNotFound,
-    KeyPendingDeletion,
-    KeyPendingImport,
     PayloadTooLarge,
     UnknownKeyVersion,
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm
-from keymanager.services.keys import KeyService, require_use
+from keymanager.services.keys import KeyService, require_enabled, require_use
 from keymanager.services.snapshot import Snapshot
 from keymanager.services.streams import StreamOpener, StreamSealer
 
 Context = Mapping[str, str] | None
 
-_STATE_ERRORS = {
-    KeyState.DISABLED: KeyDisabled,
-    KeyState.PENDING_DELETION: KeyPendingDeletion,
-    KeyState.DESTROYED: KeyDestroyed,
-    KeyState.PENDING_IMPORT: KeyPendingImport,
-}
 DATA_KEY_BITS = (128, 192, 256)
 """Data key sizes (192 only through the KMS API's ``NumberOfBytes`` 24: the Encryption SDK's AES-192 suites)."""
 _PENDING = DecryptionFailed()
@@ -323,7 +313,7 @@ def mac_message(data: bytes, context: Context) -> bytes:
 def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
     """``key`` if ``principal`` may use it for ``operation`` now and it encrypts; else the refusal."""
     require_use(key, principal, operation)
-    _require_enabled(key)
+    require_enabled(key)
     if key.algorithm is Algorithm.HMAC_SHA256:
         raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
     if key.algorithm is Algorithm.FF1_AES_256:
@@ -334,15 +324,10 @@ def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
 def _usable_for_mac(key: Key, principal: Principal) -> Key:
     """``key`` if ``principal`` may compute MACs with it now and it is an HMAC key; else the refusal."""
     require_use(key, principal, Operation.MAC)
-    _require_enabled(key)
+    require_enabled(key)
     if key.algorithm is not Algorithm.HMAC_SHA256:
         raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
     return key
-
-
-def _require_enabled(key: Key) -> None:
-    if key.state is not KeyState.ENABLED:
-        raise _STATE_ERRORS[key.state]()
 
 
 def _decryption_version(key: Key, number: int) -> KeyVersion:

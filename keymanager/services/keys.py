@@ -25,8 +25,12 @@ from keymanager.errors import (
     Conflict,
     Forbidden,
     InvalidRequest,
+    KeyDestroyed,
+    KeyDisabled,
     KeyManagerError,
     KeyNotFound,
+    KeyPendingDeletion,
+    KeyPendingImport,
     PreconditionFailed,
 )
 from keymanager.hsm import Hsm
@@ -234,6 +238,20 @@ def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> Au
 def _listed(names: Sequence[str]) -> str:
     """At most five names, for an error message."""
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+
+
+_STATE_ERRORS: dict[KeyState, type[KeyManagerError]] = {
+    KeyState.DISABLED: KeyDisabled,
+    KeyState.PENDING_DELETION: KeyPendingDeletion,
+    KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
+}
+
+
+def require_enabled(key: Key) -> None:
+    """Raise the error of the key's state unless it is enabled (409 ``key_disabled`` and the others)."""
+    if key.state is not KeyState.ENABLED:
+        raise _STATE_ERRORS[key.state]()
 
 
 def require_use(key: Key, principal: Principal, operation: Operation) -> None:

@@ -11,31 +11,20 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from keymanager.domain.models import Algorithm, Key, KeyState, KeyVersion, Principal
+from keymanager.domain.models import Algorithm, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.tokens import TokenFormat, context_tweak
 from keymanager.errors import (
     InvalidRequest,
-    KeyDestroyed,
-    KeyDisabled,
     KeyManagerError,
-    KeyPendingDeletion,
-    KeyPendingImport,
     PayloadTooLarge,
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm, tokenization
-from keymanager.services.keys import require_use
+from keymanager.services.keys import require_enabled, require_use
 from keymanager.services.snapshot import Snapshot
 
 Context = Mapping[str, str] | None
-
-_STATE_ERRORS = {
-    KeyState.DISABLED: KeyDisabled,
-    KeyState.PENDING_DELETION: KeyPendingDeletion,
-    KeyState.DESTROYED: KeyDestroyed,
-    KeyState.PENDING_IMPORT: KeyPendingImport,
-}
 
 
 _PENDING = InvalidRequest()
@@ -150,8 +139,7 @@ class TokenService:
 def _usable(key: Key, principal: Principal, operation: Operation) -> tuple[Key, TokenFormat]:
     """``key`` and its token format if ``principal`` may use it for ``operation`` now; else the refusal."""
     require_use(key, principal, operation)
-    if key.state is not KeyState.ENABLED:
-        raise _STATE_ERRORS[key.state]()
+    require_enabled(key)
     if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
         raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
     return key, key.token_format
