@@ -6,11 +6,12 @@ parsing), the SigV4 signature is verified with the access key's secret, the oper
 through the same services as its REST twin, and the answer takes AWS's shape — 200 with the
 operation's JSON, or ``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId``
 header. Every call writes one audit record ``kms.<Operation>`` in the same chain (success or
-refusal) and is counted in the request metrics under the route ``kms.<Operation>`` — except
-failed authentication (no, malformed or wrong signature, unknown access key), which shares the
-REST door's per-address throttle: counted, summarised in one ``auth.failed`` record per address
-and interval, and once an address's burst is spent refused with ``ThrottlingException`` (and
-``Retry-After``) before its body is read.
+refusal) and is counted in the request metrics under the route ``kms.<Operation>`` — except a
+call refused before its caller authenticated (no, malformed or wrong signature, unknown access
+key, and anything refused before the signature could be checked: an unknown operation, a body
+over the limit, malformed JSON), which shares the REST door's per-address throttle: counted,
+summarised in one ``auth.failed`` record per address and interval, and once an address's burst
+is spent refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read.
 """
 
 from __future__ import annotations
@@ -75,15 +76,6 @@ KNOWN_UNSUPPORTED = frozenset(
     ]
 )
 """Operations of AWS KMS this service answers ``UnsupportedOperationException``."""
-AUTHENTICATION_FAILED = frozenset(
-    {
-        "UnrecognizedClientException",
-        "InvalidSignatureException",
-        "IncompleteSignatureException",
-        "MissingAuthenticationTokenException",
-    }
-)
-"""Refusals of a caller who did not authenticate: throttled and summarised like the REST door's 401."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +128,7 @@ class KmsDoor:
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, answer = await _answer(exchange, scope, receive, headers)
-            if answer.get("__type") in AUTHENTICATION_FAILED:
+            if status != 200 and exchange.call is None:  # refused before the caller authenticated
                 metrics.AUTH_FAILURES.inc()
                 await write_summary(svc, self.throttle.failed(address), scope, status)
         body = json.dumps(answer, separators=(",", ":")).encode()
@@ -169,7 +161,7 @@ async def _answer(
     except Exception as exc:  # never a stack trace to the client; the class name to the log
         log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.action)
         refusal = kms.KmsError("KMSInternalException", "internal error", 500)
-    if refusal.code in AUTHENTICATION_FAILED:  # summarised per address by the caller, never one record each
+    if exchange.call is None:  # nobody authenticated: summarised per address by the caller, never one record each
         return refusal.status, {"__type": refusal.code, "message": refusal.message}
     entry = exchange.trail.entry(exchange.action, refusal.status)
     if refusal.code in kms.DENIED:

@@ -229,15 +229,23 @@ def test_aws_endpoint_url_kms_environment_variable(
     assert done.stdout.strip() == "from env"
 
 
-def test_refusals_are_audited_and_counted(kms_server: Server, admin_pair: Pair) -> None:
+def test_refusals_are_audited_and_counted(kms_server: Server, admin_pair: Pair, admin_kms: Any) -> None:
+    """An authenticated refusal has its own record; one refused before the caller authenticated
+    (an unknown operation, a wrong secret) is counted and summarised per address, never recorded
+    one by one (tests/kms_api/test_throttle.py bounds it)."""
     send(kms_server, signed(kms_server, admin_pair, "MakeCoffee", b"{}"))
     send(kms_server, signed(kms_server, admin_pair, "GenerateRandom", b'{"NumberOfBytes": 8}', secret="x" * 40))
+    with pytest.raises(ClientError):
+        admin_kms.generate_random(NumberOfBytes=100_000)  # authenticated, then refused
     with kms_server.client(kms_server.admin_token) as admin:
         records = admin.get("/v1/audit", params={"limit": 1000}).json()
         metrics = admin.get("/metrics").text
     records = records["records"] if isinstance(records, dict) else records
     actions = {(r["action"], r["status"]) for r in records}
-    assert ("kms.unknown", 400) in actions and ("kms.GenerateRandom", 400) in actions
+    assert ("kms.GenerateRandom", 400) in actions
+    assert not any(action == "kms.unknown" for action, _ in actions)
+    assert any(action == "auth.failed" for action, _ in actions)
+    assert "km_auth_failures_total" in metrics
     assert ("kms.GenerateRandom", 200) in actions
     assert 'route="kms.GenerateRandom"' in metrics
     assert json.dumps(records).count("x" * 40) == 0
