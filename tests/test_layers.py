@@ -61,3 +61,51 @@ def test_imports_point_one_way(path: Path) -> None:
             assert RESTRICTED[top] == layer or (layer == "cli" and top == "uvicorn"), (
                 f"{path.name} ({layer}) imports {top}, reserved to {RESTRICTED[top]}"
             )
+
+
+# The API speaks HTTP: it uses services, never the parts they are built on, even through the container.
+BEHIND_SERVICES = {"store", "hsm", "audit_records", "audit_store"}
+"""Members of ``Services`` (and of anything else named like it) that only services may use."""
+WIRING = {"observer", "on_timeout"}
+"""Callbacks of lower layers, set only through ``Services.observe``."""
+
+
+def reaches_through(source: str) -> list[str]:
+    """Each place in ``source`` that uses a part behind the services or sets a part's callback."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Attribute) and node.attr in BEHIND_SERVICES:
+            holder = ast.unparse(node.value).removesuffix("()").rsplit(".", 1)[-1]
+            if holder in {"svc", "services"}:
+                found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        found += [
+            f"line {t.lineno}: {ast.unparse(t)} =" for t in targets if isinstance(t, ast.Attribute) and t.attr in WIRING
+        ]
+    return found
+
+
+API_MODULES = [p for p in MODULES if _layer(p) == "api"]
+
+
+@pytest.mark.parametrize("path", API_MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_the_api_reaches_no_store_or_hsm_through_the_container(path: Path) -> None:
+    assert reaches_through(path.read_text()) == []
+
+
+def test_reaching_through_the_container_is_caught() -> None:
+    source = """
+def route(svc, request):
+    svc.store.ping()
+    request.app.state.services.hsm.ping()
+    self.services().audit_records.query(None)
+    svc.hsm.observer = print
+    svc.crypto.encrypt()
+"""
+    assert sorted(place.split(":")[0] for place in reaches_through(source)) == [
+        "line 3",
+        "line 4",
+        "line 5",
+        "line 6",
+        "line 6",
+    ]

@@ -63,10 +63,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         app.state.services = services or Services.build(settings)
-        app.state.services.hsm.observer = metrics.observe_hsm
-        app.state.services.hsm.on_timeout = metrics.observe_hsm_timeout
-        app.state.services.audit.observer = metrics.observe_audit_queue
-        app.state.services.cache.observer = metrics.observe_cache
+        app.state.services.observe(
+            hsm_call=metrics.observe_hsm,
+            hsm_timeout=metrics.observe_hsm_timeout,
+            audit_queue=metrics.observe_audit_queue,
+            cache=metrics.observe_cache,
+        )
         await asyncio.to_thread(remove_dead, settings.spool_dir)  # spool files of processes that are gone
         tasks = [
             asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
@@ -115,7 +117,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     app.add_middleware(metrics.RequestMetrics)
     app.add_middleware(
         AuditTrail,
-        log=lambda: app.state.services.audit,
+        writer=lambda: app.state.services.audit_writer,
         key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         error_app=errors.render,
     )
@@ -168,7 +170,7 @@ async def _summarise(services: Services, throttle: AuthThrottle) -> None:
 async def _write_summaries(services: Services, summaries: list[FailureSummary]) -> None:
     for summary in summaries:
         try:
-            await services.audit.awrite(summary_entry(summary, "", 401, {}))
+            await services.audit_writer.awrite(summary_entry(summary, "", 401, {}))
         except Exception as exc:  # the counts are lost, the loop goes on; the log says so
             metrics.observe_audit_failure()
             log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
@@ -190,7 +192,7 @@ async def _watch_hsm(services: Services, limit: float) -> None:
     """
     while True:
         await asyncio.sleep(min(1.0, limit / 2))
-        stuck = services.hsm.stuck_for()
+        stuck = services.readiness.hsm_stuck_for()
         if stuck > limit:
             log.critical("HSM call stuck %.0f s past its deadline: this worker exits for a fresh one", stuck)
             os._exit(STUCK_EXIT_STATUS)
@@ -208,7 +210,7 @@ async def _checkpoints(services: Services, interval: float) -> None:
 
 def _close_with_checkpoint(services: Services) -> None:
     """Flush the audit log, write a last checkpoint, then close everything."""
-    services.audit.close()
+    services.audit_writer.close()
     try:
         services.audit_chain.emit_checkpoint(always=True)
     except Exception as exc:  # closing goes on

@@ -1,15 +1,29 @@
 """One audit record for every request to an audited route, written before the answer leaves.
 
-A route is audited when its endpoint is decorated with :func:`audited`. While the request
-runs, the route and its dependencies fill the request's :class:`AuditContext` (principal,
-key, version, details). When the response starts, :class:`AuditTrail` writes the record —
-with the status and an outcome derived from it — and waits for the commit. If the record
-cannot be written, the client gets 503 ``database_unavailable`` instead of the answer
-(fail closed). Changes that are recorded in the same transaction as the change itself mark
-the context ``recorded``, and the trail writes nothing more for them.
+A route is audited when its endpoint is decorated with :func:`audited`, which names its action
+— the only place the action is written. While the request runs, the route and its dependencies
+fill the request's :class:`AuditContext` (principal, key, version, details).
 
-A client that hangs up before the answer completed (mid-upload or mid-download) is recorded
-with status 499 and logged as one WARNING line, without a traceback.
+Who writes the record is decided in one place, :meth:`AuditContext.owes_record`:
+
+- a route whose success is recorded with the change itself — in the transaction that makes
+  it, or by ``run_validated`` before the route answers — takes that record from
+  :meth:`AuditContext.success`. Its status is the route's declared success status (its
+  ``status_code``, 200 by default): the record commits before the response exists, and the
+  route can only answer that status once it committed;
+- every other answer (reads, refusals, failures, a change that failed after taking its record)
+  is recorded by :class:`AuditTrail` when the response starts, with the response's status and
+  an outcome derived from it. If the record cannot be written, the client gets 503
+  ``database_unavailable`` instead of the answer (fail closed).
+
+A request that fails after its answer started (a stream cut mid-way) is recorded with the
+status and code of the :class:`KeyManagerError` that caused it, 500 for anything else. A client that
+hangs up before the answer completed (mid-upload or mid-download) is recorded with status 499
+and logged as one WARNING line, without a traceback.
+
+The AWS KMS door (``api/kms.py``) has no routes: it declares each call's action on the context
+(:attr:`AuditContext.declared`) and writes its own records, so that a failed write answers in
+AWS's error shape.
 """
 
 from __future__ import annotations
@@ -19,7 +33,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
@@ -29,7 +43,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from keymanager.api import metrics
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
-from keymanager.services.audit import AuditLog
+from keymanager.services.audit import AuditWriter
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
@@ -48,23 +62,59 @@ def audited(action: str) -> Callable[[F], F]:
     return mark
 
 
+def _declared_action(scope: Scope) -> str | None:
+    """The action the request's route declared with :func:`audited` (None: not an audited route)."""
+    return getattr(scope.get("endpoint"), _ATTRIBUTE, None)
+
+
+class Located(Protocol):
+    """A result naming the key version it used."""
+
+    @property
+    def key_id(self) -> str: ...
+
+    @property
+    def key_version(self) -> int: ...
+
+
 @dataclass
 class AuditContext:
     """What the request has learnt that its audit record should say."""
 
     request_id: str
     client: str | None
+    scope: Scope = field(default_factory=dict, repr=False)
+    declared: str | None = None
+    """The action of a request served without a route (the KMS door's calls)."""
     principal: str | None = None
     key_id: str | None = None
     key_version: int | None = None
     details: dict[str, Any] = field(default_factory=dict)
-    recorded: bool = False
+    _success_taken: bool = field(default=False, repr=False)
 
-    def entry(self, action: str, status: int) -> AuditEntry:
-        """The audit entry for ``action`` answered with ``status``."""
+    @property
+    def action(self) -> str:
+        """The audited action: the route's (:func:`audited`) or the declared one."""
+        return self.declared or _declared_action(self.scope) or "unaudited"
+
+    def success(self, about: Located | None = None, **details: Any) -> AuditEntry:
+        """The record of this request's success (naming the key version ``about`` used, with
+        ``details`` added), for the caller to commit with its change before it answers.
+
+        Its status is the route's declared success status; the trail writes no other record of a
+        success (see the module docstring)."""
+        if about is not None:
+            self.key_id, self.key_version = about.key_id, about.key_version
+        self.details.update(details)
+        self._success_taken = True
+        route = self.scope.get("route")
+        return self.entry(getattr(route, "status_code", None) or 200)
+
+    def entry(self, status: int) -> AuditEntry:
+        """The audit entry of this request answered with ``status``."""
         return AuditEntry(
             time=datetime.now(UTC),
-            action=action,
+            action=self.action,
             outcome=outcome_of(status),
             status=status,
             request_id=self.request_id,
@@ -74,6 +124,11 @@ class AuditContext:
             client=self.client,
             details=dict(self.details),
         )
+
+    def owes_record(self, status: int) -> bool:
+        """Whether the trail must write this request's record for an answer of ``status``: for an
+        audited route, unless the answer is a success whose record :meth:`success` gave out."""
+        return _declared_action(self.scope) is not None and not (self._success_taken and status < 400)
 
 
 def outcome_of(status: int) -> Outcome:
@@ -88,13 +143,18 @@ async def audit_context(request: Request) -> AuditContext:
     """The request's audit context (made by :class:`AuditTrail`)."""
     context = request.scope.get("state", {}).get("audit")
     if context is None:  # an app without the trail (should not happen): a throwaway context
-        context = AuditContext(request_id="", client=None)
+        context = AuditContext(request_id="", client=None, scope=request.scope)
     return context  # type: ignore[no-any-return]
 
 
-def action_of(request: Request) -> str:
-    """The audit action of the request's route."""
-    return str(getattr(request.scope.get("endpoint"), _ATTRIBUTE, "unknown"))
+def error_of(exc: BaseException) -> KeyManagerError | None:
+    """The KeyManagerError ``exc`` is or was raised from (a stream cut after its answer started)."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, KeyManagerError):
+            return cause
+        cause = cause.__cause__
+    return None
 
 
 class AuditTrail:
@@ -104,12 +164,12 @@ class AuditTrail:
         self,
         app: ASGIApp,
         *,
-        log: Callable[[], AuditLog],
+        writer: Callable[[], AuditWriter],
         key_id: Callable[[str], str | None],
         error_app: Callable[..., ASGIApp],
     ) -> None:
         self.app = app
-        self.log = log
+        self.writer = writer
         self.key_id = key_id
         self.error_app = error_app
 
@@ -119,7 +179,9 @@ class AuditTrail:
             return
         state = scope.setdefault("state", {})
         client = scope.get("client")
-        context = AuditContext(request_id=state.get("request_id", ""), client=client[0] if client else None)
+        context = AuditContext(
+            request_id=state.get("request_id", ""), client=client[0] if client else None, scope=scope
+        )
         if "traceparent" in state:  # validated, 55 characters (api/middleware.py)
             context.details["traceparent"] = state["traceparent"]
         state["audit"] = context
@@ -138,7 +200,7 @@ class AuditTrail:
             if message["type"] == "http.response.start":
                 recorded_hang_up = hung_up
                 try:
-                    await self._record(scope, context, CLIENT_CLOSED if hung_up else message["status"])
+                    await self._record(context, CLIENT_CLOSED if hung_up else message["status"])
                 except KeyManagerError as exc:
                     refused = True
                     await self.error_app(exc, context.request_id)(scope, receive, send)
@@ -151,30 +213,31 @@ class AuditTrail:
             await self.app(scope, watch_receive, send_after_audit)
         except ClientDisconnect:
             hung_up = True
-        except Exception:
+        except Exception as exc:
+            error = error_of(exc)
+            if error is not None:
+                context.details["error"] = error.code
             with contextlib.suppress(KeyManagerError):  # the request failed already; its error goes on
-                await self._record(scope, context, 400 if "aborted" in context.details else 500)
+                await self._record(context, 500 if error is None else error.status)
             raise
         if hung_up:
-            await self._hung_up(scope, context, recorded=recorded_hang_up)
+            await self._hung_up(context, recorded=recorded_hang_up)
 
-    async def _hung_up(self, scope: Scope, context: AuditContext, *, recorded: bool) -> None:
+    async def _hung_up(self, context: AuditContext, *, recorded: bool) -> None:
         """One WARNING line and (unless the answer's start recorded it already) a 499 record."""
-        action = getattr(scope.get("endpoint"), _ATTRIBUTE, "unaudited")
-        log.warning("client hung up before its answer completed (%s, request %s)", action, context.request_id)
+        log.warning("client hung up before its answer completed (%s, request %s)", context.action, context.request_id)
         if not recorded:
             with contextlib.suppress(KeyManagerError):  # nobody is left to answer
-                await self._record(scope, context, CLIENT_CLOSED)
+                await self._record(context, CLIENT_CLOSED)
 
-    async def _record(self, scope: Scope, context: AuditContext, status: int) -> None:
-        action = getattr(scope.get("endpoint"), _ATTRIBUTE, None)
-        if action is None or (context.recorded and status < 400):
+    async def _record(self, context: AuditContext, status: int) -> None:
+        if not context.owes_record(status):
             return
         if context.key_id is None and isinstance(context.details.get("key"), str):
             # Refused before the route learnt the key's id: name the key by id all the same.
             context.key_id = await run_in_threadpool(self.key_id, context.details["key"])
         try:
-            await self.log().awrite(context.entry(action, status))
+            await self.writer().awrite(context.entry(status))
         except KeyManagerError:
             metrics.observe_audit_failure()
             raise

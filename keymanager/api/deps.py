@@ -1,19 +1,28 @@
-"""Request dependencies: the process's services and the authenticated principal."""
+"""Request dependencies: the process's services, the authenticated principal, role guards.
+
+Every route authenticates one way, :func:`authenticate`, through a metadata snapshot
+(:mod:`keymanager.services.snapshot`): the routes that use a key run on snapshots of their own
+(:func:`run_authenticated`), every other route takes :data:`Caller`, read fresh from the
+database. Role guards are route dependencies (``dependencies=[ADMIN]``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, Request
 
 from keymanager.api.audit_trail import AuditContext, audit_context
 from keymanager.api.front_door import CREDENTIAL
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal, Role
 from keymanager.errors import Forbidden, Unauthenticated
 from keymanager.services.container import Services
-from keymanager.services.snapshot import Snapshot
+from keymanager.services.snapshot import Snapshot, run_validated
+
+T = TypeVar("T")
 
 
 def services_of(request: Request) -> Services:
@@ -37,34 +46,49 @@ def credential_of(request: Request) -> Credential:
     return credential
 
 
-def current_principal(request: Request, svc: ServicesDep, trail: AuditDep) -> Principal:
-    """The principal of the request's credential, read from the database (routes without a snapshot); else 401."""
-    principal = svc.principals.authenticate(credential_of(request))
+async def authenticate(request: Request, snapshot: Snapshot, trail: AuditContext) -> Principal:
+    """The principal of the request's credential, looked up through ``snapshot``; else 401."""
+    principal = await snapshot.principal(credential_of(request))
     trail.principal = principal.name
     request.scope["state"]["principal_id"] = principal.id  # for the request's log lines
     return principal
 
 
-async def authenticate(request: Request, keys: Snapshot, trail: AuditContext) -> Principal:
-    """The principal of the request's credential through ``keys`` (the hot routes' snapshot); else 401."""
-    principal = await keys.principal(credential_of(request))
-    trail.principal = principal.name
-    request.scope["state"]["principal_id"] = principal.id  # for the request's log lines
-    return principal
+async def caller(request: Request, trail: AuditDep) -> Principal:
+    """The principal of the request's credential, read fresh from the database; else 401."""
+    return await authenticate(request, services_of(request).cache.snapshot(fresh=True), trail)
 
 
-CurrentPrincipal = Annotated[Principal, Depends(current_principal)]
+Caller = Annotated[Principal, Depends(caller)]
 
 
-def require_role(*roles: Role) -> Callable[[Principal], Principal]:
-    """A dependency that lets only principals with one of ``roles`` through (else 403)."""
+def require_role(*roles: Role) -> Any:
+    """A route dependency letting only principals with one of ``roles`` through (else 403)."""
 
-    def check(principal: CurrentPrincipal) -> Principal:
+    async def check(principal: Caller) -> None:
         if principal.role not in roles:
             raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
-        return principal
 
-    return check
+    return Depends(check)
 
 
-Admin = Annotated[Principal, Depends(require_role(Role.ADMIN))]
+ADMIN = require_role(Role.ADMIN)
+READER = require_role(Role.AUDITOR, Role.ADMIN)
+"""Who reads the audit log and the metrics."""
+
+
+async def run_authenticated(
+    request: Request,
+    trail: AuditContext,
+    use: Callable[[Snapshot, Principal], Awaitable[T]],
+    record: Callable[[T], AuditEntry],
+) -> T:
+    """Authenticate the caller and run ``use`` on a metadata snapshot, committing ``record`` of its
+    result (the request's success record, see ``AuditContext.success``) before returning; again
+    on fresh reads when the snapshot turned out stale (``run_validated``)."""
+    svc = services_of(request)
+
+    async def attempt(snapshot: Snapshot) -> T:
+        return await use(snapshot, await authenticate(request, snapshot, trail))
+
+    return await run_validated(svc.cache, svc.audit_writer, attempt, record)

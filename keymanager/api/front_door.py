@@ -180,7 +180,7 @@ async def write_summary(services: Services, summary: FailureSummary | None, scop
     if summary is not None:
         details = {"method": scope["method"], "path": scope["path"]}
         entry = summary_entry(summary, scope["state"].get("request_id", ""), status, details)
-        await services.audit.awrite(entry)
+        await services.audit_writer.awrite(entry)
 
 
 def summary_entry(summary: FailureSummary, request_id: str, status: int, details: dict[str, Any]) -> AuditEntry:

@@ -87,12 +87,11 @@ class _Route:
 
 @dataclass
 class _Exchange:
-    """One KMS call as the door sees it: the operation, its audit action and context, the call once authenticated."""
+    """One KMS call as the door sees it: the operation, its audit context, the call once authenticated."""
 
     svc: Services
     trail: AuditContext
     operation: str
-    action: str
     call: Call | None = None
 
 
@@ -109,14 +108,15 @@ class KmsDoor:
             await self.app(scope, receive, send)
             return
         state = scope.setdefault("state", {})
-        trail: AuditContext = state.get("audit") or AuditContext(request_id=state.get("request_id", ""), client=None)
+        trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
         target = next((v for k, v in headers if k.lower() == "x-amz-target"), "")
         operation = target.removeprefix(TARGET_PREFIX) if target.startswith(TARGET_PREFIX) else ""
         svc = self.services()
         known = operation in _operations(svc) or operation in KNOWN_UNSUPPORTED
-        exchange = _Exchange(svc, trail, operation if known else "", f"kms.{operation}" if known else "kms.unknown")
-        scope["route"] = _Route(exchange.action)
+        exchange = _Exchange(svc, trail, operation if known else "")
+        trail.declared = f"kms.{operation}" if known else "kms.unknown"
+        scope["route"] = _Route(trail.declared)
         client = scope.get("client")
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []
@@ -159,16 +159,16 @@ async def _answer(
     except KeyManagerError as exc:
         refusal = kms.aws_error(exc)
     except Exception as exc:  # never a stack trace to the client; the class name to the log
-        log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.action)
+        log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.trail.action)
         refusal = kms.KmsError("KMSInternalException", "internal error", 500)
     if exchange.call is None:  # nobody authenticated: summarised per address by the caller, never one record each
         return refusal.status, {"__type": refusal.code, "message": refusal.message}
-    entry = exchange.trail.entry(exchange.action, refusal.status)
+    entry = exchange.trail.entry(refusal.status)
     if refusal.code in kms.DENIED:
         entry = replace(entry, outcome=Outcome.DENIED)
     try:
         entry = replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
-        await exchange.svc.audit.awrite(entry)
+        await exchange.svc.audit_writer.awrite(entry)
     except Exception:
         log.error("the audit record of a refused KMS call could not be written")
         refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
@@ -200,17 +200,18 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
         def entry(_: dict[str, Any]) -> AuditEntry:
             assert exchange.call is not None
             trail.key_id, trail.key_version = exchange.call.key_id, exchange.call.key_version
-            return trail.entry(exchange.action, 200)
+            return trail.success()
 
-        return await run_validated(svc.cache, svc.audit, attempt, entry)
+        return await run_validated(svc.cache, svc.audit_writer, attempt, entry)
     call = await authenticated(svc.cache.snapshot(fresh=True))
     read = svc.kms_keys.reads.get(exchange.operation)
     handler = read or svc.kms_keys.changes.get(exchange.operation)
     if handler is None:
         raise kms.unsupported(exchange.operation)
-    answer = await asyncio.to_thread(handler, call, trail.entry(exchange.action, 200))
-    if read is not None:
-        await svc.audit.awrite(replace(trail.entry(exchange.action, 200), key_id=call.key_id))
+    answer = await asyncio.to_thread(handler, call, trail.success())
+    if read is not None:  # a change committed its record with itself
+        trail.key_id = call.key_id
+        await svc.audit_writer.awrite(trail.success())
     return answer
 
 

@@ -3,9 +3,10 @@
 Appending locks the chain head row (``UPDATE audit_head … WHERE id = 1`` is the first
 statement of the step), so appenders in other threads, processes or replicas wait for
 each other and the chain stays single. An append can join a transaction that makes the
-change it records (:func:`append`), or run in its own (:meth:`AuditStore.append`). Given the
-audit key, every append seals its last record in the HSM, under the lock (one HMAC per
-group commit, see :mod:`keymanager.domain.audit`); verification checks the seals with it.
+change it records (:func:`append`), or run in its own (:meth:`AuditRecords.append_current`, the
+audit writer's group commit). Given the audit key, every append seals its last record in the
+HSM, under the lock (one HMAC per group commit, see :mod:`keymanager.domain.audit`);
+verification checks the seals with it.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ class ChainTail:
     """Whether any record carries a seal (the chain is keyed by an audit key already)."""
 
 
-class AuditStore:
+class AuditRecords:
     """Reads and appends audit records over one engine; ``key`` seals appends and checks seals."""
 
     def __init__(self, engine: Engine, key: ChainKey | None = None) -> None:
@@ -70,11 +71,6 @@ class AuditStore:
         self._writer: Any = None
         """SQLite: the connection :meth:`append_current` keeps (see there)."""
         self._writer_lock = threading.Lock()
-
-    def append(self, entries: Sequence[AuditEntry]) -> list[AuditRecord]:
-        """Append ``entries`` in one transaction of their own."""
-        with connection_errors_as_unavailable(), self._engine.begin() as connection:
-            return append(connection, entries, self._key)
 
     def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
         """Append, in one transaction, each entry whose expected metadata version is None or current.
@@ -224,7 +220,7 @@ class _RawSql:
     version: str
     head: str
     insert: str
-    move: str
+    advance_head: str
     sqlite: bool
 
     @classmethod
@@ -237,7 +233,7 @@ class _RawSql:
             head="SELECT last_seq, last_hash FROM audit_head WHERE id = 1",
             # Only parameter marks are formatted in, never values.
             insert=f"INSERT INTO audit_records ({columns}prev_hash, hash, seal) VALUES ({', '.join([mark] * 14)})",  # noqa: S608
-            move=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
+            advance_head=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
             sqlite=dialect == "sqlite",
         )
 
@@ -304,7 +300,7 @@ def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry], key
     if key is not None:
         records[-1] = seal(key, records[-1])
     cursor.executemany(sql.insert, [sql.row(r) for r in records])
-    cursor.execute(sql.move, (records[-1].seq, records[-1].hash))
+    cursor.execute(sql.advance_head, (records[-1].seq, records[-1].hash))
     return records
 
 

@@ -250,10 +250,6 @@ class ChainVerifier:
         return True
 
 
-def with_details(entry: AuditEntry, **details: Any) -> AuditEntry:
-    return replace(entry, details={**entry.details, **details})
-
-
 def bounded(entry: AuditEntry) -> AuditEntry:
     """``entry`` within the size of a record: text fields cut to :data:`MAX_TEXT` characters, details
     to :data:`MAX_DETAILS_ITEMS` items of bounded values and :data:`MAX_DETAILS_BYTES` of JSON.

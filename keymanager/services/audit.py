@@ -1,4 +1,4 @@
-"""Writing the audit log with group commit.
+"""The audit log's writer (group commit) and its reader.
 
 Every request that touches a key or a principal waits for its audit record to be committed
 before it answers (fail closed). One writer thread per process takes every record waiting
@@ -9,15 +9,15 @@ each append locks the chain head) does not become the throughput ceiling.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TypeAlias
 
-from keymanager.db.audit import AuditStore
-from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.db.audit import AuditRecords
+from keymanager.domain.audit import AuditEntry, AuditQuery, AuditRecord, Outcome, Verification
 from keymanager.errors import DatabaseUnavailable, HsmUnavailable, KeyManagerError, KeyMaterialMissing
 from keymanager.worker import DeadlineExceeded, Failure, LastOutcome, Worker
 
@@ -33,7 +33,7 @@ class StaleMetadata(Exception):
     """The request used cached principals or keys, and they changed before its audit commit."""
 
 
-class AuditLog:
+class AuditWriter:
     """Appends audit entries to the chain; :meth:`awrite` returns once the entry is committed.
 
     An entry may carry the metadata version its request relied on: at commit, if the version
@@ -42,8 +42,8 @@ class AuditLog:
     A write not committed within ``timeout`` seconds fails with DatabaseUnavailable (fail closed).
     """
 
-    def __init__(self, store: AuditStore, *, max_batch: int = 1000, timeout: float = 30.0) -> None:
-        self._store = store
+    def __init__(self, records: AuditRecords, *, max_batch: int = 1000, timeout: float = 30.0) -> None:
+        self._records = records
         self._timeout = timeout
         self._writer: Worker[_Item, int] = Worker("audit-writer", self._commit, max_batch=max_batch)
         self.batches = 0
@@ -53,13 +53,9 @@ class AuditLog:
         self.observer: Callable[[int], None] | None = None
         """Called with the queue depth when the writer takes a batch."""
 
-    def submit(self, entry: AuditEntry, expected_version: int | None = None) -> concurrent.futures.Future[int]:
-        """Queue ``entry``; the future gives the metadata version at commit, or the store's error,
-        or StaleMetadata when ``expected_version`` is given and no longer current."""
-        return self._writer.submit((entry, expected_version), self._timeout)
-
     async def awrite(self, entry: AuditEntry, expected_version: int | None = None) -> int:
-        """Append ``entry`` and wait for the commit, with the optional version check of :meth:`submit`.
+        """Append ``entry`` and wait for the commit: the metadata version at commit, or the store's
+        error, or StaleMetadata when ``expected_version`` is given and no longer current.
 
         The writer resolves the waiting requests of one event loop with one wake-up per commit.
         """
@@ -93,7 +89,7 @@ class AuditLog:
             with contextlib.suppress(Exception):  # a metrics failure must not stop the writer
                 self.observer(self._writer.pending())
         try:
-            version, accepted = self._store.append_current(list(batch))
+            version, accepted = self._records.append_current(list(batch))
         except (HsmUnavailable, KeyMaterialMissing) as exc:
             # The seal (the HSM) failed, not the database: the HSM's own outcome says so already.
             return [Failure(exc)] * len(batch)
@@ -107,3 +103,23 @@ class AuditLog:
         self.batches += 1
         self.outcome.succeeded()
         return [version if ok else Failure(StaleMetadata()) for ok in accepted]
+
+
+class AuditReader:
+    """Reading and verifying the audit log (what auditors and admins ask for)."""
+
+    def __init__(self, records: AuditRecords, key_id: Callable[[str], str]) -> None:
+        self._records = records
+        self._key_id = key_id
+        """The id of the key named or identified by a reference; KeyNotFound when there is none."""
+
+    def query(self, query: AuditQuery, key: str | None = None) -> list[AuditRecord]:
+        """Records matching ``query`` in sequence order; ``key`` (a key's name or id) narrows them to
+        that key's (KeyNotFound when there is no such key)."""
+        if key is not None:
+            query = replace(query, key_id=self._key_id(key))
+        return self._records.query(query)
+
+    def verify(self) -> Verification:
+        """The whole chain checked: links, seals (in the HSM) and head (see ``AuditRecords.verify``)."""
+        return self._records.verify()

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from keymanager.db.audit import AuditStore, ChainTail
+from keymanager.db.audit import AuditRecords, ChainTail
 from keymanager.domain.audit import AuditEntry, Outcome, Verification
 from keymanager.domain.checkpoint import Checkpoint
 from keymanager.errors import HsmUnavailable
@@ -46,7 +46,7 @@ class AuditKeyMissing(HsmUnavailable):
 class AuditChain:
     """Set-up and checkpoints of the audit chain in ``store``, sealed with ``key``."""
 
-    def __init__(self, store: AuditStore, key: AuditKey, *, checkpoint_file: Path | None = None) -> None:
+    def __init__(self, store: AuditRecords, key: AuditKey, *, checkpoint_file: Path | None = None) -> None:
         self._store = store
         self._key = key
         self._checkpoint_file = checkpoint_file

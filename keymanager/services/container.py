@@ -2,27 +2,30 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.access_keys import AccessKeyService
-from keymanager.services.audit import AuditLog
+from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
 from keymanager.services.crypto import CryptoService
+from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
 from keymanager.services.kms import KmsCrypto
 from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness
-from keymanager.services.snapshot import MetadataCache
+from keymanager.services.snapshot import CacheObserver, MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
+from keymanager.services.tokens import TokenService
 
 
 @dataclass
@@ -36,8 +39,11 @@ class Services:
     keys: KeyService
     crypto: CryptoService
     lifecycle: LifecycleService
-    audit_store: AuditStore
-    audit: AuditLog
+    tokens: TokenService
+    key_import: KeyImportService
+    audit_records: AuditRecords
+    audit_writer: AuditWriter
+    audit_reader: AuditReader
     audit_chain: AuditChain
     cache: MetadataCache
     readiness: Readiness
@@ -62,9 +68,9 @@ class Services:
         )
         audit_key = AuditKey(hsm, settings.audit_key_label)
         store = Store(engine, audit_key=audit_key)
-        audit_store = AuditStore(engine, audit_key)
+        audit_records = AuditRecords(engine, audit_key)
         keys = KeyService(store, hsm)
-        audit = AuditLog(audit_store)
+        audit_writer = AuditWriter(audit_records)
         crypto = CryptoService(
             keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
         )
@@ -84,14 +90,17 @@ class Services:
             keys=keys,
             crypto=crypto,
             lifecycle=lifecycle,
-            audit_store=audit_store,
-            audit=audit,
+            tokens=TokenService(hsm, max_batch_items=settings.max_batch_items),
+            key_import=KeyImportService(store, hsm),
+            audit_records=audit_records,
+            audit_writer=audit_writer,
+            audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
-            audit_chain=AuditChain(audit_store, audit_key, checkpoint_file=settings.audit_checkpoint_file),
+            audit_chain=AuditChain(audit_records, audit_key, checkpoint_file=settings.audit_checkpoint_file),
             readiness=Readiness(
                 hsm,
                 store,
-                audit,
+                audit_writer,
                 probe_interval=settings.ready_probe_interval_seconds,
                 timeout=settings.hsm_timeout_seconds,
             ),
@@ -102,6 +111,22 @@ class Services:
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
             owns_hsm=owns_hsm,
         )
+
+    def observe(
+        self,
+        *,
+        hsm_call: Callable[[str, float, bool], None],
+        hsm_timeout: Callable[[str], None],
+        audit_queue: Callable[[int], None],
+        cache: CacheObserver,
+    ) -> None:
+        """Have the parts report to these callbacks (the metrics): each HSM call (operation, seconds,
+        failed), each HSM call given up at its deadline, the audit writer's queue depth at each
+        commit, each change of a cache table (table, entries, evicted)."""
+        self.hsm.observer = hsm_call
+        self.hsm.on_timeout = hsm_timeout
+        self.audit_writer.observer = audit_queue
+        self.cache.observer = cache
 
     def maintain(self) -> None:
         """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,
@@ -116,8 +141,8 @@ class Services:
         """Flush the audit log, remove this process's spool area, close the HSM session (when this
         object opened it) and the database pool."""
         self.spool.close()
-        self.audit.close()
-        self.audit_store.close()
+        self.audit_writer.close()
+        self.audit_records.close()
         if self.owns_hsm:
             self.hsm.close()
         self.store.close()

@@ -18,17 +18,17 @@ from collections.abc import Callable
 from keymanager.db import Store
 from keymanager.errors import KeyManagerError
 from keymanager.hsm import Hsm
-from keymanager.services.audit import AuditLog
+from keymanager.services.audit import AuditWriter
 from keymanager.worker import LastOutcome
 
 
 class Readiness:
-    """Checks the HSM and the database (with the audit log) the way the module docstring says."""
+    """Checks the HSM and the database (with the audit writer) the way the module docstring says."""
 
-    def __init__(self, hsm: Hsm, store: Store, audit: AuditLog, *, probe_interval: float, timeout: float) -> None:
+    def __init__(self, hsm: Hsm, store: Store, writer: AuditWriter, *, probe_interval: float, timeout: float) -> None:
         self._hsm = hsm
         self._store = store
-        self._audit = audit
+        self._writer = writer
         self._hsm_probe = _Probe(probe_interval)
         self._audit_probe = _Probe(probe_interval)
         self._timeout = timeout
@@ -36,6 +36,10 @@ class Readiness:
     def check(self) -> dict[str, bool]:
         """``{"hsm": ready?, "database": ready?}``; blocks at most about two HSM/audit deadlines."""
         return {"hsm": self._hsm_ready(), "database": self._database_ready()}
+
+    def hsm_stuck_for(self) -> float:
+        """Seconds the HSM's running call is past its deadline (0.0 when none is)."""
+        return self._hsm.stuck_for()
 
     def _hsm_ready(self) -> bool:
         if self._hsm.stuck_for() > 0:
@@ -45,10 +49,10 @@ class Readiness:
         return _answers(self._hsm.ping)
 
     def _database_ready(self) -> bool:
-        if self._audit.stuck_for() > 0 or not _answers(self._store.ping):
+        if self._writer.stuck_for() > 0 or not _answers(self._store.ping):
             return False
-        if self._audit.outcome.failing:
-            return self._audit_probe.run(self._audit.outcome, lambda: self._audit.probe(self._timeout))
+        if self._writer.outcome.failing:
+            return self._audit_probe.run(self._writer.outcome, lambda: self._writer.probe(self._timeout))
         return True
 
 

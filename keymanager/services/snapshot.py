@@ -4,7 +4,7 @@ Looking up a principal and a key in the database costs more than the encryption 
 each process caches them. Every change to a principal or key increments the metadata version
 in the same transaction (see ``Store``). A request reads through a :class:`Snapshot` that
 knows the version its cache was filled under; its audit record is committed only if that
-version is still current (see ``AuditLog``). If it is not, the request runs again on fresh
+version is still current (see ``AuditWriter``). If it is not, the request runs again on fresh
 reads. A refusal that stale metadata could explain (authentication, policy, key state, key
 version), read from the cache, stands only if the metadata version is still current;
 otherwise the request runs again on fresh reads. So a change made through any replica or
@@ -41,7 +41,7 @@ from keymanager.errors import (
     UnknownKeyVersion,
     VersionBelowMinimum,
 )
-from keymanager.services.audit import AuditLog, StaleMetadata
+from keymanager.services.audit import AuditWriter, StaleMetadata
 
 T = TypeVar("T")
 ATTEMPTS = 3
@@ -248,7 +248,7 @@ def _principal(store: Store, credential: Credential) -> Principal | None:
 
 async def run_validated(
     cache: MetadataCache,
-    audit: AuditLog,
+    audit: AuditWriter,
     attempt: Callable[[Snapshot], Awaitable[T]],
     entry: Callable[[T], AuditEntry],
 ) -> T:

@@ -24,7 +24,7 @@ def setup_billing(client: TestClient, admin: str) -> str:
 
 
 def records(services: Services) -> list[dict[str, Any]]:
-    return [r.fields() for r in services.audit_store.query(AuditQuery(limit=1000))]
+    return [r.fields() for r in services.audit_records.query(AuditQuery(limit=1000))]
 
 
 def encrypt(client: TestClient, token: str) -> Any:
@@ -58,7 +58,7 @@ def test_every_request_touching_a_key_or_principal_is_recorded(
     key_id = by_action[1]["key_id"]
     assert by_action[2]["key_id"] == key_id and by_action[2]["key_version"] == 1
     assert by_action[2]["request_id"] == encrypted.headers["x-request-id"]
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok
 
 
 def test_records_never_hold_plaintext_ciphertext_or_tokens(
@@ -103,7 +103,7 @@ def test_a_request_whose_record_cannot_be_written_fails_closed(
     def refuse(entries: object) -> None:
         raise DatabaseUnavailable()
 
-    monkeypatch.setattr(services.audit_store, "append_current", refuse)
+    monkeypatch.setattr(services.audit_records, "append_current", refuse)
     refused = encrypt(client, billing)
     assert refused.status_code == 503
     assert refused.json()["error"]["code"] == "database_unavailable"

@@ -26,7 +26,7 @@ def encrypt(client: TestClient, token: str) -> httpx.Response:
 
 
 def outcomes(services: Services) -> list[tuple[str, int]]:
-    records = services.audit_store.query(AuditQuery(action="key.encrypt", limit=1000))
+    records = services.audit_records.query(AuditQuery(action="key.encrypt", limit=1000))
     return [(r.entry.outcome.value, r.entry.status) for r in records]
 
 
@@ -45,7 +45,7 @@ def test_a_change_behind_the_cache_applies_to_the_next_request(
     assert encrypt(client, token).status_code == 200
     services.store.delete_principal("billing")
     assert_error(encrypt(client, token), 401, "unauthenticated")
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok
 
 
 def test_a_refusal_from_the_cache_is_checked_against_the_database(

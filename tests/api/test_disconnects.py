@@ -75,7 +75,7 @@ def drive(
 
 
 def statuses(services: Services, action: str) -> list[int]:
-    return [r.entry.status for r in services.audit_store.query(AuditQuery(action=action, limit=100))]
+    return [r.entry.status for r in services.audit_records.query(AuditQuery(action=action, limit=100))]
 
 
 def assert_one_warning(caplog: pytest.LogCaptureFixture) -> None:
@@ -105,7 +105,7 @@ def test_a_hang_up_mid_upload_is_one_warning_and_a_499_record(
     assert_one_warning(caplog)
     assert statuses(services, "key.encrypt_stream") == [499]
     assert services.spool.used == 0
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok
 
 
 def test_a_hang_up_mid_download_is_one_warning_and_a_499_record(
@@ -133,4 +133,4 @@ def test_a_hang_up_mid_download_is_one_warning_and_a_499_record(
     assert_one_warning(caplog)
     assert statuses(services, "key.decrypt_stream") == [200, 499]
     assert services.spool.used == 0
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok

@@ -345,7 +345,7 @@ class Answer:
 
 def ask(pair: Pair, side: Side, case: Case) -> Answer:
     """Send ``case`` to one side; the answer with fresh values replaced by their shape."""
-    last = [r.seq for r in pair.services.audit_store.query(AuditQuery(limit=1_000_000))]
+    last = [r.seq for r in pair.services.audit_records.query(AuditQuery(limit=1_000_000))]
     headers = {"content-type": case.content_type}
     if case.who != "nobody":
         headers.update(auth(pair.tokens[case.who]))
@@ -361,7 +361,7 @@ def ask(pair: Pair, side: Side, case: Case) -> Answer:
     if isinstance(body, dict) and "request_id" in body:
         assert body.pop("request_id") == response.headers["x-request-id"], case.name
     assert response.headers.get("x-request-id"), case.name
-    records = pair.services.audit_store.query(AuditQuery(after=last[-1] if last else 0, limit=100))
+    records = pair.services.audit_records.query(AuditQuery(after=last[-1] if last else 0, limit=100))
     audit = [
         (e.action, e.outcome, e.status, e.principal, e.key_id, e.key_version, dict(e.details))
         for e in (r.entry for r in records)

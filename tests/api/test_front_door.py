@@ -29,7 +29,7 @@ def front_client(services: Services, **settings: Any) -> TestClient:
 
 
 def audit_of(services: Services, action: str | None = None) -> list[dict[str, Any]]:
-    return [r.fields() for r in services.audit_store.query(AuditQuery(action=action, limit=1000))]
+    return [r.fields() for r in services.audit_records.query(AuditQuery(action=action, limit=1000))]
 
 
 CHUNKED = (b"transfer-encoding", b"chunked")

@@ -77,7 +77,7 @@ def test_an_audit_record_that_cannot_be_written_is_counted(
     async def broken(entry: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(services.audit, "awrite", broken)
+    monkeypatch.setattr(services.audit_writer, "awrite", broken)
     refused = lenient_client.get("/v1/keys", headers=admin)
     assert refused.status_code == 503
     monkeypatch.undo()

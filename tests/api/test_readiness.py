@@ -73,14 +73,14 @@ def test_a_failed_audit_write_makes_ready_503_until_an_audit_write_succeeds(
     def full_disk(*args: Any, **kwargs: Any) -> Any:
         raise DatabaseUnavailable("the database is unavailable")
 
-    monkeypatch.setattr(services.audit_store, "append_current", full_disk)
+    monkeypatch.setattr(services.audit_records, "append_current", full_disk)
     response = client.post("/v1/keys/cards/encrypt", json={"plaintext": "aGk="}, headers=admin)
     assert_error(response, 503, "database_unavailable")  # its audit record could not be written
     assert _ready(client) == (503, NOT_READY_DB)  # SELECT 1 answers; the audit log does not take writes
 
     monkeypatch.undo()
     assert _ready(client) == (200, READY)
-    probes = services.audit_store.query(AuditQuery(action=PROBE_ACTION))
+    probes = services.audit_records.query(AuditQuery(action=PROBE_ACTION))
     assert len(probes) == 1 and probes[0].entry.principal is None
 
 

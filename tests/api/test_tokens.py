@@ -175,7 +175,7 @@ def test_every_call_is_audited_without_values_or_tokens(
     _detokenize(client, billing, "cards", token)
     _tokenize(client, billing, "cards", "4111111111111112")
     client.post("/v1/keys/cards/tokenize/batch", json={"items": [{"value": CARD}]}, headers=billing)
-    records = [r.fields() for r in services.audit_store.query(AuditQuery(limit=1000))]
+    records = [r.fields() for r in services.audit_records.query(AuditQuery(limit=1000))]
     actions = [(r["action"], r["outcome"], r["key_id"], r["key_version"]) for r in records if "tokenize" in r["action"]]
     assert [a[:2] for a in actions] == [
         ("key.tokenize", "ok"),

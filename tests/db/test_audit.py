@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import multiprocessing
 from datetime import UTC, datetime
@@ -9,11 +10,11 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import Engine, text
 
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
-from keymanager.services.audit import AuditLog
+from keymanager.services.audit import AuditWriter
 from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_TOKEN_LABEL
 from tests.support.audit_child import append_records
 
@@ -39,13 +40,13 @@ def audit_key(hsm: Hsm) -> AuditKey:
 
 
 @pytest.fixture
-def audit(engine: Engine, audit_key: AuditKey) -> AuditStore:
-    store = AuditStore(engine, audit_key)
-    store.append([entry(n) for n in range(1, 6)])
+def audit(engine: Engine, audit_key: AuditKey) -> AuditRecords:
+    store = AuditRecords(engine, audit_key)
+    store.append_current([(entry(n), None) for n in range(1, 6)])
     return store
 
 
-def test_appended_records_form_a_valid_chain(audit: AuditStore) -> None:
+def test_appended_records_form_a_valid_chain(audit: AuditRecords) -> None:
     records = audit.query(AuditQuery())
     assert [r.seq for r in records] == [1, 2, 3, 4, 5]
     assert all(b.prev_hash == a.hash for a, b in itertools.pairwise(records))
@@ -54,13 +55,13 @@ def test_appended_records_form_a_valid_chain(audit: AuditStore) -> None:
     assert [r.seal is not None for r in records] == [False, False, False, False, True]
 
 
-def test_query_filters_and_pages(audit: AuditStore) -> None:
-    audit.append([entry(6, action="key.create", principal="admin")])
+def test_query_filters_and_pages(audit: AuditRecords) -> None:
+    audit.append_current([(entry(6, action="key.create", principal="admin"), None)])
     assert [r.seq for r in audit.query(AuditQuery(principal="admin"))] == [6]
     assert [r.seq for r in audit.query(AuditQuery(action="key.encrypt", after=2, limit=2))] == [3, 4]
 
 
-def test_an_edited_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_an_edited_record_is_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(text("UPDATE audit_records SET principal = 'mallory' WHERE seq = 3"))
     result = audit.verify()
@@ -68,21 +69,21 @@ def test_an_edited_record_is_detected(audit: AuditStore, engine: Engine) -> None
     assert "edited" in (result.reason or "")
 
 
-def test_a_deleted_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_a_deleted_record_is_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(text("DELETE FROM audit_records WHERE seq = 2"))
     result = audit.verify()
     assert (result.ok, result.first_broken_seq) == (False, 2)
 
 
-def test_a_deleted_last_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_a_deleted_last_record_is_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(text("DELETE FROM audit_records WHERE seq = 5"))
     result = audit.verify()
     assert (result.ok, result.first_broken_seq) == (False, 5)
 
 
-def test_swapped_records_are_detected(audit: AuditStore, engine: Engine) -> None:
+def test_swapped_records_are_detected(audit: AuditRecords, engine: Engine) -> None:
     columns = "time, request_id, principal, action, details, prev_hash, hash"
     with engine.begin() as connection:
         connection.execute(text(f"CREATE TEMPORARY TABLE swap AS SELECT seq, {columns} FROM audit_records"))
@@ -98,7 +99,7 @@ def test_swapped_records_are_detected(audit: AuditStore, engine: Engine) -> None
     assert (result.ok, result.first_broken_seq) == (False, 2)
 
 
-def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditStore, engine: Engine) -> None:
+def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditRecords, engine: Engine) -> None:
     url = engine.url.render_as_string(hide_password=False)
     context = multiprocessing.get_context("spawn")
     args = (url, str(SOFTHSM_CONF), TEST_TOKEN_LABEL, TEST_PIN)
@@ -115,20 +116,22 @@ def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditStore,
 
 
 def test_group_commit_batches_waiting_records(engine: Engine, audit_key: AuditKey) -> None:
-    log = AuditLog(AuditStore(engine, audit_key))
-    futures = [log.submit(entry(n)) for n in range(500)]
-    for future in futures:
-        future.result(timeout=60)
+    log = AuditWriter(AuditRecords(engine, audit_key))
+
+    async def write_all() -> None:
+        await asyncio.wait_for(asyncio.gather(*(log.awrite(entry(n)) for n in range(500))), timeout=60)
+
+    asyncio.run(write_all())
     log.close()
     assert log.batches < 500
-    result = AuditStore(engine, audit_key).verify()
+    result = AuditRecords(engine, audit_key).verify()
     assert (result.ok, result.records) == (True, 500)
-    sealed = [r.seq for r in AuditStore(engine).query(AuditQuery(limit=1000)) if r.seal is not None]
+    sealed = [r.seq for r in AuditRecords(engine).query(AuditQuery(limit=1000)) if r.seal is not None]
     assert len(sealed) == log.batches  # one seal per group commit, on its last record
     assert sealed[-1] == 500
 
 
-def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditStore, engine: Engine) -> None:
+def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditRecords, engine: Engine) -> None:
     unwritable = entry(100)
     object.__setattr__(unwritable, "details", {"n": object()})  # fails when the row is built, after the lock
     with pytest.raises(TypeError):

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 from sqlalchemy import Engine, text
 
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditQuery, AuditRecord, record_hash
 from keymanager.domain.checkpoint import Checkpoint
 from keymanager.hsm import Hsm
@@ -17,19 +17,19 @@ from tests.db.test_audit import entry
 
 
 @pytest.fixture
-def audit(engine: Engine, hsm: Hsm) -> AuditStore:
+def audit(engine: Engine, hsm: Hsm) -> AuditRecords:
     """A chain of 9 records in 3 appends: sealed at records 3, 6 and 9."""
-    store = AuditStore(engine, AuditKey(hsm))
+    store = AuditRecords(engine, AuditKey(hsm))
     for start in (1, 4, 7):
-        store.append([entry(n) for n in range(start, start + 3)])
+        store.append_current([(entry(n), None) for n in range(start, start + 3)])
     return store
 
 
-def records(audit: AuditStore) -> list[AuditRecord]:
+def records(audit: AuditRecords) -> list[AuditRecord]:
     return audit.query(AuditQuery(limit=1000))
 
 
-def rewrite_from(engine: Engine, audit: AuditStore, seq: int, *, principal: str) -> None:
+def rewrite_from(engine: Engine, audit: AuditRecords, seq: int, *, principal: str) -> None:
     """What an attacker with the database alone can do: edit record ``seq``, then recompute the
     SHA-256 chain after it and move the head, keeping every seal column as it was."""
     chain = records(audit)
@@ -46,7 +46,7 @@ def rewrite_from(engine: Engine, audit: AuditStore, seq: int, *, principal: str)
         connection.execute(text("UPDATE audit_head SET last_hash = :h WHERE id = 1"), {"h": prev})
 
 
-def truncate_to(engine: Engine, audit: AuditStore, seq: int) -> None:
+def truncate_to(engine: Engine, audit: AuditRecords, seq: int) -> None:
     """Delete the records after ``seq`` and move the chain head back to it."""
     kept = records(audit)[seq - 1]
     with engine.begin() as connection:
@@ -56,12 +56,12 @@ def truncate_to(engine: Engine, audit: AuditStore, seq: int) -> None:
         )
 
 
-def test_every_append_seals_its_last_record(audit: AuditStore) -> None:
+def test_every_append_seals_its_last_record(audit: AuditRecords) -> None:
     assert [r.seq for r in records(audit) if r.seal is not None] == [3, 6, 9]
     assert audit.verify().ok
 
 
-def test_an_edited_record_with_the_later_hashes_recomputed_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_an_edited_record_with_the_later_hashes_recomputed_is_detected(audit: AuditRecords, engine: Engine) -> None:
     rewrite_from(engine, audit, 5, principal="mallory")
     result = audit.verify()
     assert not result.ok
@@ -69,7 +69,7 @@ def test_an_edited_record_with_the_later_hashes_recomputed_is_detected(audit: Au
     assert "seal of record 6" in (result.reason or "")
 
 
-def test_a_forged_chain_without_seals_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_a_forged_chain_without_seals_is_detected(audit: AuditRecords, engine: Engine) -> None:
     rewrite_from(engine, audit, 8, principal="mallory")
     with engine.begin() as connection:  # hide the seal that no longer matches
         connection.execute(text("UPDATE audit_records SET seal = NULL WHERE seq = 9"))
@@ -78,7 +78,7 @@ def test_a_forged_chain_without_seals_is_detected(audit: AuditStore, engine: Eng
     assert "no seal" in (result.reason or "")
 
 
-def test_a_seal_moved_to_another_record_is_detected(audit: AuditStore, engine: Engine) -> None:
+def test_a_seal_moved_to_another_record_is_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(
             text("UPDATE audit_records SET seal = (SELECT seal FROM audit_records WHERE seq = 3) WHERE seq = 6")
@@ -87,13 +87,13 @@ def test_a_seal_moved_to_another_record_is_detected(audit: AuditStore, engine: E
     assert (result.ok, result.first_broken_seq) == (False, 4)
 
 
-def test_records_appended_without_the_audit_key_are_detected(audit: AuditStore, engine: Engine) -> None:
-    AuditStore(engine).append([entry(10)])  # no key: what a writer without the HSM produces
+def test_records_appended_without_the_audit_key_are_detected(audit: AuditRecords, engine: Engine) -> None:
+    AuditRecords(engine).append_current([(entry(10), None)])  # no key: what a writer without the HSM produces
     result = audit.verify()
     assert (result.ok, result.first_broken_seq, result.records) == (False, 10, 9)
 
 
-def test_reordered_records_are_detected(audit: AuditStore, engine: Engine) -> None:
+def test_reordered_records_are_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:  # swap the seq numbers of records 4 and 5
         connection.execute(text("UPDATE audit_records SET seq = 1000 WHERE seq = 4"))
         connection.execute(text("UPDATE audit_records SET seq = 4 WHERE seq = 5"))
@@ -102,7 +102,7 @@ def test_reordered_records_are_detected(audit: AuditStore, engine: Engine) -> No
     assert (result.ok, result.first_broken_seq) == (False, 4)
 
 
-def test_a_truncated_tail_is_detected_against_a_checkpoint(audit: AuditStore, engine: Engine) -> None:
+def test_a_truncated_tail_is_detected_against_a_checkpoint(audit: AuditRecords, engine: Engine) -> None:
     checkpoint = audit.head()
     assert checkpoint == Checkpoint(9, records(audit)[-1].hash)
     assert audit.verify(checkpoint).ok
@@ -113,10 +113,10 @@ def test_a_truncated_tail_is_detected_against_a_checkpoint(audit: AuditStore, en
     assert "records were removed" in (result.reason or "")
 
 
-def test_a_tail_replaced_past_the_checkpoint_is_detected(audit: AuditStore, engine: Engine, hsm: Hsm) -> None:
+def test_a_tail_replaced_past_the_checkpoint_is_detected(audit: AuditRecords, engine: Engine, hsm: Hsm) -> None:
     checkpoint = Checkpoint(6, records(audit)[5].hash)
     truncate_to(engine, audit, 3)
-    AuditStore(engine, AuditKey(hsm)).append([entry(n) for n in range(20, 26)])  # other records 4..9
+    AuditRecords(engine, AuditKey(hsm)).append_current([(entry(n), None) for n in range(20, 26)])  # other records 4..9
     assert audit.verify().ok  # sealed by the service itself, e.g. after a restore of an old backup
     result = audit.verify(checkpoint)
     assert (result.ok, result.first_broken_seq) == (False, 6)
@@ -125,4 +125,4 @@ def test_a_tail_replaced_past_the_checkpoint_is_detected(audit: AuditStore, engi
 
 def test_verification_needs_the_audit_key(engine: Engine) -> None:
     with pytest.raises(ValueError, match="audit key"):
-        AuditStore(engine).verify()
+        AuditRecords(engine).verify()

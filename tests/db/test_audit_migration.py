@@ -13,7 +13,7 @@ from alembic.config import Config
 from sqlalchemy import Engine, MetaData, Table, insert, text, update
 
 from keymanager.db import make_engine, migrate
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.db.migrate import MIGRATIONS_DIR
 from keymanager.domain.audit import GENESIS_HASH, AuditQuery, chain
 from keymanager.hsm import Hsm
@@ -57,7 +57,7 @@ def _row(fields: dict[str, object]) -> dict[str, object]:
 
 def test_a_plain_chain_is_verified_then_continued_keyed(legacy: Engine, hsm: Hsm) -> None:
     key = AuditKey(hsm)
-    store = AuditStore(legacy, key)
+    store = AuditRecords(legacy, key)
     unkeyed = store.verify()
     assert (unkeyed.ok, unkeyed.first_broken_seq) == (False, 1)
     assert "no record carries a seal of the audit key yet" in (unkeyed.reason or "")
@@ -66,7 +66,7 @@ def test_a_plain_chain_is_verified_then_continued_keyed(legacy: Engine, hsm: Hsm
     assert (marker.seq, marker.entry.action, marker.entry.principal) == (6, MARKER_ACTION, "system")
     assert marker.entry.details == {"unkeyed_records": 5, "verified": True}
     assert marker.seal is not None and marker.prev_hash == store.query(AuditQuery(after=4))[0].hash
-    store.append([entry(7)])
+    store.append_current([(entry(7), None)])
     assert (store.verify().ok, store.verify().records) == (True, 7)
     AuditChain(store, key).prepare()  # once only
     assert [r.entry.action for r in store.query(AuditQuery())].count(MARKER_ACTION) == 1
@@ -74,7 +74,7 @@ def test_a_plain_chain_is_verified_then_continued_keyed(legacy: Engine, hsm: Hsm
 
 def test_a_plain_record_rewritten_after_the_migration_is_detected(legacy: Engine, hsm: Hsm) -> None:
     key = AuditKey(hsm)
-    store = AuditStore(legacy, key)
+    store = AuditRecords(legacy, key)
     AuditChain(store, key).prepare()
     rewrite_from(legacy, store, 2, principal="mallory")
     result = store.verify()
@@ -86,7 +86,7 @@ def test_a_plain_chain_already_broken_is_marked_so_and_stays_broken(legacy: Engi
     with legacy.begin() as connection:
         connection.execute(text("UPDATE audit_records SET principal = 'mallory' WHERE seq = 2"))
     key = AuditKey(hsm)
-    store = AuditStore(legacy, key)
+    store = AuditRecords(legacy, key)
     AuditChain(store, key).prepare()
     marker = store.query(AuditQuery(after=5))[0]
     assert marker.entry.details == {"unkeyed_records": 5, "verified": False, "first_broken_seq": 2}
@@ -95,18 +95,18 @@ def test_a_plain_chain_already_broken_is_marked_so_and_stays_broken(legacy: Engi
 
 
 def test_a_sealed_chain_does_not_start_without_its_key(legacy: Engine, hsm: Hsm) -> None:
-    store = AuditStore(legacy, AuditKey(hsm))
+    store = AuditRecords(legacy, AuditKey(hsm))
     AuditChain(store, AuditKey(hsm)).prepare()
     other = AuditKey(hsm, f"keymanager-audit-test-{secrets.token_hex(4)}")
     with pytest.raises(AuditKeyMissing, match="no audit key labelled"):
-        AuditChain(AuditStore(legacy, other), other).prepare()
+        AuditChain(AuditRecords(legacy, other), other).prepare()
     assert other.ensure(create=False) is Presence.MISSING  # and it made none
 
 
 def test_a_chain_not_keyed_yet_gets_a_new_key(engine: Engine, hsm: Hsm) -> None:
     fresh = AuditKey(hsm, f"keymanager-audit-test-{secrets.token_hex(4)}")
-    assert AuditChain(AuditStore(engine, fresh), fresh).prepare() is Presence.CREATED
-    assert AuditChain(AuditStore(engine, fresh), fresh).prepare() is Presence.FOUND
+    assert AuditChain(AuditRecords(engine, fresh), fresh).prepare() is Presence.CREATED
+    assert AuditChain(AuditRecords(engine, fresh), fresh).prepare() is Presence.FOUND
 
 
 def test_processes_preparing_at_once_make_one_audit_key(engine: Engine) -> None:

@@ -16,7 +16,7 @@ import pytest
 from sqlalchemy import Engine
 
 from keymanager.db import make_engine
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditQuery
 from keymanager.domain.checkpoint import Checkpoint, latest_checkpoint
 from tests.db.test_audit_chain import rewrite_from, truncate_to
@@ -62,7 +62,7 @@ def checkpoint_reaching(path: Path, seq: int) -> Checkpoint:
 
 def test_a_cut_tail_is_caught_against_the_servers_checkpoints(server: Server, database: Engine) -> None:
     traffic(server, 12)
-    store = AuditStore(database)
+    store = AuditRecords(database)
     head = store.head()
     checkpoint = checkpoint_reaching(server.var_dir.parent / "checkpoints", head.seq)
     assert checkpoint == head  # nothing was written since
@@ -78,7 +78,7 @@ def test_a_cut_tail_is_caught_against_the_servers_checkpoints(server: Server, da
 
 def test_a_rehashed_tail_is_caught_by_the_api(server: Server, database: Engine) -> None:
     traffic(server, 4)
-    store = AuditStore(database)
+    store = AuditRecords(database)
     with server.client(server.admin_token) as admin:
         assert admin.get("/v1/audit/verify").json()["ok"] is True
         edited = store.head().seq - 2
@@ -94,7 +94,7 @@ def test_a_checkpoint_is_written_at_shutdown(tmp_path: Path) -> None:
         traffic(stopped, 2)
     engine = make_engine(f"sqlite:///{stopped.var_dir / 'keymanager.db'}")
     try:
-        head = AuditStore(engine).head()
+        head = AuditRecords(engine).head()
     finally:
         engine.dispose()
     lines = [line for line in stopped.log.read_text().splitlines() if "audit checkpoint" in line]

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import Engine
 
 from keymanager.db import make_engine, migrate
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.checkpoint import Checkpoint, latest_checkpoint
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
@@ -29,15 +29,15 @@ def test_a_checkpoint_is_one_log_line_and_one_file_line(
     engine: Engine, hsm: Hsm, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     key = AuditKey(hsm)
-    store = AuditStore(engine, key)
-    store.append([entry(n) for n in range(3)])
+    store = AuditRecords(engine, key)
+    store.append_current([(entry(n), None) for n in range(3)])
     file = tmp_path / "elsewhere" / "checkpoints"
     file.parent.mkdir()
     audit_chain = AuditChain(store, key, checkpoint_file=file)
     with caplog.at_level(logging.INFO, logger="keymanager.audit.checkpoint"):
         first = audit_chain.emit_checkpoint()
         audit_chain.emit_checkpoint()  # the head did not move: nothing more
-        store.append([entry(3)])
+        store.append_current([(entry(3), None)])
         second = audit_chain.emit_checkpoint()
         audit_chain.emit_checkpoint(always=True)  # as at shutdown
     assert (first.seq, second.seq) == (3, 4)
@@ -53,7 +53,7 @@ def test_an_unwritable_checkpoint_file_leaves_the_log_line(
     engine: Engine, hsm: Hsm, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     key = AuditKey(hsm)
-    audit_chain = AuditChain(AuditStore(engine, key), key, checkpoint_file=tmp_path / "missing-dir" / "file")
+    audit_chain = AuditChain(AuditRecords(engine, key), key, checkpoint_file=tmp_path / "missing-dir" / "file")
     with caplog.at_level(logging.INFO):
         audit_chain.emit_checkpoint()
     messages = [r.getMessage() for r in caplog.records]

@@ -9,13 +9,13 @@ from datetime import UTC, datetime
 
 import pytest
 
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable
-from keymanager.services.audit import PROBE_ACTION, AuditLog, StaleMetadata
+from keymanager.services.audit import PROBE_ACTION, AuditWriter, StaleMetadata
 
 
-class SlowStore(AuditStore):
+class SlowStore(AuditRecords):
     """A store whose commits hang (a locked or unreachable database)."""
 
     def __init__(self) -> None:
@@ -30,14 +30,14 @@ ENTRY = AuditEntry(time=datetime.now(UTC), action="key.encrypt", outcome=Outcome
 
 
 def test_a_stuck_writer_fails_the_request_closed() -> None:
-    log = AuditLog(SlowStore(), timeout=0.2)
+    log = AuditWriter(SlowStore(), timeout=0.2)
     with pytest.raises(DatabaseUnavailable):
         asyncio.run(log.awrite(ENTRY))
     log.close()
 
 
 def test_a_stale_expected_version_is_refused_and_a_current_one_accepted() -> None:
-    log = AuditLog(SlowStore(), timeout=5)
+    log = AuditWriter(SlowStore(), timeout=5)
 
     async def both() -> list[object]:
         return await asyncio.gather(log.awrite(ENTRY, 7), log.awrite(ENTRY, 6), return_exceptions=True)
@@ -48,7 +48,7 @@ def test_a_stale_expected_version_is_refused_and_a_current_one_accepted() -> Non
     log.close()
 
 
-class FlakyStore(AuditStore):
+class FlakyStore(AuditRecords):
     """A store whose appends fail while ``broken`` is set (a full disk), and succeed otherwise."""
 
     def __init__(self) -> None:
@@ -64,7 +64,7 @@ class FlakyStore(AuditStore):
 
 def test_a_failed_commit_fails_closed_and_marks_the_log_failing_until_one_succeeds() -> None:
     store = FlakyStore()
-    log = AuditLog(store, timeout=5)
+    log = AuditWriter(store, timeout=5)
     with pytest.raises(DatabaseUnavailable) as info:
         asyncio.run(log.awrite(ENTRY))
     assert "space" not in str(info.value)
@@ -76,7 +76,7 @@ def test_a_failed_commit_fails_closed_and_marks_the_log_failing_until_one_succee
 
 
 def test_a_timed_out_write_marks_the_log_failing_and_stuck_while_it_runs() -> None:
-    log = AuditLog(SlowStore(), timeout=0.2)
+    log = AuditWriter(SlowStore(), timeout=0.2)
     assert log.stuck_for() == 0.0
     with pytest.raises(DatabaseUnavailable):
         asyncio.run(log.awrite(ENTRY))
@@ -87,7 +87,7 @@ def test_a_timed_out_write_marks_the_log_failing_and_stuck_while_it_runs() -> No
 
 def test_the_readiness_probe_writes_one_record() -> None:
     store = FlakyStore()
-    log = AuditLog(store, timeout=5)
+    log = AuditWriter(store, timeout=5)
     with pytest.raises(DatabaseUnavailable):
         log.probe(5)
     store.broken = False

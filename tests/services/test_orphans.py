@@ -73,7 +73,7 @@ def services(settings_kwargs: dict[str, object]) -> Iterator[Services]:
 
 
 def orphan_records(services: Services) -> list[tuple[str | None, str, str | None, int]]:
-    records = services.audit_store.query(AuditQuery(action="hsm.orphan_destroy", limit=1000))
+    records = services.audit_records.query(AuditQuery(action="hsm.orphan_destroy", limit=1000))
     return [(r.entry.principal, r.entry.details["label"], r.entry.key_id, r.entry.status) for r in records]
 
 
@@ -104,7 +104,7 @@ def test_orphans_past_the_grace_period_are_destroyed_and_referenced_objects_neve
     assert sorted(orphan_records(services)) == sorted(
         ("system", label, ghost if ghost in label else cbc.id, 200) for label in orphans
     )
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok
     assert lifecycle.sweep_orphans(start + timedelta(seconds=3 * GRACE)) == []
     assert len(orphan_records(services)) == 3
     for key in (cbc, gcm):  # the referenced keys still work
@@ -164,7 +164,7 @@ def test_two_processes_sweeping_at_once_record_each_orphan_once(
     assert first | second == orphans and not first & second
     assert sorted(label for _, label, _, _ in orphan_records(services)) == sorted(orphans)
     assert services.hsm.find_labels_afresh("km/") == []
-    assert services.audit_store.verify().ok
+    assert services.audit_records.verify().ok
 
 
 @pytest.mark.usefixtures("services")  # an empty token

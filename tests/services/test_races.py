@@ -87,7 +87,7 @@ def run_race(kind: str, settings_kwargs: dict[str, object], moment: datetime) ->
 
 
 def actions(services: Services, action: str) -> list[str | None]:
-    return [r.entry.key_id for r in services.audit_store.query(AuditQuery(action=action, limit=1000))]
+    return [r.entry.key_id for r in services.audit_records.query(AuditQuery(action=action, limit=1000))]
 
 
 def test_two_sweepers_at_once_destroy_a_key_once(racing_services: Services, settings_kwargs: dict[str, object]) -> None:
@@ -101,7 +101,7 @@ def test_two_sweepers_at_once_destroy_a_key_once(racing_services: Services, sett
     assert racing_services.hsm.find_labels(f"km/{key.id}/") == []
     assert racing_services.keys.find("doomed").state.value == "destroyed"
     assert actions(racing_services, "key.destroy") == [key.id]
-    assert racing_services.audit_store.verify().ok
+    assert racing_services.audit_records.verify().ok
     assert racing_services.lifecycle.sweep(datetime.now(UTC) + timedelta(days=9)) == []
 
 

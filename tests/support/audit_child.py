@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from datetime import UTC, datetime
 from typing import Any
 
 from keymanager.config import SOFTHSM_MODULE
 from keymanager.db import make_engine
-from keymanager.db.audit import AuditStore
+from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
-from keymanager.services.audit import AuditLog
+from keymanager.services.audit import AuditWriter
 from keymanager.services.audit_chain import AuditChain
 
 
@@ -21,10 +22,13 @@ def append_records(url: str, softhsm_conf: str, token: str, pin: str, worker: in
     os.environ["SOFTHSM2_CONF"] = softhsm_conf  # before the library is first initialised here
     engine = make_engine(url)
     hsm = Hsm(SOFTHSM_MODULE, token, pin)
-    log = AuditLog(AuditStore(engine, AuditKey(hsm)))
-    futures = [log.submit(_entry(worker * 10_000 + n, f"w{worker}")) for n in range(count)]
-    for future in futures:
-        future.result(timeout=60)
+    log = AuditWriter(AuditRecords(engine, AuditKey(hsm)))
+
+    async def write_all() -> None:
+        entries = [_entry(worker * 10_000 + n, f"w{worker}") for n in range(count)]
+        await asyncio.wait_for(asyncio.gather(*(log.awrite(e) for e in entries)), timeout=60)
+
+    asyncio.run(write_all())
     log.close()
     hsm.close()
     engine.dispose()
@@ -40,7 +44,7 @@ def prepare_chain(url: str, softhsm_conf: str, token: str, pin: str, label: str,
     hsm.ping()  # the session is open before the race
     barrier.wait(timeout=60)
     try:
-        results.put(AuditChain(AuditStore(engine, key), key).prepare().value)
+        results.put(AuditChain(AuditRecords(engine, key), key).prepare().value)
     finally:
         hsm.close()
         engine.dispose()
@@ -77,7 +81,7 @@ def append_and_checkpoint(appends: int) -> None:
     services = Services.build(Settings())
     try:
         for n in range(appends):
-            services.audit_store.append([_entry(2 * n, "cli"), _entry(2 * n + 1, "cli")])
+            services.audit_records.append_current([(_entry(2 * n, "cli"), None), (_entry(2 * n + 1, "cli"), None)])
         services.audit_chain.emit_checkpoint(always=True)
     finally:
         services.close()

@@ -12,11 +12,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import Admin, AuditDep, ServicesDep
+from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES
 from keymanager.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
 
 
 class AccessKeyCreate(BaseModel):
@@ -44,7 +44,7 @@ class AccessKeyOut(BaseModel):
 @router.post("/{name}/access-keys", status_code=201, response_model=AccessKeyCreated)
 @audited("access_key.create")
 async def create_access_key(
-    name: str, admin: Admin, svc: ServicesDep, trail: AuditDep, body: AccessKeyCreate = _GENERATED
+    name: str, svc: ServicesDep, trail: AuditDep, body: AccessKeyCreate = _GENERATED
 ) -> AccessKeyCreated:
     """A new access key of principal ``name`` (or the given pair): the secret is shown this once."""
     trail.details["name"] = name
@@ -53,16 +53,13 @@ async def create_access_key(
         if body.access_key_id is None or body.secret_access_key is None:
             raise InvalidRequest("give both access_key_id and secret_access_key, or neither")
         given = (body.access_key_id, body.secret_access_key)
-    key_id, secret, created = await run_in_threadpool(
-        svc.access_keys.create, name, given, audit=trail.entry("access_key.create", 201)
-    )
-    trail.recorded = True
+    key_id, secret, created = await run_in_threadpool(svc.access_keys.create, name, given, audit=trail.success())
     return AccessKeyCreated(access_key_id=key_id, secret_access_key=secret, created_at=created)
 
 
 @router.get("/{name}/access-keys", response_model=list[AccessKeyOut])
 @audited("access_key.list")
-def list_access_keys(name: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> list[AccessKeyOut]:
+def list_access_keys(name: str, svc: ServicesDep, trail: AuditDep) -> list[AccessKeyOut]:
     """Ids and creation times of the principal's access keys (never secrets)."""
     trail.details["name"] = name
     return [AccessKeyOut(access_key_id=i, created_at=c) for i, c in svc.access_keys.list(name)]
@@ -70,9 +67,8 @@ def list_access_keys(name: str, admin: Admin, svc: ServicesDep, trail: AuditDep)
 
 @router.delete("/{name}/access-keys/{access_key_id}", status_code=204)
 @audited("access_key.delete")
-def delete_access_key(name: str, access_key_id: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> Response:
+def delete_access_key(name: str, access_key_id: str, svc: ServicesDep, trail: AuditDep) -> Response:
     """Revoke an access key: it stops authenticating at once, on every replica."""
     trail.details.update(name=name, access_key_id=access_key_id[:128])
-    svc.access_keys.revoke(name, access_key_id, audit=trail.entry("access_key.delete", 204))
-    trail.recorded = True
+    svc.access_keys.revoke(name, access_key_id, audit=trail.success())
     return Response(status_code=204)

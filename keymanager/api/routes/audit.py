@@ -5,17 +5,14 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query
+from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from keymanager.api.deps import ServicesDep, require_role
+from keymanager.api.deps import READER, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, IsoTime, QueryInt
 from keymanager.domain.audit import AuditQuery
-from keymanager.domain.models import Principal, Role
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES)
-
-Reader = Annotated[Principal, Depends(require_role(Role.AUDITOR, Role.ADMIN))]
+router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES, dependencies=[READER])
 
 
 class AuditRecordOut(BaseModel):
@@ -51,7 +48,6 @@ class AuditVerification(BaseModel):
 
 @router.get("", response_model=AuditPage)
 def list_audit(
-    reader: Reader,
     svc: ServicesDep,
     key: str | None = None,
     principal: str | None = None,
@@ -61,21 +57,18 @@ def list_audit(
     limit: Annotated[QueryInt, Query(ge=1, le=1000)] = 100,
 ) -> AuditPage:
     """Records in sequence order, filtered by key (name or id), principal, action and time."""
-    key_id = None
-    if key is not None:
-        key_id = svc.keys.find(key).id
-    query = AuditQuery(key_id=key_id, principal=principal, action=action, since=since, after=after, limit=limit)
-    records = svc.audit_store.query(query)
+    query = AuditQuery(principal=principal, action=action, since=since, after=after, limit=limit)
+    records = svc.audit_reader.query(query, key)
     page = [AuditRecordOut(**r.fields()) for r in records]
     return AuditPage(records=page, next=records[-1].seq if len(records) == limit else None)
 
 
 @router.get("/verify", response_model=AuditVerification)
-def verify_audit(reader: Reader, svc: ServicesDep) -> AuditVerification:
+def verify_audit(svc: ServicesDep) -> AuditVerification:
     """Check the whole chain, its links and its seals (with the HSM's audit key): ``ok``, or the
     first broken record and why. Records removed from the end back to an earlier seal are seen
     only against a checkpoint: ``keymanager audit verify --checkpoint``."""
-    result = svc.audit_store.verify()
+    result = svc.audit_reader.verify()
     return AuditVerification(
         ok=result.ok, records=result.records, first_broken_seq=result.first_broken_seq, reason=result.reason
     )

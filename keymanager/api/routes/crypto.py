@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep, authenticate, services_of
+from keymanager.api.deps import AuditDep, Caller, ServicesDep, run_authenticated, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -27,8 +27,7 @@ from keymanager.api.schemas import (
 )
 from keymanager.domain.audit import AuditEntry
 from keymanager.errors import KeyManagerError
-from keymanager.services.crypto import BatchResults, DataKey, Decrypted, Encrypted
-from keymanager.services.snapshot import Snapshot, run_validated
+from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
 
 router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES)
 
@@ -37,15 +36,15 @@ router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSE
 @audited("key.encrypt")
 async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details["key"] = key
     plaintext = body.plaintext_bytes()
-
-    async def attempt(keys: Snapshot) -> Encrypted:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.encrypt(keys, principal, key, plaintext, body.context)
-
-    result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.encrypt", r))
+    result = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.encrypt(keys, principal, key, plaintext, body.context),
+        trail.success,
+    )
     return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
 
 
@@ -65,36 +64,27 @@ async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> JS
 
 
 async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, key: str | None) -> JSONResponse:
-    svc = services_of(request)
-
-    async def attempt(keys: Snapshot) -> Decrypted:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.decrypt(keys, principal, body.ciphertext, body.context, ref=key)
-
-    result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.decrypt", r))
+    crypto = services_of(request).crypto
+    result = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.decrypt(keys, principal, body.ciphertext, body.context, ref=key),
+        trail.success,
+    )
     return JSONResponse({"plaintext": encode_base64(result.plaintext)})
-
-
-def _entry(trail: AuditContext, action: str, result: Encrypted | Decrypted) -> AuditEntry:
-    """The audit entry of a successful request (written by the route itself, see ``run_validated``)."""
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    trail.recorded = True
-    return trail.entry(action, 200)
 
 
 @router.post("/keys/{key}/datakey", response_model=DataKeyResponse, response_model_exclude_none=True)
 @audited("key.generate_data_key")
 async def generate_data_key(key: str, body: DataKeyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """A data key from the HSM's generator: its plaintext (unless declined) and its ciphertext under the key."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details.update(key=key, bits=body.bits)
-
-    async def attempt(keys: Snapshot) -> DataKey:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.generate_data_key(keys, principal, key, body.bits, body.context)
-
-    made = await run_validated(
-        svc.cache, svc.audit, attempt, lambda d: _entry(trail, "key.generate_data_key", d.encrypted)
+    made = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.generate_data_key(keys, principal, key, body.bits, body.context),
+        lambda d: trail.success(d.encrypted),
     )
     answer: dict[str, Any] = {"ciphertext": made.encrypted.ciphertext}
     if body.include_plaintext:
@@ -106,7 +96,7 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
 @router.post("/keys/{key}/reencrypt", response_model=EncryptResponse)
 @audited("key.reencrypt")
 def reencrypt(
-    key: str, body: ReencryptRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
+    key: str, body: ReencryptRequest, principal: Caller, svc: ServicesDep, trail: AuditDep
 ) -> EncryptResponse:
     """Re-encrypt a ciphertext of this key under its primary version, or under ``destination_key``."""
     trail.details.update(key=key, destination_key=body.destination_key)
@@ -126,15 +116,15 @@ def reencrypt(
 @audited("key.encrypt_batch")
 async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt up to 1,000 items: one result or one error per item, in order."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details.update(key=key, items=len(body.items))
     items = [(_decoded(item.plaintext), item.context) for item in body.items]
-
-    async def attempt(keys: Snapshot) -> BatchResults:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.encrypt_batch(keys, principal, key, items)
-
-    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.encrypt_batch", b))
+    batch = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.encrypt_batch(keys, principal, key, items),
+        lambda b: _batch_success(trail, b),
+    )
     return JSONResponse({"results": [_encrypt_result(r) for r in batch.results]})
 
 
@@ -142,23 +132,21 @@ async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, t
 @audited("key.decrypt_batch")
 async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt up to 1,000 items with this key: one result or one error per item, in order."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details.update(key=key, items=len(body.items))
     items = [(item.ciphertext, item.context) for item in body.items]
-
-    async def attempt(keys: Snapshot) -> BatchResults:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.decrypt_batch(keys, principal, key, items)
-
-    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.decrypt_batch", b))
+    batch = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.decrypt_batch(keys, principal, key, items),
+        lambda b: _batch_success(trail, b),
+    )
     return JSONResponse({"results": [_decrypt_result(r) for r in batch.results]})
 
 
-def _batch_entry(trail: AuditContext, action: str, batch: BatchResults) -> AuditEntry:
+def _batch_success(trail: AuditContext, batch: BatchResults) -> AuditEntry:
     trail.key_id = batch.key_id
-    trail.details["failed"] = batch.failed
-    trail.recorded = True
-    return trail.entry(action, 200)
+    return trail.success(failed=batch.failed)
 
 
 def _decoded(value: str) -> bytes | KeyManagerError:

@@ -2,19 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from keymanager.api import metrics
-from keymanager.api.deps import ServicesDep, require_role
+from keymanager.api.deps import READER, ServicesDep
 from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
-from keymanager.domain.models import Principal, Role
 
 router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES)
 metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429))
-MetricsReader = Annotated[Principal, Depends(require_role(Role.ADMIN, Role.AUDITOR))]
 
 
 @router.get("/health", response_model=Health)
@@ -38,8 +34,8 @@ def ready(svc: ServicesDep) -> JSONResponse:
     return JSONResponse(status_code=200 if ok else 503, content=body.model_dump())
 
 
-@metrics_router.get("/metrics", response_class=Response, tags=["health"])
-def prometheus_metrics(reader: MetricsReader, request: Request) -> Response:
+@metrics_router.get("/metrics", response_class=Response, tags=["health"], dependencies=[READER])
+def prometheus_metrics(request: Request) -> Response:
     """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue
     and write failures, database pool, keys by state, build and per-worker process metrics."""
     body, content_type = metrics.exposition(before=getattr(request.app.state, "before_scrape", None))

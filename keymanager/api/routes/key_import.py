@@ -13,11 +13,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import Admin, AuditDep, ServicesDep
+from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, Body, KeyOut, decode_base64, encode_base64
-from keymanager.services.key_import import KeyImportService
 
-router = APIRouter(prefix="/v1/keys", tags=["key import"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/keys", tags=["key import"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
 
 
 class ImportParametersRequest(Body):
@@ -43,13 +42,13 @@ class ImportRequest(Body):
 @router.post("/{key}/import-parameters", response_model=ImportParametersResponse)
 @audited("key.import_parameters")
 def import_parameters(
-    key: str, body: ImportParametersRequest, admin: Admin, svc: ServicesDep, trail: AuditDep
+    key: str, body: ImportParametersRequest, svc: ServicesDep, trail: AuditDep
 ) -> ImportParametersResponse:
     """A fresh RSA wrapping key (made in the HSM, valid 24 h) for a key of origin ``external``."""
     trail.details.update(key=key, wrapping_algorithm=body.wrapping_algorithm[:64])
     found = svc.keys.find(key)
     trail.key_id = found.id
-    made = KeyImportService(svc.store, svc.hsm).parameters(found, body.wrapping_algorithm)
+    made = svc.key_import.parameters(found, body.wrapping_algorithm)
     return ImportParametersResponse(
         public_key=encode_base64(made.public_key),
         import_token=made.import_token,
@@ -59,7 +58,7 @@ def import_parameters(
 
 @router.post("/{key}/import", response_model=KeyOut)
 @audited("key.import")
-def import_key_material(key: str, body: ImportRequest, admin: Admin, svc: ServicesDep, trail: AuditDep) -> KeyOut:
+def import_key_material(key: str, body: ImportRequest, svc: ServicesDep, trail: AuditDep) -> KeyOut:
     """Unwrap the material inside the HSM into the key's next version, which becomes primary."""
     trail.details["key"] = key
     found = svc.keys.find(key)
@@ -67,8 +66,5 @@ def import_key_material(key: str, body: ImportRequest, admin: Admin, svc: Servic
     materials = [decode_base64(body.encrypted_key_material, "encrypted_key_material")]
     if body.encrypted_mac_key_material is not None:
         materials.append(decode_base64(body.encrypted_mac_key_material, "encrypted_mac_key_material"))
-    imported = KeyImportService(svc.store, svc.hsm).import_material(
-        found, body.import_token, materials, audit=trail.entry("key.import", 200)
-    )
-    trail.recorded = True
+    imported = svc.key_import.import_material(found, body.import_token, materials, audit=trail.success())
     return KeyOut.of(imported, svc.keys.named([imported.policy])[0])

@@ -12,7 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Header, Query, Response
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
+from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
@@ -27,9 +27,9 @@ def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
     return KeyOut.of(key, svc.keys.named([key.policy])[0])
 
 
-@router.post("", status_code=201, response_model=KeyOut)
+@router.post("", status_code=201, response_model=KeyOut, dependencies=[ADMIN])
 @audited("key.create")
-def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken."""
     trail.details.update(name=body.name, algorithm=body.algorithm.value)
     key = svc.keys.create(
@@ -40,15 +40,14 @@ def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep,
         rotation_period_days=body.rotation_period_days,
         token_format=None if body.token_format is None else body.token_format.to_format(),
         origin=body.origin,
-        audit=trail.entry("key.create", 201),
+        audit=trail.success(),
     )
-    trail.recorded = True
     return _tagged(svc, key, response)
 
 
 @router.get("", response_model=list[KeyOut])
 @audited("key.list")
-def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
+def list_keys(principal: Caller, svc: ServicesDep) -> list[KeyOut]:
     """Every key for an admin; for others, the keys whose policy names them."""
     keys = svc.keys.list(principal)
     return [KeyOut.of(k, policy) for k, policy in zip(keys, svc.keys.named([k.policy for k in keys]), strict=True)]
@@ -56,7 +55,7 @@ def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
 
 @router.get("/{key}", response_model=KeyOut)
 @audited("key.read")
-def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+def get_key(key: str, principal: Caller, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
     trail.details["key"] = key
     found = svc.keys.get(key, principal)
@@ -67,13 +66,13 @@ def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: Audi
 @router.patch(
     "/{key}",
     response_model=KeyOut,
+    dependencies=[ADMIN],
     responses={412: {"model": ErrorBody, "description": "precondition_failed: If-Match names an older state"}},
 )
 @audited("key.update")
 def update_key(
     key: str,
     body: KeyPatch,
-    admin: Admin,
     svc: ServicesDep,
     trail: AuditDep,
     response: Response,
@@ -91,28 +90,25 @@ def update_key(
         policy=body.policy.to_policy() if body.policy is not None else None,
         enabled=body.enabled,
         min_decryption_version=body.min_decryption_version,
-        audit=trail.entry("key.update", 200),
+        audit=trail.success(),
         if_match=if_match,
     )
-    trail.recorded = True
     return _tagged(svc, updated, response)
 
 
-@router.post("/{key}/rotate", response_model=KeyOut)
+@router.post("/{key}/rotate", response_model=KeyOut, dependencies=[ADMIN])
 @audited("key.rotate")
-def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
     trail.details["key"] = key
-    rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.entry("key.rotate", 200))
-    trail.recorded = True
+    rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.success())
     return _tagged(svc, rotated, response)
 
 
-@router.delete("/{key}", response_model=KeyOut)
+@router.delete("/{key}", response_model=KeyOut, dependencies=[ADMIN])
 @audited("key.schedule_deletion")
 def schedule_key_deletion(
     key: str,
-    admin: Admin,
     svc: ServicesDep,
     trail: AuditDep,
     response: Response,
@@ -122,18 +118,14 @@ def schedule_key_deletion(
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
     trail.details["key"] = key
-    pending = svc.lifecycle.schedule_deletion(
-        svc.keys.find(key), pending_days, audit=trail.entry("key.schedule_deletion", 200)
-    )
-    trail.recorded = True
+    pending = svc.lifecycle.schedule_deletion(svc.keys.find(key), pending_days, audit=trail.success())
     return _tagged(svc, pending, response)
 
 
-@router.post("/{key}/cancel-deletion", response_model=KeyOut)
+@router.post("/{key}/cancel-deletion", response_model=KeyOut, dependencies=[ADMIN])
 @audited("key.cancel_deletion")
-def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+def cancel_key_deletion(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
     trail.details["key"] = key
-    cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.entry("key.cancel_deletion", 200))
-    trail.recorded = True
+    cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.success())
     return _tagged(svc, cancelled, response)

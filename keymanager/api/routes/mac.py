@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import AuditDep, authenticate, services_of
+from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     MacRequest,
@@ -17,9 +17,6 @@ from keymanager.api.schemas import (
     MacVerifyResponse,
     decode_base64,
 )
-from keymanager.domain.audit import AuditEntry
-from keymanager.services.crypto import Mac, MacCheck
-from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
 
@@ -28,19 +25,12 @@ router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
 @audited("key.mac")
 async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """HMAC-SHA256 of ``data`` with the primary version of an ``HMAC_SHA256`` key: equal inputs, equal MACs."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details["key"] = key
     data = decode_base64(body.data, "data")
-
-    async def attempt(keys: Snapshot) -> Mac:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.mac(keys, principal, key, data, body.context)
-
-    def entry(result: Mac) -> AuditEntry:
-        trail.key_id, trail.key_version, trail.recorded = result.key_id, result.key_version, True
-        return trail.entry("key.mac", 200)
-
-    made = await run_validated(svc.cache, svc.audit, attempt, entry)
+    made = await run_authenticated(
+        request, trail, lambda keys, principal: crypto.mac(keys, principal, key, data, body.context), trail.success
+    )
     return JSONResponse(
         {"mac": base64.b64encode(made.mac).decode(), "key_id": made.key_id, "key_version": made.key_version}
     )
@@ -50,18 +40,13 @@ async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> 
 @audited("key.mac_verify")
 async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Whether ``mac`` is the HMAC of ``data`` (compared in constant time)."""
-    svc = services_of(request)
+    crypto = services_of(request).crypto
     trail.details["key"] = key
     data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
-
-    async def attempt(keys: Snapshot) -> MacCheck:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version)
-
-    def entry(check: MacCheck) -> AuditEntry:
-        trail.key_id, trail.key_version, trail.recorded = check.key_id, check.key_version, True
-        trail.details["valid"] = check.valid
-        return trail.entry("key.mac_verify", 200)
-
-    checked = await run_validated(svc.cache, svc.audit, attempt, entry)
+    checked = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: crypto.verify_mac(keys, principal, key, data, mac, body.context, body.key_version),
+        lambda c: trail.success(c, valid=c.valid),
+    )
     return JSONResponse({"valid": checked.valid})

@@ -5,34 +5,32 @@ from __future__ import annotations
 from fastapi import APIRouter, Response
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import Admin, AuditDep, ServicesDep
+from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
 
 
 @router.post("", status_code=201, response_model=PrincipalCreated)
 @audited("principal.create")
-def create_principal(body: PrincipalCreate, admin: Admin, svc: ServicesDep, trail: AuditDep) -> PrincipalCreated:
+def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -> PrincipalCreated:
     """Create a principal. The response carries its bearer token, which is never shown again."""
     trail.details.update(name=body.name, role=body.role.value)
-    created = svc.principals.create(body.name, body.role, body.cert_subject, audit=trail.entry("principal.create", 201))
-    trail.recorded = True
+    created = svc.principals.create(body.name, body.role, body.cert_subject, audit=trail.success())
     return PrincipalCreated(**PrincipalOut.of(created.principal).model_dump(), token=created.token)
 
 
 @router.get("", response_model=list[PrincipalOut])
 @audited("principal.list")
-def list_principals(admin: Admin, svc: ServicesDep) -> list[PrincipalOut]:
+def list_principals(svc: ServicesDep) -> list[PrincipalOut]:
     """Every principal (without tokens)."""
     return [PrincipalOut.of(p) for p in svc.principals.list()]
 
 
 @router.delete("/{name}", status_code=204)
 @audited("principal.delete")
-def delete_principal(name: str, admin: Admin, svc: ServicesDep, trail: AuditDep) -> Response:
+def delete_principal(name: str, acting: Caller, svc: ServicesDep, trail: AuditDep) -> Response:
     """Delete a principal; its token stops working at once."""
     trail.details["name"] = name
-    svc.principals.delete(name, acting=admin, audit=trail.entry("principal.delete", 204))
-    trail.recorded = True
+    svc.principals.delete(name, acting=acting, audit=trail.success())
     return Response(status_code=204)

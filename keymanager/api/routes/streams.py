@@ -33,8 +33,8 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import StreamingResponse
 from starlette.concurrency import run_in_threadpool
 
-from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep
+from keymanager.api.audit_trail import audited
+from keymanager.api.deps import AuditDep, Caller, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody
 from keymanager.domain.stream import (
     StreamHeader,
@@ -79,7 +79,7 @@ _ANSWER: dict[int | str, dict[str, Any]] = {
 async def encrypt_stream(
     key: str,
     request: Request,
-    principal: CurrentPrincipal,
+    principal: Caller,
     svc: ServicesDep,
     trail: AuditDep,
     x_km_context: str | None = Header(default=None),
@@ -111,7 +111,7 @@ async def encrypt_stream(
 async def decrypt_stream(
     key: str,
     request: Request,
-    principal: CurrentPrincipal,
+    principal: Caller,
     svc: ServicesDep,
     trail: AuditDep,
     x_km_context: str | None = Header(default=None),
@@ -133,7 +133,7 @@ async def decrypt_stream(
     except BaseException:
         spool.close()
         raise
-    return StreamingResponse(_open_segments(spool, segments, opener, trail), media_type=OCTETS)
+    return StreamingResponse(_open_segments(spool, segments, opener), media_type=OCTETS)
 
 
 def _context(header: str | None) -> dict[str, str] | None:
@@ -255,7 +255,7 @@ def _segments(spool: SpoolFile, offset: int, segment_size: int) -> list[tuple[in
 
 
 async def _open_segments(
-    spool: SpoolFile, segments: list[tuple[int, int]], opener: StreamOpener, trail: AuditContext
+    spool: SpoolFile, segments: list[tuple[int, int]], opener: StreamOpener
 ) -> AsyncIterator[bytes]:
     """Plaintext segment by segment, the next one opening while the current one is sent."""
 
@@ -272,8 +272,7 @@ async def _open_segments(
             try:
                 plaintext = await current
             except KeyManagerError as exc:
-                trail.details["aborted"] = exc.code
-                raise StreamAborted() from None
+                raise StreamAborted() from exc  # recorded with the status of exc (see api/audit_trail.py)
             if index + 1 < len(segments):
                 upcoming = start(index + 1)
             yield plaintext

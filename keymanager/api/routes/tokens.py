@@ -16,12 +16,11 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import AuditDep, authenticate, services_of
+from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.schemas import ERROR_RESPONSES, Body, Context, ErrorDetail, decode_base64
 from keymanager.domain.audit import AuditEntry
 from keymanager.errors import KeyManagerError
-from keymanager.services.snapshot import Snapshot, run_validated
-from keymanager.services.tokens import TokenBatch, Tokenized, TokenRequest, TokenService
+from keymanager.services.tokens import TokenBatch, Tokenized, TokenRequest
 
 router = APIRouter(prefix="/v1/keys", tags=["tokens"], responses=ERROR_RESPONSES)
 
@@ -80,11 +79,6 @@ class DetokenizeBatchResponse(BaseModel):
     results: list[DetokenizeResponse | TokenItemError]
 
 
-def _service(request: Request) -> TokenService:
-    svc = services_of(request)
-    return TokenService(svc.hsm, max_batch_items=svc.settings.max_batch_items)
-
-
 def _item(text: str, context: Context | None, tweak: str | None) -> TokenRequest:
     return TokenRequest(text, context, None if tweak is None else decode_base64(tweak, "tweak"))
 
@@ -101,14 +95,12 @@ def _batch_item(item: TokenizeRequest | DetokenizeItem) -> TokenRequest | KeyMan
 @audited("key.tokenize")
 async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """The token of ``value`` under the key's primary version (same length, kept characters in clear)."""
-    svc, tokens = services_of(request), _service(request)
+    tokens = services_of(request).tokens
     trail.details["key"] = key
-
-    async def attempt(keys: Snapshot) -> Tokenized:
-        principal = await authenticate(request, keys, trail)
-        return await tokens.tokenize(keys, principal, key, _item(body.value, body.context, body.tweak))
-
-    made = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.tokenize", r))
+    item = _item(body.value, body.context, body.tweak)
+    made = await run_authenticated(
+        request, trail, lambda keys, principal: tokens.tokenize(keys, principal, key, item), trail.success
+    )
     return JSONResponse({"token": made.text, "key_id": made.key_id, "key_version": made.key_version})
 
 
@@ -116,15 +108,15 @@ async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: Aud
 @audited("key.detokenize")
 async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """The value of ``token`` under ``key_version`` (default: the primary version)."""
-    svc, tokens = services_of(request), _service(request)
+    tokens = services_of(request).tokens
     trail.details["key"] = key
-
-    async def attempt(keys: Snapshot) -> Tokenized:
-        principal = await authenticate(request, keys, trail)
-        item = _item(body.token, body.context, body.tweak)
-        return await tokens.detokenize(keys, principal, key, item, body.key_version)
-
-    made = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.detokenize", r))
+    item = _item(body.token, body.context, body.tweak)
+    made = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: tokens.detokenize(keys, principal, key, item, body.key_version),
+        trail.success,
+    )
     return JSONResponse({"value": made.text})
 
 
@@ -132,15 +124,12 @@ async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail:
 @audited("key.tokenize_batch")
 async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Tokens of up to 1,000 values under the primary version: one result or one error per item, in order."""
-    svc, tokens = services_of(request), _service(request)
+    tokens = services_of(request).tokens
     trail.details.update(key=key, items=len(body.items))
     items = [_batch_item(i) for i in body.items]
-
-    async def attempt(keys: Snapshot) -> TokenBatch:
-        principal = await authenticate(request, keys, trail)
-        return await tokens.tokenize_batch(keys, principal, key, items)
-
-    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.tokenize_batch", b))
+    batch = await run_authenticated(
+        request, trail, lambda keys, principal: tokens.tokenize_batch(keys, principal, key, items), _success_of(trail)
+    )
 
     def shape(t: Tokenized) -> dict[str, Any]:
         return {"token": t.text, "key_id": t.key_id, "key_version": t.key_version}
@@ -153,27 +142,21 @@ async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request,
 @audited("key.detokenize_batch")
 async def detokenize_batch(key: str, body: DetokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Values of up to 1,000 tokens of one key version: one result or one error per item, in order."""
-    svc, tokens = services_of(request), _service(request)
+    tokens = services_of(request).tokens
     trail.details.update(key=key, items=len(body.items))
     items = [_batch_item(i) for i in body.items]
-
-    async def attempt(keys: Snapshot) -> TokenBatch:
-        principal = await authenticate(request, keys, trail)
-        return await tokens.detokenize_batch(keys, principal, key, items, body.key_version)
-
-    batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.detokenize_batch", b))
+    batch = await run_authenticated(
+        request,
+        trail,
+        lambda keys, principal: tokens.detokenize_batch(keys, principal, key, items, body.key_version),
+        _success_of(trail),
+    )
     return JSONResponse({"results": [_result(r, lambda t: {"value": t.text}) for r in batch.results]})
 
 
-def _entry(trail: AuditContext, action: str, result: Tokenized) -> AuditEntry:
-    trail.key_id, trail.key_version, trail.recorded = result.key_id, result.key_version, True
-    return trail.entry(action, 200)
-
-
-def _batch_entry(trail: AuditContext, action: str, batch: TokenBatch) -> AuditEntry:
-    trail.key_id, trail.key_version, trail.recorded = batch.key_id, batch.key_version, True
-    trail.details["failed"] = sum(isinstance(r, KeyManagerError) for r in batch.results)
-    return trail.entry(action, 200)
+def _success_of(trail: AuditContext) -> Callable[[TokenBatch], AuditEntry]:
+    """The success record of a batch: its key version and how many items failed."""
+    return lambda batch: trail.success(batch, failed=sum(isinstance(r, KeyManagerError) for r in batch.results))
 
 
 def _result(result: Tokenized | KeyManagerError, shape: Callable[[Tokenized], dict[str, Any]]) -> dict[str, Any]:
