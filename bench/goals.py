@@ -30,6 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+from keymanager_sdk import KeyManager
 from rich.console import Console
 from rich.table import Table
 
@@ -155,17 +156,15 @@ def stream_run(r: Rig, args: argparse.Namespace, target: str) -> Measurement:
     return measure(r.pool, r.target(target), args.stream_size, 1, "both", window_of(args, 0.0), r.probe)
 
 
-def sequential_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measurement]]:
-    """Re-encryption, data key and MAC, one SDK client in this process."""
+def sequential_runs(r: Rig, args: argparse.Namespace, km: KeyManager) -> dict[str, Callable[[], Measurement]]:
+    """Re-encryption, data key and MAC, one SDK client (``km``) in this process."""
     assert r.service is not None and r.endpoint is not None
     mac = sequential.mac_endpoint(r.service, r.endpoint)
-    km = r.endpoint.client()
     calls = sequential.calls(km, r.endpoint, mac.key, args.field_size)
+    window = window_of(args)
     return {
         f"{name}_sequential": (
-            lambda name=name: sequential.measure_sequential(
-                name, calls[name], args.field_size, window_of(args), r.probe
-            )
+            lambda name=name: sequential.measure_sequential(name, calls[name], args.field_size, window, r.probe)
         )
         for name in sequential.OPERATIONS
     }
@@ -190,11 +189,13 @@ def door_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measur
 def measurements(r: Rig, args: argparse.Namespace, step: Callable[[str], None]) -> dict[str, Measurement]:
     """Every measurement the targets need, named."""
     high = args.high_concurrency
+    assert r.endpoint is not None
+    km = r.endpoint.client()
     plan: dict[str, Callable[[], Measurement]] = {
         "encrypt_high": lambda: field_run(r, args, "km", "encrypt", high),
         "decrypt_high": lambda: field_run(r, args, "km", "decrypt", high),
         "encrypt_sequential": lambda: field_run(r, args, "km", "encrypt", 1),
-        **sequential_runs(r, args),
+        **sequential_runs(r, args, km),
         "batch": lambda: field_run(r, args, "km-batch", "encrypt", BATCH_CONCURRENCY),
         "batch_gcm": lambda: gcm_batch(r, args),
         "stream": lambda: stream_run(r, args, "km"),
@@ -202,9 +203,10 @@ def measurements(r: Rig, args: argparse.Namespace, step: Callable[[str], None]) 
         **door_runs(r, args),
     }
     done = {}
-    for name, run_one in plan.items():
-        step(name)
-        done[name] = run_one()
+    with km:
+        for name, run_one in plan.items():
+            step(name)
+            done[name] = run_one()
     return done
 
 
