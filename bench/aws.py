@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib.metadata import version
 from typing import Any
 
@@ -20,7 +20,8 @@ import httpx
 from bench.service import free_port
 
 EMULATOR_NAME = "AWS KMS API (local emulator)"
-DUMMY_CREDENTIALS = {"aws_access_key_id": "testing", "aws_secret_access_key": "testing"}
+DOOR_NAME = "keymanager's AWS KMS API"
+DUMMY_PAIR = ("testing", "testing")
 EMULATOR_REGION = "us-east-1"
 
 
@@ -33,15 +34,21 @@ class AwsConfig:
     profile: str | None = None
     key_id: str = ""
     pid: int | None = None
+    credentials: tuple[str, str] | None = None
+    """An access key pair (keymanager's KMS door); None: the emulator's dummy pair, or the profile's."""
+    ca: str | None = None
+    """The CA bundle boto3 verifies ``endpoint_url`` with (as ``AWS_CA_BUNDLE`` would give it)."""
 
     @property
     def emulated(self) -> bool:
-        """True for the local emulator, False for real AWS KMS."""
-        return self.endpoint_url is not None
+        """True for the local emulator, False for real AWS KMS and keymanager's KMS door."""
+        return self.endpoint_url is not None and self.credentials is None
 
     @property
     def label(self) -> str:
         """How every output names this KMS."""
+        if self.credentials is not None:
+            return f"{DOOR_NAME}, boto3 {version('boto3')}"
         if self.emulated:
             return f"{EMULATOR_NAME}, moto {version('moto')}"
         return f"AWS KMS {self.region}"
@@ -52,9 +59,12 @@ class AwsConfig:
         from botocore.config import Config
 
         config = Config(retries={"max_attempts": 1, "mode": "standard"}, max_pool_connections=4)
-        if self.emulated:
-            session = boto3.session.Session(region_name=self.region, **DUMMY_CREDENTIALS)
-            return session.client("kms", endpoint_url=self.endpoint_url, config=config)
+        if self.endpoint_url is not None:
+            pair = self.credentials or DUMMY_PAIR
+            session = boto3.session.Session(
+                region_name=self.region, aws_access_key_id=pair[0], aws_secret_access_key=pair[1]
+            )
+            return session.client("kms", endpoint_url=self.endpoint_url, config=config, verify=self.ca)
         session = boto3.session.Session(profile_name=self.profile, region_name=self.region)
         return session.client("kms", config=config)
 
@@ -110,10 +120,9 @@ def real_aws(region: str | None, profile: str | None) -> AwsConfig:
 def with_key(config: AwsConfig, key_id: str | None) -> tuple[AwsConfig, bool]:
     """The config with a symmetric key: ``key_id`` when given, else a new one (True: created here)."""
     if key_id:
-        return AwsConfig(config.endpoint_url, config.region, config.profile, key_id, config.pid), False
+        return replace(config, key_id=key_id), False
     created = config.client().create_key(Description="keymanager bench (safe to delete)", KeySpec="SYMMETRIC_DEFAULT")
-    new_id = created["KeyMetadata"]["KeyId"]
-    return AwsConfig(config.endpoint_url, config.region, config.profile, new_id, config.pid), True
+    return replace(config, key_id=created["KeyMetadata"]["KeyId"]), True
 
 
 def retire_key(config: AwsConfig) -> None:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Callable, Sequence
@@ -46,7 +47,12 @@ def common_options() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(add_help=False)
     service = p.add_argument_group("service under test")
     service.add_argument("--spawn", action="store_true", help="start keymanager locally on SoftHSM in a temp dir")
-    service.add_argument("--workers", type=int, default=2, help="workers of a spawned service (default 2)")
+    service.add_argument(
+        "--workers",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="workers of a spawned service (default: the CPU count, as `keymanager serve` defaults to)",
+    )
     service.add_argument("--url", help="a running service, e.g. https://127.0.0.1:8443")
     service.add_argument("--token", help="an ADMIN token of --url (or @FILE); the bench creates its own principal")
     service.add_argument("--ca", help="CA bundle of --url (e.g. var/tls/ca.pem)")
@@ -92,6 +98,10 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("--stream-size", type=parse_size, default=70_000_000, help="blob of the stream targets")
     g.add_argument("--field-size", type=parse_size, default=1_000, help="field of the ops/s targets (1K)")
     g.add_argument("--high-concurrency", type=int, default=32, help="connections of the ops/s targets")
+    g.add_argument("--hsm-seconds", type=float, default=2.0, help="seconds per SoftHSM ceiling (default 2)")
+    g.add_argument(
+        "--fast", action="store_true", help="tiny sizes and windows: a smoke run whose verdicts mean nothing"
+    )
     g.set_defaults(func=goals.run)
     c = commands.add_parser("client", parents=[common], help="client CPU per small-field encrypt, by HTTP path")
     c.add_argument("--size", type=parse_size, default=1_000, help="field size (default 1K)")
@@ -118,7 +128,7 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; its exit code (1 when a measurement had errors)."""
     args = parser().parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
-    if getattr(args, "driver", None) == "wrk" or args.command in ("ceilings", "fastpath"):
+    if getattr(args, "driver", None) == "wrk" or args.command in ("ceilings", "fastpath", "targets"):
         from bench.wrk import available
 
         if not available():

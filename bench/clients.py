@@ -7,6 +7,7 @@
   service, framed AES-256-GCM locally.
 - ``aws-kms``: boto3 ``Encrypt`` / ``Decrypt`` up to 4 KB; above, ``GenerateDataKey`` per blob and the
   same framed AES-256-GCM locally (as the AWS Encryption SDK does).
+- ``km-kms-api``: the same boto3 code as ``aws-kms``, against keymanager's AWS KMS API door.
 
 Nothing is cached between operations that a real client would not cache: every envelope gets a
 fresh data key, and every decryption unwraps its data key again.
@@ -29,7 +30,8 @@ SMALL_LIMIT = 64 * 1024
 """Largest field the service encrypts with ``/encrypt`` (its default plaintext limit)."""
 KMS_DIRECT_LIMIT = 4096
 """Largest plaintext AWS KMS ``Encrypt`` takes."""
-TARGET_NAMES = ("km", "km-batch", "km-envelope", "aws-kms")
+TARGET_NAMES = ("km", "km-batch", "km-envelope", "aws-kms", "km-kms-api")
+BOTO3_TARGETS = ("aws-kms", "km-kms-api")
 
 
 class Operation(Protocol):
@@ -67,7 +69,7 @@ class TargetSpec:
 
     def open(self, size: int) -> Operation:
         """A fresh operation (its own connections) for blobs of ``size`` bytes."""
-        if self.name == "aws-kms":
+        if self.name in BOTO3_TARGETS:
             assert self.aws is not None
             return AwsField(self.aws) if size <= KMS_DIRECT_LIMIT else AwsEnvelope(self.aws)
         assert self.endpoint is not None

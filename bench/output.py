@@ -39,6 +39,7 @@ def environment(args: argparse.Namespace, r: Rig) -> dict[str, Any]:
         service_cpu_affinity=True if args.spawn else None,  # spawned with KM_CPU_AFFINITY=true
         load_generator={"processes": r.pool.size, "driver": args.driver},
         kms=r.aws.label if r.aws else None,
+        kms_api_door=r.door.label if r.door else None,
         settings={k: v for k, v in vars(args).items() if k not in ("token", "func")},
     )
 

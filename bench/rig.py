@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench import aws
-from bench.clients import TargetSpec
+from bench.clients import BOTO3_TARGETS, TargetSpec
+from bench.kmsdoor import provision_door
 from bench.load import LoadPool
 from bench.probes import ServerProbe
 from bench.service import Endpoint, Service, provision, spawned
@@ -33,12 +34,15 @@ class Rig:
     probe: ServerProbe
     emulator_probe: ServerProbe
     batch: int = 100
+    door: aws.AwsConfig | None = None
+    """boto3's config for ``km-kms-api``: the service's KMS door, an access key, a GCM key."""
 
     def target(self, name: str) -> TargetSpec:
-        """The spec of target ``name`` (``km``, ``km-batch``, ``km-envelope`` or ``aws-kms``)."""
-        if name == "aws-kms":
-            assert self.aws is not None
-            return TargetSpec(name, f"aws-kms — {self.aws.label}", aws=self.aws)
+        """The spec of target ``name`` (``km``, ``km-batch``, ``km-envelope``, ``aws-kms`` or ``km-kms-api``)."""
+        if name in BOTO3_TARGETS:
+            config = self.aws if name == "aws-kms" else self.door
+            assert config is not None
+            return TargetSpec(name, f"{name} — {config.label}", aws=config)
         return TargetSpec(name, KM_LABELS[name], endpoint=self.endpoint, batch=self.batch)
 
     def probe_of(self, target: str) -> ServerProbe:
@@ -104,12 +108,13 @@ def emulator_probe(kms: aws.AwsConfig | None) -> ServerProbe:
 def rig(args: argparse.Namespace, targets: list[str]) -> Iterator[Rig]:
     """Set up what ``targets`` need; tear it down afterwards."""
     with ExitStack() as stack:
-        service = endpoint = None
+        service = endpoint = door = None
         if any(t != "aws-kms" for t in targets):
             service = stack.enter_context(service_from(args))
             endpoint = provision(service)
+            door = provision_door(service, endpoint) if "km-kms-api" in targets else None
         kms = stack.enter_context(kms_from(args)) if "aws-kms" in targets else None
         pool = LoadPool(client_processes(args))
         stack.callback(pool.close)
         emulator = emulator_probe(kms)
-        yield Rig(service, endpoint, kms, pool, server_probe(service), emulator, args.batch)
+        yield Rig(service, endpoint, kms, pool, server_probe(service), emulator, args.batch, door)

@@ -39,6 +39,8 @@ class Endpoint:
     token: str | None = None
     client_cert: str | None = None
     client_key: str | None = None
+    principal: str | None = None
+    """The app principal the token belongs to (``provision``'s), for keys made later for it."""
 
     def client(self) -> KeyManager:
         """A new SDK client with its own keep-alive connection pool; retries off (errors are counted)."""
@@ -198,7 +200,8 @@ def spawned(workers: int, mode: str = "https") -> Iterator[Service]:
 
 
 def provision(service: Service, mtls: bool = False) -> Endpoint:
-    """Create a bench principal and key (AES_256_CBC_HMAC_SHA256, the default); the app's endpoint.
+    """Create a bench principal and key (AES_256_CBC_HMAC_SHA256, the default; encrypt, decrypt,
+    data keys and re-encryption granted to the principal); the app's endpoint.
 
     With ``mtls``, a second principal is bound to the development client certificate's subject
     (``CN=billing,O=keymanager``) and named by the key's policy too.
@@ -210,8 +213,9 @@ def provision(service: Service, mtls: bool = False) -> Endpoint:
         app = admin.create_principal(principal, "app")
         if mtls:
             admin.create_principal(users[1], "app", cert_subject=MTLS_SUBJECT)
-        admin.create_key(key, policy=Policy(encrypt=users, decrypt=users, generate_data_key=users))
-    return Endpoint(url=service.url, key=key, ca=service.ca, token=app.token)
+        policy = Policy(encrypt=users, decrypt=users, generate_data_key=users, reencrypt=users)
+        admin.create_key(key, policy=policy)
+    return Endpoint(url=service.url, key=key, ca=service.ca, token=app.token, principal=principal)
 
 
 def mtls_endpoint(endpoint: Endpoint, var_dir: Path) -> Endpoint:

@@ -1,9 +1,10 @@
 """``--driver wrk``: small-field encryption driven by wrk (C, event loop) instead of Python clients.
 
-wrk posts the encrypt (or decrypt) JSON with the bearer token from a Lua script and, when done,
-prints its request count and 1,000 latency quantiles; those quantiles stand in for the raw
-latencies. wrk does not read bodies: a decryption by the SDK before the run checks the key works,
-and wrk's count of non-2xx answers and socket errors is the error count.
+wrk posts one request over and over from a Lua script — the encrypt (or decrypt) JSON with the
+bearer token, or (``bench.kmsdoor``) one SigV4-signed AWS KMS ``Encrypt`` — and, when done, prints
+its request count and 1,000 latency quantiles; those quantiles stand in for the raw latencies. wrk
+does not read bodies: a decryption by the SDK before the run checks the key works, and wrk's count
+of non-2xx answers and socket errors is the error count.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import shutil
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from bench.load import WARMUP_BYTES
@@ -28,8 +30,7 @@ SCRIPT = """
 wrk.method = "POST"
 wrk.path = {path}
 wrk.body = {body}
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = {authorization}
+{headers}
 
 function done(summary, latency, requests)
   local e = summary.errors
@@ -52,6 +53,12 @@ def lua_string(text: str) -> str:
     return json.dumps(text)
 
 
+def lua(path: str, body: str, headers: dict[str, str]) -> str:
+    """The Lua script of one POST replayed: ``path``, ``body`` and ``headers`` as given."""
+    lines = "\n".join(f"wrk.headers[{lua_string(k)}] = {lua_string(v)}" for k, v in headers.items())
+    return SCRIPT.format(path=lua_string(path), body=lua_string(body), headers=lines, quantiles=QUANTILES)
+
+
 def script(endpoint: Endpoint, size: int, decrypt: bool) -> str:
     """The Lua script for encrypting a random ``size``-byte field, or decrypting one ciphertext of it."""
     plaintext = os.urandom(size)
@@ -63,12 +70,7 @@ def script(endpoint: Endpoint, size: int, decrypt: bool) -> str:
         path, body = "/v1/decrypt", json.dumps({"ciphertext": ciphertext})
     else:
         path, body = f"/v1/keys/{endpoint.key}/encrypt", json.dumps({"plaintext": base64.b64encode(plaintext).decode()})
-    return SCRIPT.format(
-        path=lua_string(path),
-        body=lua_string(body),
-        authorization=lua_string(f"Bearer {endpoint.token}"),
-        quantiles=QUANTILES,
-    )
+    return lua(path, body, {"Content-Type": "application/json", "Authorization": f"Bearer {endpoint.token}"})
 
 
 def run_wrk(url: str, lua: Path, concurrency: int, seconds: float) -> str:
@@ -99,35 +101,58 @@ def measure_wrk(
     repeat: int = 0,
     mode: str = "encrypt",
 ) -> Measurement:
-    """Warm up, then one wrk run of ``window.duration`` seconds; a measurement of wrk's figures."""
+    """Warm up, then one wrk run of ``window.duration`` seconds of the service's encrypt (or decrypt)."""
+    warm = script(endpoint, min(size, WARMUP_BYTES), decrypt=mode == "decrypt") if window.warmup >= 0.5 else None
+    measured = script(endpoint, size, decrypt=mode == "decrypt")
+    return measure_lua(
+        endpoint.url, measured, warm, Run("km", f"{label} [wrk]", size, concurrency, mode, repeat), window, probe
+    )
+
+
+@dataclass(frozen=True)
+class Run:
+    """What a wrk measurement is called in the report."""
+
+    target: str
+    label: str
+    size: int
+    concurrency: int
+    mode: str = "encrypt"
+    repeat: int = 0
+
+
+def measure_lua(url: str, measured: str, warm: str | None, run: Run, window: Window, probe: ServerProbe) -> Measurement:
+    """Run the ``warm`` script for ``window.warmup`` seconds (when given), then ``measured`` for
+    ``window.duration`` seconds at ``run.concurrency`` connections; a measurement of wrk's figures,
+    with the CPU ``probe``'s processes spent meanwhile."""
     if not available():
-        raise SystemExit("--driver wrk: wrk is not installed (apt-get install wrk)")
+        raise SystemExit("wrk is not installed (apt-get install wrk)")
     with tempfile.TemporaryDirectory() as tmp:
-        lua = Path(tmp) / "encrypt.lua"
-        lua.write_text(script(endpoint, size, decrypt=mode == "decrypt"))
-        if window.warmup >= 0.5:
-            warm = Path(tmp) / "warm.lua"
-            warm.write_text(script(endpoint, min(size, WARMUP_BYTES), decrypt=mode == "decrypt"))
-            run_wrk(endpoint.url, warm, concurrency, window.warmup)
+        lua_file = Path(tmp) / "measured.lua"
+        lua_file.write_text(measured)
+        if warm is not None:
+            warm_file = Path(tmp) / "warm.lua"
+            warm_file.write_text(warm)
+            run_wrk(url, warm_file, run.concurrency, window.warmup)
         before, children = cpu_seconds(probe.pids()), resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.monotonic()
-        stdout = run_wrk(endpoint.url, lua, concurrency, window.duration or 5.0)
+        stdout = run_wrk(url, lua_file, run.concurrency, window.duration or 5.0)
         after, children_after = cpu_seconds(probe.pids()), resource.getrusage(resource.RUSAGE_CHILDREN)
         elapsed_wall = time.monotonic() - start
     requests, seconds, socket_errors, status_errors, quantiles = parse(stdout)
     errors = {k: v for k, v in (("socket", socket_errors), ("non-2xx", status_errors)) if v}
     client = (children_after.ru_utime + children_after.ru_stime) - (children.ru_utime + children.ru_stime)
     return Measurement(
-        target="km",
-        label=f"{label} [wrk]",
-        size=size,
-        concurrency=concurrency,
-        mode=mode,
-        repeat=repeat,
+        target=run.target,
+        label=run.label,
+        size=run.size,
+        concurrency=run.concurrency,
+        mode=run.mode,
+        repeat=run.repeat,
         items=1,
         elapsed=seconds or elapsed_wall,
-        encrypt=quantiles if mode == "encrypt" else [],
-        decrypt=quantiles if mode == "decrypt" else [],
+        encrypt=quantiles if run.mode != "decrypt" else [],
+        decrypt=quantiles if run.mode == "decrypt" else [],
         errors=errors,
         checked=1,
         client_cpu_s=client,

@@ -15,14 +15,14 @@ PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 QUICK = ["--duration", "0.4", "--warmup", "0.1"]
 
 
-def bench(*args: str) -> subprocess.CompletedProcess[str]:
+def bench(*args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     """Run ``python -m bench`` from the checkout."""
     return subprocess.run(
         [sys.executable, "-m", "bench", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=240,
+        timeout=timeout,
         check=False,
     )
 
@@ -37,9 +37,11 @@ def test_blobs_writes_json_and_plots(tmp_path: Path) -> None:
     assert report["environment"]["tls"]["version"].startswith("TLS")
     assert {"keymanager", "keymanager-sdk", "boto3", "moto"} <= report["environment"]["versions"].keys()
     targets = {row["target"] for row in report["rows"]}
-    assert targets == {"km", "km-batch", "km-envelope", "aws-kms"}
+    assert targets == {"km", "km-batch", "km-envelope", "aws-kms", "km-kms-api"}
     emulated = [row for row in report["rows"] if row["target"] == "aws-kms"]
     assert all("AWS KMS API (local emulator)" in row["label"] for row in emulated)
+    door = [row for row in report["rows"] if row["target"] == "km-kms-api"]
+    assert len(door) == 2 and all("keymanager's AWS KMS API" in row["label"] for row in door)
     for row in report["rows"]:
         assert {"ops_per_s", "mb_per_s", "encrypt", "decrypt", "all", "errors", "ops_per_s_spread"} <= row.keys()
         assert {"mean_ms", "p50_ms", "p90_ms", "p99_ms", "max_ms"} <= row["encrypt"].keys()
@@ -50,16 +52,41 @@ def test_blobs_writes_json_and_plots(tmp_path: Path) -> None:
         assert (tmp_path / name).read_bytes()[:8] == PNG_MAGIC, name
 
 
-def test_targets_prints_the_summary(tmp_path: Path) -> None:
-    args = ["--stream-size", "1M", "--field-size", "1K", "--high-concurrency", "2", "--out", str(tmp_path)]
-    done = bench("targets", "--spawn", *args, *QUICK)
+def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path: Path) -> None:
+    done = bench("targets", "--spawn", "--fast", "--out", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "targets" in done.stdout and "service CPU per request" in done.stdout
+    for text in ("fraction", "ceilings, start → end", "KMS API CPU per Encrypt vs native REST", "km-kms-api p50"):
+        assert text in done.stdout, text
     report = json.loads((tmp_path / "targets.json").read_text())
-    assert report["ok"] is True
-    names = {t["name"] for t in report["targets"]}
-    assert {"sequential encrypt p50", "batches of 100 x 1 KB", "peak RSS per worker (stream)"} <= names
-    assert all(t["measured"] is not None for t in report["targets"])
+    assert report["ok"] is True and report["fast"] is True and report["errors_total"] == 0
+    ceilings = report["ceilings"]
+    assert {"used", "start", "end", "combined_as"} <= ceilings.keys()
+    echo = [ceilings[when]["raw_asgi_echo"]["requests_per_s"] for when in ("start", "end", "used")]
+    assert echo[2] == (echo[0] + echo[1]) / 2 and all(figure > 0 for figure in echo)
+    goals = {t["name"]: t for t in report["targets"]}
+    assert len(goals) == 17
+    for goal in goals.values():
+        assert {"measured", "ceiling", "ceiling_name", "fraction", "goal", "kind", "met"} <= goal.keys(), goal
+        assert goal["measured"] > 0 and goal["fraction"] > 0 and isinstance(goal["met"], bool), goal
+        if goal["kind"] == "absolute":
+            assert goal["ceiling"] is None and goal["fraction"] == goal["goal"] / goal["measured"]
+        else:
+            assert goal["ceiling"] > 0 and goal["fraction"] == goal["measured"] / goal["ceiling"]
+    share = goals["1 KB encrypt x4 (wrk)"]
+    assert share["kind"] == "share" and share["goal"] == 0.45
+    assert share["ceiling"] == ceilings["used"]["raw_asgi_echo"]["requests_per_s"]
+    assert share["ceiling_start"] == echo[0] and share["ceiling_end"] == echo[1]
+    same_driver = goals["KMS API Encrypt x4 vs the emulator (one wrk)"]
+    measured = report["measurements"]
+    assert same_driver["ceiling"] == measured["emulator_high"]["summary"]["ops_per_s"]
+    assert measured["emulator_high"]["driver"] == measured["kms_api_high"]["driver"] == "wrk"
+    native = goals["KMS API CPU per Encrypt vs native REST"]
+    assert native["kind"] == "at_most" and native["goal"] == 1.3
+    assert native["ceiling"] == measured["rest_gcm_high"]["summary"]["server_cpu_us_per_request"]
+    for name in ("sequential re-encrypt p50 (SDK)", "sequential data key p50 (SDK)", "sequential MAC p50 (SDK)"):
+        assert goals[name]["goal"] == 1.5
+    assert set(report["informational"]) == {"kms_api_boto3_sequential", "emulator_boto3_sequential"}
+    assert all(m["summary"]["error_count"] == 0 for m in measured.values())
 
 
 def test_client_reports_cpu_per_call_for_every_path(tmp_path: Path) -> None:
