@@ -95,6 +95,38 @@ def test_a_failed_change_leaves_one_error_record(client: TestClient, services: S
     assert [r["action"] for r in records(services)].count("key.create") == 2
 
 
+def test_a_change_is_recorded_once_in_its_transaction_with_its_declared_status(
+    client: TestClient, services: Services, admin_token: str
+) -> None:
+    made = client.post("/v1/principals", json={"name": "ops", "role": "app"}, headers=auth(admin_token))
+    assert made.status_code == 201
+    assert client.post("/v1/principals/ops/access-keys", headers=auth(admin_token)).status_code == 201
+    assert client.delete("/v1/principals/ops", headers=auth(admin_token)).status_code == 204
+    assert client.delete("/v1/principals/ops", headers=auth(admin_token)).status_code == 404
+    found = [(r["action"], r["status"], r["details"]) for r in records(services)]
+    assert found == [
+        ("principal.create", 201, {"name": "ops", "role": "app"}),
+        ("access_key.create", 201, {"name": "ops"}),
+        ("principal.delete", 204, {"name": "ops"}),
+        ("principal.delete", 404, {"name": "ops"}),
+    ]
+
+
+def test_a_refusal_by_a_role_guard_is_recorded_as_denied(
+    client: TestClient, services: Services, admin_token: str
+) -> None:
+    billing = setup_billing(client, admin_token)
+    assert client.post("/v1/keys/cards/rotate", headers=auth(billing)).status_code == 403
+    last = records(services)[-1]
+    assert (last["action"], last["principal"], last["outcome"], last["status"]) == (
+        "key.rotate",
+        "billing",
+        "denied",
+        403,
+    )
+    assert last["key_id"] == records(services)[1]["key_id"] and last["details"] == {"key": "cards"}
+
+
 def test_a_request_whose_record_cannot_be_written_fails_closed(
     client: TestClient, services: Services, admin_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
