@@ -58,7 +58,7 @@ async def create_access_key(
 
 @router.get("/{name}/access-keys", response_model=list[AccessKeyOut])
 @audited("access_key.list")
-def list_access_keys(name: str, svc: ServicesDep, trail: AuditDep) -> list[AccessKeyOut]:
+def list_access_keys(name: str, svc: ServicesDep) -> list[AccessKeyOut]:
     """Ids and creation times of the principal's access keys (never secrets)."""
     return [AccessKeyOut(access_key_id=i, created_at=c) for i, c in svc.access_keys.list(name)]
 
