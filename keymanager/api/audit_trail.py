@@ -78,9 +78,10 @@ class Located(Protocol):
     def key_version(self) -> int: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class AuditContext:
-    """What the request has learnt that its audit record should say."""
+    """What the request has learnt that its audit record should say (slots: a misspelt or retired
+    field, such as the old hand-set ``recorded`` flag, fails at once instead of being ignored)."""
 
     request_id: str
     client: str | None

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.domain.audit import AuditQuery
 from keymanager.errors import DatabaseUnavailable
 from keymanager.services.container import Services
@@ -162,3 +163,21 @@ def test_audit_listing_and_verify_need_auditor_or_admin(
     assert {r["principal"] for r in by_principal["records"]} == {"billing"}
     verified = client.get("/v1/audit/verify", headers=auth(auditor_token)).json()
     assert verified["ok"] is True and verified["first_broken_seq"] is None
+
+
+def test_the_trail_owes_a_record_unless_the_route_took_its_success_record() -> None:
+    @audited("key.rotate")
+    def endpoint() -> None: ...
+
+    class Route:
+        status_code = 201
+
+    trail = AuditContext("req", "127.0.0.1", {"endpoint": endpoint, "route": Route(), "path_params": {"key": "k"}})
+    assert trail.owes_record(201) and trail.owes_record(409)
+    taken = trail.success(failed=0)
+    assert (taken.action, taken.status, dict(taken.details)) == ("key.rotate", 201, {"key": "k", "failed": 0})
+    assert not trail.owes_record(201)
+    assert trail.owes_record(409) and trail.owes_record(499)  # a change that failed after taking its record
+    assert not AuditContext("req", None, {"endpoint": print}).owes_record(500)  # not an audited route
+    with pytest.raises(AttributeError):
+        trail.recorded = True  # type: ignore[attr-defined]  # the retired hand-set flag
