@@ -2,7 +2,8 @@
 
 A route is audited when its endpoint is decorated with :func:`audited`, which names its action
 — the only place the action is written. While the request runs, the route and its dependencies
-fill the request's :class:`AuditContext` (principal, key, version, details).
+fill the request's :class:`AuditContext` (principal, key, version, details); the path's
+parameters (the key, the principal's name …) are in every record of the request already.
 
 Who writes the record is decided in one place, :meth:`AuditContext.owes_record`:
 
@@ -77,9 +78,10 @@ class Located(Protocol):
     def key_version(self) -> int: ...
 
 
-@dataclass
+@dataclass(slots=True)
 class AuditContext:
-    """What the request has learnt that its audit record should say."""
+    """What the request has learnt that its audit record should say (slots: a misspelt or retired
+    field, such as the old hand-set ``recorded`` flag, fails at once instead of being ignored)."""
 
     request_id: str
     client: str | None
@@ -122,8 +124,14 @@ class AuditContext:
             key_id=self.key_id,
             key_version=self.key_version,
             client=self.client,
-            details=dict(self.details),
+            details={**self.scope.get("path_params", {}), **self.details},
         )
+
+    @property
+    def key_ref(self) -> str | None:
+        """The key named in the request's path (by name or id), if any."""
+        ref = self.scope.get("path_params", {}).get("key")
+        return ref if isinstance(ref, str) else None
 
     def owes_record(self, status: int) -> bool:
         """Whether the trail must write this request's record for an answer of ``status``: for an
@@ -233,9 +241,9 @@ class AuditTrail:
     async def _record(self, context: AuditContext, status: int) -> None:
         if not context.owes_record(status):
             return
-        if context.key_id is None and isinstance(context.details.get("key"), str):
+        if context.key_id is None and context.key_ref is not None:
             # Refused before the route learnt the key's id: name the key by id all the same.
-            context.key_id = await run_in_threadpool(self.key_id, context.details["key"])
+            context.key_id = await run_in_threadpool(self.key_id, context.key_ref)
         try:
             await self.writer().awrite(context.entry(status))
         except KeyManagerError:

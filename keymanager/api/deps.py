@@ -9,9 +9,9 @@ database. Role guards are route dependencies (``dependencies=[ADMIN]``).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import Annotated, TypeVar
 
-from fastapi import Depends, Request
+from fastapi import Depends, Request, params
 
 from keymanager.api.audit_trail import AuditContext, audit_context
 from keymanager.api.front_door import CREDENTIAL
@@ -62,14 +62,14 @@ async def caller(request: Request, trail: AuditDep) -> Principal:
 Caller = Annotated[Principal, Depends(caller)]
 
 
-def require_role(*roles: Role) -> Any:
+def require_role(*roles: Role) -> params.Depends:
     """A route dependency letting only principals with one of ``roles`` through (else 403)."""
 
     async def check(principal: Caller) -> None:
         if principal.role not in roles:
             raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
 
-    return Depends(check)
+    return params.Depends(check)
 
 
 ADMIN = require_role(Role.ADMIN)

@@ -209,7 +209,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     if handler is None:
         raise kms.unsupported(exchange.operation)
     answer = await asyncio.to_thread(handler, call, trail.success())
-    if read is not None:  # a change committed its record with itself
+    if read is not None:  # a read's record (a change committed its own with itself)
         trail.key_id = call.key_id
         await svc.audit_writer.awrite(trail.success())
     return answer

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.domain.audit import AuditQuery
 from keymanager.errors import DatabaseUnavailable
 from keymanager.services.container import Services
@@ -95,6 +96,38 @@ def test_a_failed_change_leaves_one_error_record(client: TestClient, services: S
     assert [r["action"] for r in records(services)].count("key.create") == 2
 
 
+def test_a_change_is_recorded_once_in_its_transaction_with_its_declared_status(
+    client: TestClient, services: Services, admin_token: str
+) -> None:
+    made = client.post("/v1/principals", json={"name": "ops", "role": "app"}, headers=auth(admin_token))
+    assert made.status_code == 201
+    assert client.post("/v1/principals/ops/access-keys", headers=auth(admin_token)).status_code == 201
+    assert client.delete("/v1/principals/ops", headers=auth(admin_token)).status_code == 204
+    assert client.delete("/v1/principals/ops", headers=auth(admin_token)).status_code == 404
+    found = [(r["action"], r["status"], r["details"]) for r in records(services)]
+    assert found == [
+        ("principal.create", 201, {"name": "ops", "role": "app"}),
+        ("access_key.create", 201, {"name": "ops"}),
+        ("principal.delete", 204, {"name": "ops"}),
+        ("principal.delete", 404, {"name": "ops"}),
+    ]
+
+
+def test_a_refusal_by_a_role_guard_is_recorded_as_denied(
+    client: TestClient, services: Services, admin_token: str
+) -> None:
+    billing = setup_billing(client, admin_token)
+    assert client.post("/v1/keys/cards/rotate", headers=auth(billing)).status_code == 403
+    last = records(services)[-1]
+    assert (last["action"], last["principal"], last["outcome"], last["status"]) == (
+        "key.rotate",
+        "billing",
+        "denied",
+        403,
+    )
+    assert last["key_id"] == records(services)[1]["key_id"] and last["details"] == {"key": "cards"}
+
+
 def test_a_request_whose_record_cannot_be_written_fails_closed(
     client: TestClient, services: Services, admin_token: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -130,3 +163,21 @@ def test_audit_listing_and_verify_need_auditor_or_admin(
     assert {r["principal"] for r in by_principal["records"]} == {"billing"}
     verified = client.get("/v1/audit/verify", headers=auth(auditor_token)).json()
     assert verified["ok"] is True and verified["first_broken_seq"] is None
+
+
+def test_the_trail_owes_a_record_unless_the_route_took_its_success_record() -> None:
+    @audited("key.rotate")
+    def endpoint() -> None: ...
+
+    class Route:
+        status_code = 201
+
+    trail = AuditContext("req", "127.0.0.1", {"endpoint": endpoint, "route": Route(), "path_params": {"key": "k"}})
+    assert trail.owes_record(201) and trail.owes_record(409)
+    taken = trail.success(failed=0)
+    assert (taken.action, taken.status, dict(taken.details)) == ("key.rotate", 201, {"key": "k", "failed": 0})
+    assert not trail.owes_record(201)
+    assert trail.owes_record(409) and trail.owes_record(499)  # a change that failed after taking its record
+    assert not AuditContext("req", None, {"endpoint": print}).owes_record(500)  # not an audited route
+    with pytest.raises(AttributeError):
+        trail.recorded = True  # type: ignore[attr-defined]  # the retired hand-set flag

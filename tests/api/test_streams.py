@@ -13,6 +13,7 @@ from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
 from keymanager.api.routes.streams import StreamAborted
+from keymanager.domain.audit import AuditQuery
 from keymanager.domain.stream import read_header
 from keymanager.services.container import Services
 from tests.api.support import assert_error
@@ -96,6 +97,23 @@ def test_every_tamper_case_fails(client: TestClient, app_token: str) -> None:
         with pytest.raises(StreamAborted):
             client.post(f"/v1/keys/{key}/decrypt/stream", content=tampered, headers=headers(app_token, context))
         assert name
+
+
+@pytest.mark.usefixtures("small_segments")
+def test_a_stream_cut_after_its_answer_started_is_recorded_with_its_error(
+    client: TestClient, services: Services, app_token: str
+) -> None:
+    key = "blob-AES_256_GCM"
+    stream = seal(client, app_token, key, os.urandom(3 * SEGMENT))
+    head, segments = split(stream)
+    with pytest.raises(StreamAborted):
+        client.post(f"/v1/keys/{key}/decrypt/stream", content=head + segments[1], headers=headers(app_token))
+    found = services.audit_records.query(AuditQuery(action="key.decrypt_stream"))
+    answers = [(r.entry.status, r.entry.outcome.value, dict(r.entry.details)) for r in found]
+    assert answers == [
+        (200, "ok", {"key": key}),  # when the answer started
+        (400, "error", {"key": key, "error": "decryption_failed"}),  # when it was cut
+    ]
 
 
 @pytest.mark.usefixtures("small_segments")

@@ -47,7 +47,6 @@ async def create_access_key(
     name: str, svc: ServicesDep, trail: AuditDep, body: AccessKeyCreate = _GENERATED
 ) -> AccessKeyCreated:
     """A new access key of principal ``name`` (or the given pair): the secret is shown this once."""
-    trail.details["name"] = name
     given = None
     if body.access_key_id is not None or body.secret_access_key is not None:
         if body.access_key_id is None or body.secret_access_key is None:
@@ -59,9 +58,8 @@ async def create_access_key(
 
 @router.get("/{name}/access-keys", response_model=list[AccessKeyOut])
 @audited("access_key.list")
-def list_access_keys(name: str, svc: ServicesDep, trail: AuditDep) -> list[AccessKeyOut]:
+def list_access_keys(name: str, svc: ServicesDep) -> list[AccessKeyOut]:
     """Ids and creation times of the principal's access keys (never secrets)."""
-    trail.details["name"] = name
     return [AccessKeyOut(access_key_id=i, created_at=c) for i, c in svc.access_keys.list(name)]
 
 
@@ -69,6 +67,5 @@ def list_access_keys(name: str, svc: ServicesDep, trail: AuditDep) -> list[Acces
 @audited("access_key.delete")
 def delete_access_key(name: str, access_key_id: str, svc: ServicesDep, trail: AuditDep) -> Response:
     """Revoke an access key: it stops authenticating at once, on every replica."""
-    trail.details.update(name=name, access_key_id=access_key_id[:128])
     svc.access_keys.revoke(name, access_key_id, audit=trail.success())
     return Response(status_code=204)

@@ -37,7 +37,6 @@ router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSE
 async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
     crypto = services_of(request).crypto
-    trail.details["key"] = key
     plaintext = body.plaintext_bytes()
     result = await run_authenticated(
         request,
@@ -52,7 +51,6 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
 @audited("key.decrypt")
 async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt a ciphertext made with this key. Every cryptographic failure is 400 ``decryption_failed``."""
-    trail.details["key"] = key
     return await _decrypt(request, body, trail, key)
 
 
@@ -79,7 +77,7 @@ async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, 
 async def generate_data_key(key: str, body: DataKeyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """A data key from the HSM's generator: its plaintext (unless declined) and its ciphertext under the key."""
     crypto = services_of(request).crypto
-    trail.details.update(key=key, bits=body.bits)
+    trail.details.update(bits=body.bits)
     made = await run_authenticated(
         request,
         trail,
@@ -99,7 +97,7 @@ def reencrypt(
     key: str, body: ReencryptRequest, principal: Caller, svc: ServicesDep, trail: AuditDep
 ) -> EncryptResponse:
     """Re-encrypt a ciphertext of this key under its primary version, or under ``destination_key``."""
-    trail.details.update(key=key, destination_key=body.destination_key)
+    trail.details.update(destination_key=body.destination_key)
     result = svc.crypto.reencrypt(
         principal,
         key,
@@ -117,7 +115,7 @@ def reencrypt(
 async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt up to 1,000 items: one result or one error per item, in order."""
     crypto = services_of(request).crypto
-    trail.details.update(key=key, items=len(body.items))
+    trail.details.update(items=len(body.items))
     items = [(_decoded(item.plaintext), item.context) for item in body.items]
     batch = await run_authenticated(
         request,
@@ -133,7 +131,7 @@ async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, t
 async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt up to 1,000 items with this key: one result or one error per item, in order."""
     crypto = services_of(request).crypto
-    trail.details.update(key=key, items=len(body.items))
+    trail.details.update(items=len(body.items))
     items = [(item.ciphertext, item.context) for item in body.items]
     batch = await run_authenticated(
         request,

@@ -45,7 +45,7 @@ def import_parameters(
     key: str, body: ImportParametersRequest, svc: ServicesDep, trail: AuditDep
 ) -> ImportParametersResponse:
     """A fresh RSA wrapping key (made in the HSM, valid 24 h) for a key of origin ``external``."""
-    trail.details.update(key=key, wrapping_algorithm=body.wrapping_algorithm[:64])
+    trail.details.update(wrapping_algorithm=body.wrapping_algorithm[:64])
     found = svc.keys.find(key)
     trail.key_id = found.id
     made = svc.key_import.parameters(found, body.wrapping_algorithm)
@@ -60,7 +60,6 @@ def import_parameters(
 @audited("key.import")
 def import_key_material(key: str, body: ImportRequest, svc: ServicesDep, trail: AuditDep) -> KeyOut:
     """Unwrap the material inside the HSM into the key's next version, which becomes primary."""
-    trail.details["key"] = key
     found = svc.keys.find(key)
     trail.key_id = found.id
     materials = [decode_base64(body.encrypted_key_material, "encrypted_key_material")]

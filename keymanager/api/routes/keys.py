@@ -57,7 +57,6 @@ def list_keys(principal: Caller, svc: ServicesDep) -> list[KeyOut]:
 @audited("key.read")
 def get_key(key: str, principal: Caller, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
-    trail.details["key"] = key
     found = svc.keys.get(key, principal)
     trail.key_id = found.id
     return _tagged(svc, found, response)
@@ -83,7 +82,7 @@ def update_key(
     With ``If-Match``, only while the key's ``ETag`` is one named there (412 otherwise).
     400 when the policy names a principal that does not exist.
     """
-    trail.details.update(key=key, changed=sorted(body.model_fields_set))
+    trail.details.update(changed=sorted(body.model_fields_set))
     updated = svc.keys.update(
         key,
         description=body.description,
@@ -100,7 +99,6 @@ def update_key(
 @audited("key.rotate")
 def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
-    trail.details["key"] = key
     rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.success())
     return _tagged(svc, rotated, response)
 
@@ -117,7 +115,6 @@ def schedule_key_deletion(
     ] = None,
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
-    trail.details["key"] = key
     pending = svc.lifecycle.schedule_deletion(svc.keys.find(key), pending_days, audit=trail.success())
     return _tagged(svc, pending, response)
 
@@ -126,6 +123,5 @@ def schedule_key_deletion(
 @audited("key.cancel_deletion")
 def cancel_key_deletion(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
-    trail.details["key"] = key
     cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.success())
     return _tagged(svc, cancelled, response)

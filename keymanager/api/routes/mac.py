@@ -26,7 +26,6 @@ router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
 async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """HMAC-SHA256 of ``data`` with the primary version of an ``HMAC_SHA256`` key: equal inputs, equal MACs."""
     crypto = services_of(request).crypto
-    trail.details["key"] = key
     data = decode_base64(body.data, "data")
     made = await run_authenticated(
         request, trail, lambda keys, principal: crypto.mac(keys, principal, key, data, body.context), trail.success
@@ -41,7 +40,6 @@ async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> 
 async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Whether ``mac`` is the HMAC of ``data`` (compared in constant time)."""
     crypto = services_of(request).crypto
-    trail.details["key"] = key
     data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
     checked = await run_authenticated(
         request,

@@ -31,6 +31,5 @@ def list_principals(svc: ServicesDep) -> list[PrincipalOut]:
 @audited("principal.delete")
 def delete_principal(name: str, acting: Caller, svc: ServicesDep, trail: AuditDep) -> Response:
     """Delete a principal; its token stops working at once."""
-    trail.details["name"] = name
     svc.principals.delete(name, acting=acting, audit=trail.success())
     return Response(status_code=204)

@@ -85,7 +85,6 @@ async def encrypt_stream(
     x_km_context: str | None = Header(default=None),
 ) -> StreamingResponse:
     """Encrypt the request body in the HSM, segment by segment; the answer is the on-board stream format."""
-    trail.details["key"] = key
     context = _context(x_km_context)
     segment = svc.settings.stream_segment_bytes
     sealer = await run_in_threadpool(svc.crypto.stream_sealer, principal, key, segment, context)
@@ -117,7 +116,6 @@ async def decrypt_stream(
     x_km_context: str | None = Header(default=None),
 ) -> StreamingResponse:
     """Decrypt an on-board stream of this key; each segment is released only once authenticated."""
-    trail.details["key"] = key
     context = _context(x_km_context)
     await run_in_threadpool(svc.crypto.stream_key, principal, key)  # a refused caller sends nothing we read
     limit = svc.settings.max_stream_bytes

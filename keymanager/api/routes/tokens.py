@@ -96,7 +96,6 @@ def _batch_item(item: TokenizeRequest | DetokenizeItem) -> TokenRequest | KeyMan
 async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """The token of ``value`` under the key's primary version (same length, kept characters in clear)."""
     tokens = services_of(request).tokens
-    trail.details["key"] = key
     item = _item(body.value, body.context, body.tweak)
     made = await run_authenticated(
         request, trail, lambda keys, principal: tokens.tokenize(keys, principal, key, item), trail.success
@@ -109,7 +108,6 @@ async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: Aud
 async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """The value of ``token`` under ``key_version`` (default: the primary version)."""
     tokens = services_of(request).tokens
-    trail.details["key"] = key
     item = _item(body.token, body.context, body.tweak)
     made = await run_authenticated(
         request,
@@ -125,7 +123,7 @@ async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail:
 async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Tokens of up to 1,000 values under the primary version: one result or one error per item, in order."""
     tokens = services_of(request).tokens
-    trail.details.update(key=key, items=len(body.items))
+    trail.details.update(items=len(body.items))
     items = [_batch_item(i) for i in body.items]
     batch = await run_authenticated(
         request, trail, lambda keys, principal: tokens.tokenize_batch(keys, principal, key, items), _success_of(trail)
@@ -143,7 +141,7 @@ async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request,
 async def detokenize_batch(key: str, body: DetokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Values of up to 1,000 tokens of one key version: one result or one error per item, in order."""
     tokens = services_of(request).tokens
-    trail.details.update(key=key, items=len(body.items))
+    trail.details.update(items=len(body.items))
     items = [_batch_item(i) for i in body.items]
     batch = await run_authenticated(
         request,
