@@ -84,15 +84,20 @@ def outcomes(report: Path) -> dict[str, str]:
     return found
 
 
-def test_the_encryption_sdks_integration_suite_passes_against_our_keys(
-    kms_server: Server, admin_kms: Any, tmp_path: Path
-) -> None:
+@pytest.fixture(scope="session")  # set up before the session's server: no sdist and no index fail quickly
+def sdist_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The pinned sdist, extracted in a fresh directory."""
     try:
-        archive = esdk_sdist.sdist()
+        return esdk_sdist.extract(esdk_sdist.sdist(), tmp_path_factory.mktemp("esdk-sdist"))
     except esdk_sdist.FetchError as failed:
-        pytest.fail(f"the Encryption SDK's integration suite cannot run: {failed}", pytrace=False)
-    root = esdk_sdist.extract(archive, tmp_path)
+        problem = str(failed)
+    pytest.fail(f"the Encryption SDK's integration suite cannot run: {problem}", pytrace=False)
 
+
+def test_the_encryption_sdks_integration_suite_passes_against_our_keys(
+    sdist_root: Path, kms_server: Server, admin_kms: Any, tmp_path: Path
+) -> None:
+    root = sdist_root
     runner = new_pair(kms_server, "esdk-suite", "app")
     rights = {op: [runner.principal] for op in ("encrypt", "decrypt", "generate_data_key")}
     arns = []
