@@ -1,7 +1,9 @@
 """AWS KMS through boto3: a local KMS-API emulator (moto's server) by default, real AWS when asked.
 
 The emulator runs as a subprocess on 127.0.0.1 with a free port and dummy credentials, so the
-bench never reaches the network unless ``--aws-region`` or ``--aws-profile`` is given.
+bench never reaches the network unless ``--aws-region`` or ``--aws-profile`` is given. The same
+config, with an access key pair and a CA bundle, points boto3 at keymanager's own KMS door
+(``bench.kmsdoor``, target ``km-kms-api``).
 """
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--rows", type=int, default=1000, help="customers in the table (default 1000)")
     a.add_argument("--fields", type=int, default=10, help="rows read or written per transaction (default 10)")
     a.set_defaults(func=app.run)
-    g = commands.add_parser("targets", parents=[common], help="the performance targets, measured and compared")
+    g = commands.add_parser("targets", parents=[common], help="targets as fractions of ceilings")
     g.add_argument("--stream-size", type=parse_size, default=70_000_000, help="blob of the stream targets")
     g.add_argument("--field-size", type=parse_size, default=1_000, help="field of the ops/s targets (1K)")
     g.add_argument("--high-concurrency", type=int, default=32, help="connections of the ops/s targets")
