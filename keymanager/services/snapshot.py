@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from keymanager.db import Store
 from keymanager.domain.access_keys import AccessKey
@@ -58,6 +58,16 @@ STALE_EXPLAINABLE = (
 )
 """Refusals that metadata changed behind the cache could explain (a key object missing from the
 token included: the key may have been destroyed meanwhile). Anything else stands as it is."""
+
+
+class KeyLookup(Protocol):
+    """Where the services find the keys a request names: a :class:`Snapshot` (through the cache, or
+    with ``fresh=True`` reading the database) is one; every cryptographic operation takes one."""
+
+    async def key(self, ref: str) -> Key:
+        """The key named or identified by ``ref``; KeyNotFound otherwise."""
+        ...
+
 
 CacheObserver = Callable[[str, int, int], None]
 """Called with (table, entries, evicted just now) after a table changed."""
@@ -142,7 +152,7 @@ class MetadataCache:
 
     async def is_current(self, version: int | None) -> bool:
         """Whether ``version`` is still the database's metadata version (one read)."""
-        if version is None or version < 0:
+        if version is None:
             return False
         return await asyncio.to_thread(self._store.metadata_version) == version
 
@@ -174,9 +184,12 @@ class Snapshot:
         self.cache = cache
         self.fresh = fresh
         self.version: int | None = None
+        """The metadata version of the first lookup (None before any)."""
         self.used_cache = False
         """Whether a lookup was answered from the cache (else every one read the database)."""
-        self._consistent = True
+        self.mixed = False
+        """Whether lookups were answered under two metadata versions: then no single version can be
+        checked at the audit commit, and the attempt runs again on fresh reads."""
 
     async def principal(self, credential: Credential) -> Principal:
         """The principal holding ``credential``; Unauthenticated otherwise."""
@@ -200,11 +213,6 @@ class Snapshot:
         """
         return await self._lookup(self.cache._access_keys, access_key_id, lambda _store: load(access_key_id))
 
-    @property
-    def checkable_version(self) -> int | None:
-        """The version the audit commit must find current, or None when this attempt cannot tell."""
-        return self.version if self._consistent else -1
-
     async def _lookup(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
         if not self.fresh:
             cached: tuple[T | None, int | None] = self.cache._cached(table, name)
@@ -224,7 +232,7 @@ class Snapshot:
         if self.version is None:
             self.version = version
         elif version != self.version:
-            self._consistent = False  # lookups under two versions: the commit check will fail and retry
+            self.mixed = True
 
 
 def _load(store: Store, load: Callable[[Store], T | None]) -> tuple[int, T | None]:
@@ -264,12 +272,14 @@ async def run_validated(
         except KeyManagerError as exc:
             if snapshot.fresh or not snapshot.used_cache or not isinstance(exc, STALE_EXPLAINABLE):
                 raise
-            if await cache.is_current(snapshot.checkable_version):
+            if not snapshot.mixed and await cache.is_current(snapshot.version):
                 raise
             continue
         last = number == ATTEMPTS - 1
+        if snapshot.mixed and not last:
+            continue
         try:
-            await audit.awrite(entry(result), None if last else snapshot.checkable_version)
+            await audit.awrite(entry(result), None if last else snapshot.version)
         except StaleMetadata:
             cache.clear()
             continue

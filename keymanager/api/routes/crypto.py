@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import AuditDep, CurrentPrincipal, ServicesDep, authenticate, services_of
+from keymanager.api.deps import AuditDep, authenticate, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -41,9 +41,9 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
     trail.details["key"] = key
     plaintext = body.plaintext_bytes()
 
-    async def attempt(keys: Snapshot) -> Encrypted:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.encrypt(keys, principal, key, plaintext, body.context)
+    async def attempt(snapshot: Snapshot) -> Encrypted:
+        principal = await authenticate(request, snapshot, trail)
+        return await svc.crypto.encrypt(snapshot, principal, key, plaintext, body.context)
 
     result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.encrypt", r))
     return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
@@ -67,9 +67,9 @@ async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> JS
 async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, key: str | None) -> JSONResponse:
     svc = services_of(request)
 
-    async def attempt(keys: Snapshot) -> Decrypted:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.decrypt(keys, principal, body.ciphertext, body.context, ref=key)
+    async def attempt(snapshot: Snapshot) -> Decrypted:
+        principal = await authenticate(request, snapshot, trail)
+        return await svc.crypto.decrypt(snapshot, principal, body.ciphertext, body.context, ref=key)
 
     result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.decrypt", r))
     return JSONResponse({"plaintext": encode_base64(result.plaintext)})
@@ -89,9 +89,9 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
     svc = services_of(request)
     trail.details.update(key=key, bits=body.bits)
 
-    async def attempt(keys: Snapshot) -> DataKey:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.generate_data_key(keys, principal, key, body.bits, body.context)
+    async def attempt(snapshot: Snapshot) -> DataKey:
+        principal = await authenticate(request, snapshot, trail)
+        return await svc.crypto.generate_data_key(snapshot, principal, key, body.bits, body.context)
 
     made = await run_validated(
         svc.cache, svc.audit, attempt, lambda d: _entry(trail, "key.generate_data_key", d.encrypted)
@@ -105,21 +105,26 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
 
 @router.post("/keys/{key}/reencrypt", response_model=EncryptResponse)
 @audited("key.reencrypt")
-def reencrypt(
-    key: str, body: ReencryptRequest, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep
-) -> EncryptResponse:
+async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Re-encrypt a ciphertext of this key under its primary version, or under ``destination_key``."""
+    svc = services_of(request)
     trail.details.update(key=key, destination_key=body.destination_key)
-    result = svc.crypto.reencrypt(
-        principal,
-        key,
-        body.ciphertext,
-        body.context,
-        destination=body.destination_key,
-        destination_context=body.destination_context,
-    )
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    return EncryptResponse(ciphertext=result.ciphertext, key_id=result.key_id, key_version=result.key_version)
+
+    async def attempt(snapshot: Snapshot) -> Encrypted:
+        principal = await authenticate(request, snapshot, trail)
+        moved = await svc.crypto.reencrypt(
+            snapshot,
+            principal,
+            body.ciphertext,
+            body.context,
+            ref=key,
+            destination=body.destination_key,
+            destination_context=body.destination_context,
+        )
+        return moved.encrypted
+
+    result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.reencrypt", r))
+    return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
 
 
 @router.post("/keys/{key}/encrypt/batch", response_model=EncryptBatchResponse)
@@ -130,9 +135,9 @@ async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, t
     trail.details.update(key=key, items=len(body.items))
     items = [(_decoded(item.plaintext), item.context) for item in body.items]
 
-    async def attempt(keys: Snapshot) -> BatchResults:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.encrypt_batch(keys, principal, key, items)
+    async def attempt(snapshot: Snapshot) -> BatchResults:
+        principal = await authenticate(request, snapshot, trail)
+        return await svc.crypto.encrypt_batch(snapshot, principal, key, items)
 
     batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.encrypt_batch", b))
     return JSONResponse({"results": [_encrypt_result(r) for r in batch.results]})
@@ -146,9 +151,9 @@ async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, t
     trail.details.update(key=key, items=len(body.items))
     items = [(item.ciphertext, item.context) for item in body.items]
 
-    async def attempt(keys: Snapshot) -> BatchResults:
-        principal = await authenticate(request, keys, trail)
-        return await svc.crypto.decrypt_batch(keys, principal, key, items)
+    async def attempt(snapshot: Snapshot) -> BatchResults:
+        principal = await authenticate(request, snapshot, trail)
+        return await svc.crypto.decrypt_batch(snapshot, principal, key, items)
 
     batch = await run_validated(svc.cache, svc.audit, attempt, lambda b: _batch_entry(trail, "key.decrypt_batch", b))
     return JSONResponse({"results": [_decrypt_result(r) for r in batch.results]})
