@@ -69,6 +69,10 @@ class KeyLookup(Protocol):
         ...
 
 
+class StaleSnapshot(Exception):
+    """Raised by :meth:`Snapshot.confirm_current`: the attempt must run again on fresh reads."""
+
+
 CacheObserver = Callable[[str, int, int], None]
 """Called with (table, entries, evicted just now) after a table changed."""
 
@@ -213,6 +217,12 @@ class Snapshot:
         """
         return await self._lookup(self.cache._access_keys, access_key_id, lambda _store: load(access_key_id))
 
+    async def confirm_current(self) -> None:
+        """Before work a rerun could not repeat (reading a request's body): raise StaleSnapshot unless
+        every lookup so far read the database or came from a cache that is still current (one read)."""
+        if self.used_cache and (self.mixed or not await self.cache.is_current(self.version)):
+            raise StaleSnapshot()
+
     async def _lookup(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
         if not self.fresh:
             cached: tuple[T | None, int | None] = self.cache._cached(table, name)
@@ -263,12 +273,14 @@ async def run_validated(
     """Run ``attempt`` on cached lookups and commit its audit ``entry``; again on fresh reads when
     the cache turned out stale. A refusal is raised at once unless it is one stale metadata could
     explain (:data:`STALE_EXPLAINABLE`), came from the cache, and the metadata version has moved
-    on since; then the attempt runs again on fresh reads. Inputs are the caller's to check before:
-    a bad ciphertext costs one attempt."""
+    on since; then the attempt runs again on fresh reads (as it does when it raised StaleSnapshot).
+    Inputs are the caller's to check before: a bad ciphertext costs one attempt."""
     for number in range(ATTEMPTS):
         snapshot = cache.snapshot(fresh=number > 0)
         try:
             result = await attempt(snapshot)
+        except StaleSnapshot:
+            continue
         except KeyManagerError as exc:
             if snapshot.fresh or not snapshot.used_cache or not isinstance(exc, STALE_EXPLAINABLE):
                 raise

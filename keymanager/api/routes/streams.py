@@ -90,6 +90,7 @@ async def encrypt_stream(
     async def attempt(snapshot: Snapshot) -> tuple[StreamHeader, SpoolFile]:
         principal = await authenticate(request, snapshot, trail)
         sealer = await svc.crypto.stream_sealer(snapshot, principal, key, segment, context)
+        await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
         return await sealed.get(lambda: seal(sealer))  # the body is read once, by the first attempt
 
     try:
@@ -128,6 +129,7 @@ async def decrypt_stream(
     async def attempt(snapshot: Snapshot) -> tuple[streams.StreamOpener, SpoolFile, list[tuple[int, int]]]:
         principal = await authenticate(request, snapshot, trail)
         usable = await svc.crypto.stream_key(snapshot, principal, key)  # a refused caller sends nothing we read
+        await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
         declared = _declared_length(request, limit)
         header, offset, first = await head.get(lambda: streams.read_header(body))
         opener = svc.crypto.stream_opener(usable, header, context)
