@@ -46,6 +46,7 @@ class KeyUse:
 @dataclass(frozen=True)
 class Encrypted(KeyUse):
     ciphertext: str
+    """``km:1:<key id>:<key version>:<base64 body>``."""
 
 
 @dataclass(frozen=True)
@@ -54,27 +55,18 @@ class Decrypted(KeyUse):
 
 
 @dataclass(frozen=True)
-class DataKey:
-    plaintext: bytes
-    encrypted: Encrypted
-
-
-@dataclass(frozen=True)
-class Reencrypted:
-    """A ciphertext moved under the destination key (``encrypted``) and the key it came from."""
-
-    encrypted: Encrypted
-    source: KeyUse
-
-
-@dataclass(frozen=True)
 class Mac(KeyUse):
+    """An HMAC-SHA256 computed in the HSM (deterministic: a blind index)."""
+
     mac: bytes
 
 
 @dataclass(frozen=True)
-class MacCheck(KeyUse):
-    valid: bool
+class DataKey:
+    """A data key in plaintext (for the caller, once) beside its ciphertext under the named key."""
+
+    plaintext: bytes
+    encrypted: Encrypted
 
 
 @dataclass(frozen=True)
@@ -87,6 +79,13 @@ class BatchResults:
     @property
     def failed(self) -> int:
         return sum(isinstance(r, KeyManagerError) for r in self.results)
+
+
+@dataclass(frozen=True)
+class MacCheck(KeyUse):
+    """Whether a MAC is the one the key version computes (compared in constant time)."""
+
+    valid: bool
 
 
 class CryptoService:
@@ -143,13 +142,14 @@ class CryptoService:
         destination: str | None = None,
         destination_context: Context = None,
         operation: Operation = Operation.REENCRYPT,
-    ) -> Reencrypted:
+    ) -> tuple[Encrypted, KeyUse]:
         """The ciphertext's plaintext under the primary version of ``destination`` (default: the source key).
 
         The source key is ``ref`` when given, else the key the ciphertext names; ``principal``
         needs ``operation`` on it (``reencrypt`` through REST, ``decrypt`` through the KMS API) and,
         for another destination key, ``encrypt`` on that one. ``destination_context`` defaults to
-        ``context``. The plaintext never leaves the service.
+        ``context``. Returns the new ciphertext and the key version the old one was opened with.
+        The plaintext never leaves the service.
         """
         key, parsed = await _source(snapshot, principal, text, ref, operation)
         target = key if destination is None else usable(await snapshot.key(destination), principal, Operation.ENCRYPT)
@@ -157,7 +157,7 @@ class CryptoService:
         encrypted = await self._seal(
             target, opened.plaintext, context if destination_context is None else destination_context
         )
-        return Reencrypted(encrypted, KeyUse(opened.key_id, opened.key_version))
+        return encrypted, KeyUse(opened.key_id, opened.key_version)
 
     # -- batches ----------------------------------------------------------------------
     async def encrypt_batch(

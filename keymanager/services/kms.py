@@ -99,7 +99,7 @@ class KmsCrypto:
         )
         destination_context = kms.context(call.params, "DestinationEncryptionContext") or {}
         try:
-            moved = await self._crypto.reencrypt(
+            done, opened_with = await self._crypto.reencrypt(
                 snapshot,
                 call.principal,
                 parsed.encode(),
@@ -113,12 +113,11 @@ class KmsCrypto:
             source = ref or parsed.key_id
             wrong = source if (await snapshot.key(source)).algorithm not in _ENCRYPTING else destination
             raise await _usage_error(snapshot, wrong) from None
-        await _require_algorithm(snapshot, moved.source.key_id, algorithm)
-        done = moved.encrypted
+        await _require_algorithm(snapshot, opened_with.key_id, algorithm)
         call.noted(done.key_id, done.key_version)
         return {
             "CiphertextBlob": _blob(done, (await snapshot.key(done.key_id)).algorithm),
-            "SourceKeyId": call.arn(moved.source.key_id),
+            "SourceKeyId": call.arn(opened_with.key_id),
             "KeyId": call.arn(done.key_id),
             "SourceEncryptionAlgorithm": _SYMMETRIC,
             "DestinationEncryptionAlgorithm": _SYMMETRIC,

@@ -112,7 +112,7 @@ async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: A
 
     async def attempt(snapshot: Snapshot) -> Encrypted:
         principal = await authenticate(request, snapshot, trail)
-        moved = await svc.crypto.reencrypt(
+        encrypted, _ = await svc.crypto.reencrypt(
             snapshot,
             principal,
             body.ciphertext,
@@ -121,7 +121,7 @@ async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: A
             destination=body.destination_key,
             destination_context=body.destination_context,
         )
-        return moved.encrypted
+        return encrypted
 
     result = await run_validated(svc.cache, svc.audit, attempt, lambda r: _entry(trail, "key.reencrypt", r))
     return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})

@@ -26,10 +26,10 @@ import base64
 import binascii
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import Response, StreamingResponse
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, authenticate, services_of
@@ -63,19 +63,21 @@ _ANSWER: dict[int | str, dict[str, Any]] = {
         "headers": {"Retry-After": {"description": "seconds, with spool_busy", "schema": {"type": "integer"}}},
     },
 }
+_STREAMING: dict[str, Any] = {
+    "response_class": StreamingResponse,
+    "responses": _ANSWER,
+    "openapi_extra": {"requestBody": _BODY},
+}
+ContextHeader = Annotated[str | None, Header()]
+"""``X-KM-Context``: base64 of a JSON object of strings (the encryption context)."""
 
 
-@router.post(
-    "/{key}/encrypt/stream", response_class=StreamingResponse, responses=_ANSWER, openapi_extra={"requestBody": _BODY}
-)
+@router.post("/{key}/encrypt/stream", **_STREAMING)
 @audited("key.encrypt_stream")
-async def encrypt_stream(
-    key: str, request: Request, trail: AuditDep, x_km_context: str | None = Header(default=None)
-) -> StreamingResponse:
+async def encrypt_stream(key: str, request: Request, trail: AuditDep, x_km_context: ContextHeader = None) -> Response:
     """Encrypt the request body in the HSM, segment by segment; the answer is the on-board stream format."""
     svc = services_of(request)
     trail.details["key"] = key
-    context = _context(x_km_context)
     segment, limit = svc.settings.stream_segment_bytes, svc.settings.max_stream_bytes
     sealed: streams.ReadOnce[tuple[StreamHeader, SpoolFile]] = streams.ReadOnce()
     spools: list[SpoolFile] = []
@@ -89,7 +91,7 @@ async def encrypt_stream(
 
     async def attempt(snapshot: Snapshot) -> tuple[StreamHeader, SpoolFile]:
         principal = await authenticate(request, snapshot, trail)
-        sealer = await svc.crypto.stream_sealer(snapshot, principal, key, segment, context)
+        sealer = await svc.crypto.stream_sealer(snapshot, principal, key, segment, _context(x_km_context))
         await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
         return await sealed.get(lambda: seal(sealer))  # the body is read once, by the first attempt
 
@@ -104,19 +106,13 @@ async def encrypt_stream(
     return StreamingResponse(_read_spool(spool), media_type=OCTETS)
 
 
-@router.post(
-    "/{key}/decrypt/stream", response_class=StreamingResponse, responses=_ANSWER, openapi_extra={"requestBody": _BODY}
-)
+@router.post("/{key}/decrypt/stream", **_STREAMING)
 @audited("key.decrypt_stream")
-async def decrypt_stream(
-    key: str, request: Request, trail: AuditDep, x_km_context: str | None = Header(default=None)
-) -> StreamingResponse:
+async def decrypt_stream(key: str, request: Request, trail: AuditDep, x_km_context: ContextHeader = None) -> Response:
     """Decrypt an on-board stream of this key; each segment is released only once authenticated."""
-    svc = services_of(request)
+    svc, body = services_of(request), request.stream()
     trail.details["key"] = key
-    context = _context(x_km_context)
     limit = svc.settings.max_stream_bytes
-    body = request.stream()
     head: streams.ReadOnce[tuple[StreamHeader, int, bytes]] = streams.ReadOnce()
     spooled: streams.ReadOnce[tuple[SpoolFile, list[tuple[int, int]]]] = streams.ReadOnce()
     spools: list[SpoolFile] = []
@@ -128,6 +124,7 @@ async def decrypt_stream(
 
     async def attempt(snapshot: Snapshot) -> tuple[streams.StreamOpener, SpoolFile, list[tuple[int, int]]]:
         principal = await authenticate(request, snapshot, trail)
+        context = _context(x_km_context)
         usable = await svc.crypto.stream_key(snapshot, principal, key)  # a refused caller sends nothing we read
         await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
         declared = _declared_length(request, limit)
