@@ -76,18 +76,10 @@ class Hsm(Dispatcher):
         return self.call(op.random, nbytes)
 
     def encrypt(
-        self,
-        objects: HsmObjects,
-        algorithm: Algorithm,
-        head: bytes,
-        plaintext: bytes,
-        context: bytes,
-        *,
-        iv_source: IvSource = secrets.token_bytes,
+        self, objects: HsmObjects, algorithm: Algorithm, head: bytes, plaintext: bytes, context: bytes
     ) -> bytes:
-        """The ciphertext body of ``plaintext`` (see :mod:`keymanager.domain.ciphertext`); its IV or
-        nonce comes from ``iv_source`` (fixed bytes only in known-answer tests)."""
-        return self.call(op.encrypt, objects, algorithm, head, plaintext, context, iv_source)
+        """:meth:`aencrypt` for a caller off the event loop (sealing an access key's secret)."""
+        return self.call(op.encrypt, objects, algorithm, head, plaintext, context)
 
     async def aencrypt(
         self,
@@ -99,7 +91,8 @@ class Hsm(Dispatcher):
         *,
         iv_source: IvSource = secrets.token_bytes,
     ) -> bytes:
-        """:meth:`encrypt` for the event loop."""
+        """The ciphertext body of ``plaintext`` (see :mod:`keymanager.domain.ciphertext`); its IV or
+        nonce comes from ``iv_source`` (fixed bytes only in known-answer tests)."""
         return await self.acall(op.encrypt, objects, algorithm, head, plaintext, context, iv_source)
 
     async def aencrypt_many(
@@ -108,14 +101,10 @@ class Hsm(Dispatcher):
         """:meth:`aencrypt` of each ``(plaintext, context)``, in one trip to the HSM thread."""
         return await self.acall(op.encrypt_many, objects, algorithm, head, items)
 
-    def decrypt(self, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes) -> bytes:
-        """The plaintext of a ciphertext body; any failure of the ciphertext raises DecryptionFailed."""
-        return self.call(op.decrypt, objects, algorithm, head, body, context)
-
     async def adecrypt(
         self, objects: HsmObjects, algorithm: Algorithm, head: bytes, body: bytes, context: bytes
     ) -> bytes:
-        """:meth:`decrypt` for the event loop."""
+        """The plaintext of a ciphertext body; any failure of the ciphertext raises DecryptionFailed."""
         return await self.acall(op.decrypt, objects, algorithm, head, body, context)
 
     async def adecrypt_many(

@@ -72,7 +72,7 @@ class Services:
         keys = KeyService(store, hsm)
         audit_writer = AuditWriter(audit_records)
         crypto = CryptoService(
-            keys, hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
+            hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
         )
         lifecycle = LifecycleService(
             store,

@@ -1,4 +1,9 @@
-"""Cryptographic use of keys: encryption, decryption, data keys, re-encryption, batches, MACs."""
+"""Cryptographic use of keys: encryption, decryption, data keys, re-encryption, batches, MACs, streams.
+
+One implementation per operation, awaited on the event loop: every operation finds its keys
+through a :class:`~keymanager.services.snapshot.KeyLookup` (the request's snapshot: the cache,
+or fresh database reads) and runs its HSM work on the HSM thread.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
+from keymanager.domain.models import HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
@@ -20,50 +25,48 @@ from keymanager.errors import (
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm
-from keymanager.services.keys import KeyService, require_enabled, require_use
-from keymanager.services.snapshot import Snapshot
+from keymanager.services.key_use import usable
+from keymanager.services.snapshot import KeyLookup
 from keymanager.services.streams import StreamOpener, StreamSealer
 
 Context = Mapping[str, str] | None
 
 DATA_KEY_BITS = (128, 192, 256)
 """Data key sizes (192 only through the KMS API's ``NumberOfBytes`` 24: the Encryption SDK's AES-192 suites)."""
-_PENDING = DecryptionFailed()
-"""Placeholder of a batch item still in the HSM (every one is replaced before results leave)."""
 
 
 @dataclass(frozen=True)
-class Encrypted:
+class KeyUse:
+    """The key and key version an operation used."""
+
+    key_id: str
+    key_version: int
+
+
+@dataclass(frozen=True)
+class Encrypted(KeyUse):
     ciphertext: str
-    key_id: str
-    key_version: int
+    """``km:1:<key id>:<key version>:<base64 body>``."""
 
 
 @dataclass(frozen=True)
-class Decrypted:
+class Decrypted(KeyUse):
     plaintext: bytes
-    key_id: str
-    key_version: int
+
+
+@dataclass(frozen=True)
+class Mac(KeyUse):
+    """An HMAC-SHA256 computed in the HSM (deterministic: a blind index)."""
+
+    mac: bytes
 
 
 @dataclass(frozen=True)
 class DataKey:
+    """A data key in plaintext (for the caller, once) beside its ciphertext under the named key."""
+
     plaintext: bytes
     encrypted: Encrypted
-
-
-@dataclass(frozen=True)
-class Mac:
-    mac: bytes
-    key_id: str
-    key_version: int
-
-
-@dataclass(frozen=True)
-class MacCheck:
-    valid: bool
-    key_id: str
-    key_version: int
 
 
 @dataclass(frozen=True)
@@ -78,156 +81,151 @@ class BatchResults:
         return sum(isinstance(r, KeyManagerError) for r in self.results)
 
 
+@dataclass(frozen=True)
+class MacCheck(KeyUse):
+    """Whether a MAC is the one the key version computes (compared in constant time)."""
+
+    valid: bool
+
+
 class CryptoService:
     """Encrypts, decrypts and computes MACs with keys that never leave the HSM.
 
     Every cryptographic failure of a decryption (format, unknown key id, other key, bad tag,
     wrong context) raises the same DecryptionFailed. Refusals read from the public header
     alone have their own errors: Forbidden, KeyDisabled and other states, VersionBelowMinimum.
+    Every method takes the request's ``snapshot``, where it finds the keys it names.
     """
 
-    def __init__(self, keys: KeyService, hsm: Hsm, *, max_plaintext_bytes: int, max_batch_items: int = 1000) -> None:
-        self._keys = keys
+    def __init__(self, hsm: Hsm, *, max_plaintext_bytes: int, max_batch_items: int = 1000) -> None:
         self._hsm = hsm
         self._max_plaintext = max_plaintext_bytes
         self._max_batch = max_batch_items
 
-    # -- single fields (hot path: keys from a snapshot, HSM awaited) ----------------------
+    # -- single fields ----------------------------------------------------------------
     async def encrypt(
-        self, keys: Snapshot, principal: Principal, ref: str, plaintext: bytes, context: Context = None
+        self, snapshot: KeyLookup, principal: Principal, ref: str, plaintext: bytes, context: Context = None
     ) -> Encrypted:
         """Encrypt ``plaintext`` under the primary version of key ``ref``."""
         self._check_size(plaintext)
-        key = _usable(await keys.key(ref), principal, Operation.ENCRYPT)
-        version = key.versions[key.primary_version]
-        head = ct.header(key.id, version.version)
-        body = await self._hsm.aencrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
-        return Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
+        return await self._seal(usable(await snapshot.key(ref), principal, Operation.ENCRYPT), plaintext, context)
 
     async def decrypt(
-        self, keys: Snapshot, principal: Principal, text: str, context: Context = None, *, ref: str | None = None
+        self, snapshot: KeyLookup, principal: Principal, text: str, context: Context = None, *, ref: str | None = None
     ) -> Decrypted:
         """Decrypt a ciphertext string, with key ``ref`` when given, else the key it names."""
-        if ref is not None:
-            key = _usable(await keys.key(ref), principal, Operation.DECRYPT)
-            parsed = ct.parse(text)
-            if parsed.key_id != key.id:
-                raise DecryptionFailed()
-        else:
-            parsed = ct.parse(text)
-            try:
-                found = await keys.key(parsed.key_id)
-            except KeyNotFound:
-                raise DecryptionFailed() from None
-            key = _usable(found, principal, Operation.DECRYPT)
-        version = _decryption_version(key, parsed.key_version)
-        plaintext = await self._hsm.adecrypt(
-            version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context)
-        )
-        return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
+        key, parsed = await _source(snapshot, principal, text, ref, Operation.DECRYPT)
+        return await self._open(key, parsed, context)
 
     async def generate_data_key(
-        self, keys: Snapshot, principal: Principal, ref: str, bits: int = 256, context: Context = None
+        self, snapshot: KeyLookup, principal: Principal, ref: str, bits: int = 256, context: Context = None
     ) -> DataKey:
         """A new random data key from the HSM, with its ciphertext under key ``ref`` (one trip to the HSM)."""
         if bits not in DATA_KEY_BITS:
             raise InvalidRequest("bits must be 128, 192 or 256")
-        key = _usable(await keys.key(ref), principal, Operation.GENERATE_DATA_KEY)
+        key = usable(await snapshot.key(ref), principal, Operation.GENERATE_DATA_KEY)
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)
         plaintext, body = await self._hsm.adata_key(
             version.hsm, key.algorithm, head, bits // 8, ct.canonical_context(context)
         )
-        encrypted = Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
-        return DataKey(plaintext=plaintext, encrypted=encrypted)
+        return DataKey(plaintext=plaintext, encrypted=_encrypted(key, version, body))
 
-    def reencrypt(
+    async def reencrypt(
         self,
+        snapshot: KeyLookup,
         principal: Principal,
-        ref: str,
         text: str,
         context: Context = None,
         *,
+        ref: str | None = None,
         destination: str | None = None,
         destination_context: Context = None,
-    ) -> Encrypted:
-        """The ciphertext's plaintext under the primary version of ``destination`` (default: key ``ref``).
+        operation: Operation = Operation.REENCRYPT,
+    ) -> tuple[Encrypted, KeyUse]:
+        """The ciphertext's plaintext under the primary version of ``destination`` (default: the source key).
 
-        Needs ``reencrypt`` on key ``ref`` and, for another destination key, ``encrypt`` on it.
+        The source key is ``ref`` when given, else the key the ciphertext names; ``principal``
+        needs ``operation`` on it (``reencrypt`` through REST, ``decrypt`` through the KMS API) and,
+        for another destination key, ``encrypt`` on that one. ``destination_context`` defaults to
+        ``context``. Returns the new ciphertext and the key version the old one was opened with.
         The plaintext never leaves the service.
         """
-        key, parsed = self._source(principal, text, ref, Operation.REENCRYPT)
-        target = key if destination is None else self._usable(destination, principal, Operation.ENCRYPT)
-        plaintext = self._open(key, parsed, context).plaintext
-        return self._seal(target, plaintext, context if destination_context is None else destination_context)
+        key, parsed = await _source(snapshot, principal, text, ref, operation)
+        target = key if destination is None else usable(await snapshot.key(destination), principal, Operation.ENCRYPT)
+        opened = await self._open(key, parsed, context)
+        encrypted = await self._seal(
+            target, opened.plaintext, context if destination_context is None else destination_context
+        )
+        return encrypted, KeyUse(opened.key_id, opened.key_version)
 
     # -- batches ----------------------------------------------------------------------
     async def encrypt_batch(
-        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[tuple[bytes | KeyManagerError, Context]]
+        self,
+        snapshot: KeyLookup,
+        principal: Principal,
+        ref: str,
+        items: Sequence[tuple[bytes | KeyManagerError, Context]],
     ) -> BatchResults:
         """Encrypt each ``(plaintext, context)``; an item that is already an error stays one."""
         self._check_batch(items)
-        key = _usable(await keys.key(ref), principal, Operation.ENCRYPT)
+        key = usable(await snapshot.key(ref), principal, Operation.ENCRYPT)
         version = key.versions[key.primary_version]
-        head = ct.header(key.id, version.version)
-        results: list[Encrypted | Decrypted | KeyManagerError] = []
-        todo: list[tuple[int, bytes, bytes]] = []
-        for index, (plaintext, context) in enumerate(items):
+        prepared: list[tuple[bytes, bytes] | KeyManagerError] = []
+        for plaintext, context in items:
             if not isinstance(plaintext, KeyManagerError) and len(plaintext) > self._max_plaintext:
                 plaintext = PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
-            if isinstance(plaintext, KeyManagerError):
-                results.append(plaintext)
-            else:
-                results.append(_PENDING)
-                todo.append((index, plaintext, ct.canonical_context(context)))
-        bodies = await self._hsm.aencrypt_many(version.hsm, key.algorithm, head, [(p, c) for _, p, c in todo])
-        for (index, _, _), body in zip(todo, bodies, strict=True):
-            text = ct.Ciphertext(key.id, version.version, body).encode()
-            results[index] = Encrypted(ciphertext=text, key_id=key.id, key_version=version.version)
+            prepared.append(
+                plaintext if isinstance(plaintext, KeyManagerError) else (plaintext, ct.canonical_context(context))
+            )
+        todo = [item for item in prepared if not isinstance(item, KeyManagerError)]
+        head = ct.header(key.id, version.version)
+        bodies = iter(await self._hsm.aencrypt_many(version.hsm, key.algorithm, head, todo))
+        results: list[Encrypted | Decrypted | KeyManagerError] = [
+            item if isinstance(item, KeyManagerError) else _encrypted(key, version, next(bodies)) for item in prepared
+        ]
         return BatchResults(results=results, key_id=key.id)
 
     async def decrypt_batch(
-        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[tuple[str, Context]]
+        self, snapshot: KeyLookup, principal: Principal, ref: str, items: Sequence[tuple[str, Context]]
     ) -> BatchResults:
         """Decrypt each ``(ciphertext, context)`` with key ``ref``; a bad item gets its own error."""
         self._check_batch(items)
-        key = _usable(await keys.key(ref), principal, Operation.DECRYPT)
-        results: list[Encrypted | Decrypted | KeyManagerError] = []
-        todo: list[tuple[int, int, tuple[HsmObjects, bytes, bytes, bytes]]] = []
-        for index, (text, context) in enumerate(items):
+        key = usable(await snapshot.key(ref), principal, Operation.DECRYPT)
+        prepared: list[tuple[KeyVersion, tuple[HsmObjects, bytes, bytes, bytes]] | KeyManagerError] = []
+        for text, context in items:
             try:
-                parsed = ct.parse(text)
-                if parsed.key_id != key.id:
-                    raise DecryptionFailed()
+                parsed = _parsed_for(key, text)
                 version = _decryption_version(key, parsed.key_version)
             except KeyManagerError as exc:
-                results.append(exc)
+                prepared.append(exc)
                 continue
-            results.append(_PENDING)
-            todo.append(
-                (index, version.version, (version.hsm, parsed.header, parsed.body, ct.canonical_context(context)))
-            )
-        opened = await self._hsm.adecrypt_many(key.algorithm, [args for _, _, args in todo])
-        for (index, number, _), plaintext in zip(todo, opened, strict=True):
-            results[index] = (
-                Decrypted(plaintext=plaintext, key_id=key.id, key_version=number)
-                if isinstance(plaintext, bytes)
-                else plaintext
-            )
+            prepared.append((version, (version.hsm, parsed.header, parsed.body, ct.canonical_context(context))))
+        todo = [item[1] for item in prepared if not isinstance(item, KeyManagerError)]
+        opened = iter(await self._hsm.adecrypt_many(key.algorithm, todo))
+        results: list[Encrypted | Decrypted | KeyManagerError] = []
+        for item in prepared:
+            if isinstance(item, KeyManagerError):
+                results.append(item)
+                continue
+            plaintext = next(opened)
+            results.append(Decrypted(key.id, item[0].version, plaintext) if isinstance(plaintext, bytes) else plaintext)
         return BatchResults(results=results, key_id=key.id)
 
     # -- MACs -------------------------------------------------------------------------
-    async def mac(self, keys: Snapshot, principal: Principal, ref: str, data: bytes, context: Context = None) -> Mac:
+    async def mac(
+        self, snapshot: KeyLookup, principal: Principal, ref: str, data: bytes, context: Context = None
+    ) -> Mac:
         """Deterministic HMAC-SHA256 of ``data`` (and the context) with the primary version of HMAC key ``ref``."""
         self._check_size(data)
-        key = _usable_for_mac(await keys.key(ref), principal)
+        key = usable(await snapshot.key(ref), principal, Operation.MAC)
         version = key.versions[key.primary_version]
         digest = await self._hsm.amac(version.hsm, mac_message(data, context))
-        return Mac(mac=digest, key_id=key.id, key_version=version.version)
+        return Mac(key.id, version.version, digest)
 
     async def verify_mac(
         self,
-        keys: Snapshot,
+        snapshot: KeyLookup,
         principal: Principal,
         ref: str,
         data: bytes,
@@ -237,63 +235,44 @@ class CryptoService:
     ) -> MacCheck:
         """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
         self._check_size(data)
-        key = _usable_for_mac(await keys.key(ref), principal)
+        key = usable(await snapshot.key(ref), principal, Operation.MAC)
         number = key.primary_version if version is None else version
         if key.version(number) is None:
             raise InvalidRequest("the key has no such version")
         if number < key.min_decryption_version:
             raise VersionBelowMinimum()
         expected = await self._hsm.amac(key.versions[number].hsm, mac_message(data, context))
-        return MacCheck(valid=hmac.compare_digest(expected, mac), key_id=key.id, key_version=number)
+        return MacCheck(key.id, number, hmac.compare_digest(expected, mac))
 
     # -- streams ----------------------------------------------------------------------
-    def stream_sealer(self, principal: Principal, ref: str, segment_size: int, context: Context = None) -> StreamSealer:
+    async def stream_sealer(
+        self, snapshot: KeyLookup, principal: Principal, ref: str, segment_size: int, context: Context = None
+    ) -> StreamSealer:
         """A sealer for an on-board encrypted stream under key ``ref`` (checks policy and state now)."""
-        key = self._usable(ref, principal, Operation.ENCRYPT)
+        key = usable(await snapshot.key(ref), principal, Operation.ENCRYPT)
         return StreamSealer.for_key(self._hsm, key, segment_size, context)
 
-    def stream_key(self, principal: Principal, ref: str) -> Key:
+    async def stream_key(self, snapshot: KeyLookup, principal: Principal, ref: str) -> Key:
         """Key ``ref`` if ``principal`` may decrypt with it now (policy and state; before any byte is read)."""
-        return self._usable(ref, principal, Operation.DECRYPT)
+        return usable(await snapshot.key(ref), principal, Operation.DECRYPT)
 
-    def stream_opener(
-        self, principal: Principal, ref: str, header: StreamHeader, context: Context = None
-    ) -> StreamOpener:
-        """An opener of an on-board stream made with key ``ref`` (checks policy, state and the header now)."""
-        return StreamOpener.for_key(self._hsm, self.stream_key(principal, ref), header, context)
+    def stream_opener(self, key: Key, header: StreamHeader, context: Context = None) -> StreamOpener:
+        """An opener of an on-board stream made with ``key`` (from :meth:`stream_key`); checks the header now."""
+        return StreamOpener.for_key(self._hsm, key, header, context)
 
     # -- steps ------------------------------------------------------------------------
-    def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:
+    async def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)
-        body = self._hsm.encrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
-        return Encrypted(ct.Ciphertext(key.id, version.version, body).encode(), key.id, version.version)
+        body = await self._hsm.aencrypt(version.hsm, key.algorithm, head, plaintext, ct.canonical_context(context))
+        return _encrypted(key, version, body)
 
-    def _open(self, key: Key, parsed: ct.Ciphertext, context: Context) -> Decrypted:
+    async def _open(self, key: Key, parsed: ct.Ciphertext, context: Context) -> Decrypted:
         version = _decryption_version(key, parsed.key_version)
-        plaintext = self._hsm.decrypt(
+        plaintext = await self._hsm.adecrypt(
             version.hsm, key.algorithm, parsed.header, parsed.body, ct.canonical_context(context)
         )
-        return Decrypted(plaintext=plaintext, key_id=key.id, key_version=version.version)
-
-    def _source(
-        self, principal: Principal, text: str, ref: str | None, operation: Operation
-    ) -> tuple[Key, ct.Ciphertext]:
-        """The key a ciphertext is to be opened with (``ref``, or the one it names) and the parsed ciphertext."""
-        if ref is not None:
-            key = self._usable(ref, principal, operation)
-            parsed = ct.parse(text)
-            if parsed.key_id != key.id:
-                raise DecryptionFailed()
-            return key, parsed
-        parsed = ct.parse(text)
-        try:
-            return self._usable(parsed.key_id, principal, operation), parsed
-        except KeyNotFound:
-            raise DecryptionFailed() from None
-
-    def _usable(self, ref: str, principal: Principal, operation: Operation) -> Key:
-        return _usable(self._keys.find(ref), principal, operation)
+        return Decrypted(key.id, version.version, plaintext)
 
     def _check_size(self, data: bytes) -> None:
         if len(data) > self._max_plaintext:
@@ -310,24 +289,31 @@ def mac_message(data: bytes, context: Context) -> bytes:
     return len(encoded).to_bytes(8, "big") + encoded + data
 
 
-def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
-    """``key`` if ``principal`` may use it for ``operation`` now and it encrypts; else the refusal."""
-    require_use(key, principal, operation)
-    require_enabled(key)
-    if key.algorithm is Algorithm.HMAC_SHA256:
-        raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
-    if key.algorithm is Algorithm.FF1_AES_256:
-        raise InvalidRequest("an FF1_AES_256 key only makes tokens")
-    return key
+async def _source(
+    snapshot: KeyLookup, principal: Principal, text: str, ref: str | None, operation: Operation
+) -> tuple[Key, ct.Ciphertext]:
+    """The key a ciphertext is to be opened with (``ref``, or the one it names) and the parsed ciphertext."""
+    if ref is not None:
+        key = usable(await snapshot.key(ref), principal, operation)
+        return key, _parsed_for(key, text)
+    parsed = ct.parse(text)
+    try:
+        found = await snapshot.key(parsed.key_id)
+    except KeyNotFound:
+        raise DecryptionFailed() from None
+    return usable(found, principal, operation), parsed
 
 
-def _usable_for_mac(key: Key, principal: Principal) -> Key:
-    """``key`` if ``principal`` may compute MACs with it now and it is an HMAC key; else the refusal."""
-    require_use(key, principal, Operation.MAC)
-    require_enabled(key)
-    if key.algorithm is not Algorithm.HMAC_SHA256:
-        raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
-    return key
+def _parsed_for(key: Key, text: str) -> ct.Ciphertext:
+    """``text`` parsed; DecryptionFailed unless it is a ciphertext of ``key``."""
+    parsed = ct.parse(text)
+    if parsed.key_id != key.id:
+        raise DecryptionFailed()
+    return parsed
+
+
+def _encrypted(key: Key, version: KeyVersion, body: bytes) -> Encrypted:
+    return Encrypted(key.id, version.version, ct.Ciphertext(key.id, version.version, body).encode())
 
 
 def _decryption_version(key: Key, number: int) -> KeyVersion:

@@ -21,6 +21,7 @@ from typing import Any
 from keymanager.domain import ciphertext as ct
 from keymanager.domain import kms, kms_blob
 from keymanager.domain.models import Algorithm, Principal, Role
+from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
@@ -29,6 +30,7 @@ from keymanager.services.snapshot import Snapshot
 _SYMMETRIC = "SYMMETRIC_DEFAULT"
 _HMAC = "HMAC_SHA_256"
 _DATA_KEY_SPECS = {"AES_256": 256, "AES_128": 128}
+_ENCRYPTING = (Algorithm.AES_256_GCM, Algorithm.AES_256_CBC_HMAC_SHA256)
 
 
 @dataclass
@@ -75,14 +77,14 @@ class KmsCrypto:
             "VerifyMac": self.verify_mac,
         }
 
-    async def encrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+    async def encrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         plaintext = kms.blob(call.params, "Plaintext", low=1, high=kms.MAX_PLAINTEXT_BYTES)
         assert plaintext is not None
-        sealed = await self._seal(keys, call, call.ref(), plaintext, kms.context(call.params))
+        sealed = await self._seal(snapshot, call, call.ref(), plaintext, kms.context(call.params))
         return {"CiphertextBlob": sealed[0], "KeyId": call.arn(sealed[1].key_id), "EncryptionAlgorithm": _SYMMETRIC}
 
-    async def decrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
-        opened = await self._open(keys, call, "CiphertextBlob", "KeyId", "EncryptionContext")
+    async def decrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
+        opened = await self._open(snapshot, call, "CiphertextBlob", "KeyId", "EncryptionContext")
         call.noted(opened.key_id, opened.key_version)
         return {
             "KeyId": call.arn(opened.key_id),
@@ -90,37 +92,54 @@ class KmsCrypto:
             "EncryptionAlgorithm": _SYMMETRIC,
         }
 
-    async def reencrypt(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+    async def reencrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         destination = call.ref("DestinationKeyId")
-        opened = await self._open(keys, call, "CiphertextBlob", "SourceKeyId", "SourceEncryptionContext")
-        blob, done = await self._seal(
-            keys, call, destination, opened.plaintext, kms.context(call.params, "DestinationEncryptionContext")
+        parsed, algorithm, ref, context = await self._parse_blob(
+            snapshot, call, "CiphertextBlob", "SourceKeyId", "SourceEncryptionContext"
         )
+        destination_context = kms.context(call.params, "DestinationEncryptionContext") or {}
+        try:
+            done, opened_with = await self._crypto.reencrypt(
+                snapshot,
+                call.principal,
+                parsed.encode(),
+                context,
+                ref=ref,
+                destination=destination,
+                destination_context=destination_context,
+                operation=Operation.DECRYPT,
+            )
+        except InvalidRequest:  # a key of another kind: the source's, else the destination's
+            source = ref or parsed.key_id
+            wrong = source if (await snapshot.key(source)).algorithm not in _ENCRYPTING else destination
+            raise await _usage_error(snapshot, wrong) from None
+        await _require_algorithm(snapshot, opened_with.key_id, algorithm)
+        call.noted(done.key_id, done.key_version)
         return {
-            "CiphertextBlob": blob,
-            "SourceKeyId": call.arn(opened.key_id),
+            "CiphertextBlob": _blob(done, (await snapshot.key(done.key_id)).algorithm),
+            "SourceKeyId": call.arn(opened_with.key_id),
             "KeyId": call.arn(done.key_id),
             "SourceEncryptionAlgorithm": _SYMMETRIC,
             "DestinationEncryptionAlgorithm": _SYMMETRIC,
         }
 
-    async def generate_data_key(self, keys: Snapshot, call: Call, *, plaintext: bool = True) -> dict[str, Any]:
+    async def generate_data_key(self, snapshot: Snapshot, call: Call, *, plaintext: bool = True) -> dict[str, Any]:
         ref, bits = call.ref(), _data_key_bits(call.params)
         try:
-            made = await self._crypto.generate_data_key(keys, call.principal, ref, bits, kms.context(call.params))
+            made = await self._crypto.generate_data_key(snapshot, call.principal, ref, bits, kms.context(call.params))
         except InvalidRequest:
-            raise await _usage_error(keys, ref) from None
-        key = await keys.key(made.encrypted.key_id)
+            raise await _usage_error(snapshot, ref) from None
+        key = await snapshot.key(made.encrypted.key_id)
         call.noted(made.encrypted.key_id, made.encrypted.key_version)
         answer = {"CiphertextBlob": _blob(made.encrypted, key.algorithm), "KeyId": call.arn(key.id)}
         if plaintext:
             answer["Plaintext"] = kms.data(made.plaintext)
         return answer
 
-    async def generate_data_key_without_plaintext(self, keys: Snapshot, call: Call) -> dict[str, Any]:
-        return await self.generate_data_key(keys, call, plaintext=False)
+    async def generate_data_key_without_plaintext(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
+        return await self.generate_data_key(snapshot, call, plaintext=False)
 
-    async def generate_random(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+    async def generate_random(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         if call.principal.role not in (Role.ADMIN, Role.APP):
             raise Forbidden("GenerateRandom needs the role admin or app")
         if call.params.get("CustomKeyStoreId") is not None:
@@ -130,23 +149,23 @@ class KmsCrypto:
             raise kms.KmsError("ValidationException", "NumberOfBytes must be between 1 and 1024")
         return {"Plaintext": kms.data(await asyncio.to_thread(self._hsm.random, count))}
 
-    async def generate_mac(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+    async def generate_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         ref, message = call.ref(), _mac_message(call.params)
         try:
-            made = await self._crypto.mac(keys, call.principal, ref, message)
+            made = await self._crypto.mac(snapshot, call.principal, ref, message)
         except InvalidRequest:
-            raise await _usage_error(keys, ref, mac=True) from None
+            raise await _usage_error(snapshot, ref, mac=True) from None
         call.noted(made.key_id, made.key_version)
         return {"Mac": kms.data(made.mac), "MacAlgorithm": _HMAC, "KeyId": call.arn(made.key_id)}
 
-    async def verify_mac(self, keys: Snapshot, call: Call) -> dict[str, Any]:
+    async def verify_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         ref, message = call.ref(), _mac_message(call.params)
         mac = kms.blob(call.params, "Mac", low=1, high=6144)
         assert mac is not None
         try:
-            checked = await self._crypto.verify_mac(keys, call.principal, ref, message, mac)
+            checked = await self._crypto.verify_mac(snapshot, call.principal, ref, message, mac)
         except InvalidRequest:
-            raise await _usage_error(keys, ref, mac=True) from None
+            raise await _usage_error(snapshot, ref, mac=True) from None
         call.noted(checked.key_id, checked.key_version)
         if not checked.valid:
             raise kms.KmsError("KMSInvalidMacException", "The MAC does not verify")
@@ -154,19 +173,34 @@ class KmsCrypto:
 
     # -- steps ------------------------------------------------------------------------------
     async def _seal(
-        self, keys: Snapshot, call: Call, ref: str, plaintext: bytes, context: dict[str, str] | None
+        self, snapshot: Snapshot, call: Call, ref: str, plaintext: bytes, context: dict[str, str] | None
     ) -> tuple[str, Encrypted]:
         """``CryptoService.encrypt`` (as REST), its ciphertext spelt as a blob."""
         try:
-            done = await self._crypto.encrypt(keys, call.principal, ref, plaintext, context)
+            done = await self._crypto.encrypt(snapshot, call.principal, ref, plaintext, context)
         except InvalidRequest:
-            raise await _usage_error(keys, ref) from None
-        key = await keys.key(done.key_id)
+            raise await _usage_error(snapshot, ref) from None
+        key = await snapshot.key(done.key_id)
         call.noted(done.key_id, done.key_version)
         return _blob(done, key.algorithm), done
 
-    async def _open(self, keys: Snapshot, call: Call, blob_field: str, key_field: str, context_field: str) -> Decrypted:
+    async def _open(
+        self, snapshot: Snapshot, call: Call, blob_field: str, key_field: str, context_field: str
+    ) -> Decrypted:
         """``CryptoService.decrypt`` (as REST) of a blob; every tampered blob is InvalidCiphertextException."""
+        parsed, algorithm, ref, context = await self._parse_blob(snapshot, call, blob_field, key_field, context_field)
+        try:
+            opened = await self._crypto.decrypt(snapshot, call.principal, parsed.encode(), context, ref=ref)
+        except InvalidRequest:  # the blob names an HMAC key
+            raise await _usage_error(snapshot, ref or parsed.key_id) from None
+        await _require_algorithm(snapshot, opened.key_id, algorithm)
+        return opened
+
+    async def _parse_blob(
+        self, snapshot: Snapshot, call: Call, blob_field: str, key_field: str, context_field: str
+    ) -> tuple[ct.Ciphertext, Algorithm, str | None, dict[str, str] | None]:
+        """The ciphertext of a blob, the algorithm it claims, the key ``key_field`` names (if it does:
+        IncorrectKeyException unless that key made the blob) and the encryption context."""
         blob = kms.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
         context = kms.context(call.params, context_field)
         try:
@@ -176,18 +210,18 @@ class KmsCrypto:
         ref = None
         if call.params.get(key_field) is not None:
             ref = call.ref(key_field)
-            if (await keys.key(ref)).id != parsed.key_id:
+            if (await snapshot.key(ref)).id != parsed.key_id:
                 raise kms.KmsError(
                     "IncorrectKeyException",
                     "The key ID in the request does not identify the key that encrypted the ciphertext",
                 )
-        try:
-            opened = await self._crypto.decrypt(keys, call.principal, parsed.encode(), context, ref=ref)
-        except InvalidRequest:  # the blob names an HMAC key
-            raise await _usage_error(keys, ref or parsed.key_id) from None
-        if (await keys.key(opened.key_id)).algorithm is not algorithm:
-            raise kms.aws_error(DecryptionFailed())
-        return opened
+        return parsed, algorithm, ref, context
+
+
+async def _require_algorithm(snapshot: Snapshot, key_id: str, algorithm: Algorithm) -> None:
+    """InvalidCiphertextException unless key ``key_id`` is of the ``algorithm`` its blob claims."""
+    if (await snapshot.key(key_id)).algorithm is not algorithm:
+        raise kms.aws_error(DecryptionFailed())
 
 
 def _blob(done: Encrypted, algorithm: Algorithm) -> str:
@@ -196,10 +230,10 @@ def _blob(done: Encrypted, algorithm: Algorithm) -> str:
     return kms.data(kms_blob.encode(ct.Ciphertext(done.key_id, done.key_version, body), algorithm))
 
 
-async def _usage_error(keys: Snapshot, ref: str, *, mac: bool = False) -> kms.KmsError:
+async def _usage_error(snapshot: Snapshot, ref: str, *, mac: bool = False) -> kms.KmsError:
     """InvalidKeyUsageException for a key of the wrong kind (the service said InvalidRequest)."""
     try:
-        key = await keys.key(ref)
+        key = await snapshot.key(ref)
     except KeyNotFound:
         return kms.KmsError("NotFoundException", "key not found")
     if (key.algorithm is Algorithm.HMAC_SHA256) is not mac:

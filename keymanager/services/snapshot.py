@@ -21,7 +21,7 @@ import asyncio
 import threading
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from keymanager.db import Store
 from keymanager.domain.access_keys import AccessKey
@@ -58,6 +58,20 @@ STALE_EXPLAINABLE = (
 )
 """Refusals that metadata changed behind the cache could explain (a key object missing from the
 token included: the key may have been destroyed meanwhile). Anything else stands as it is."""
+
+
+class KeyLookup(Protocol):
+    """Where the services find the keys a request names: a :class:`Snapshot` (through the cache, or
+    with ``fresh=True`` reading the database) is one; every cryptographic operation takes one."""
+
+    async def key(self, ref: str) -> Key:
+        """The key named or identified by ``ref``; KeyNotFound otherwise."""
+        ...
+
+
+class StaleSnapshot(Exception):
+    """Raised by :meth:`Snapshot.confirm_current`: the attempt must run again on fresh reads."""
+
 
 CacheObserver = Callable[[str, int, int], None]
 """Called with (table, entries, evicted just now) after a table changed."""
@@ -142,7 +156,7 @@ class MetadataCache:
 
     async def is_current(self, version: int | None) -> bool:
         """Whether ``version`` is still the database's metadata version (one read)."""
-        if version is None or version < 0:
+        if version is None:
             return False
         return await asyncio.to_thread(self._store.metadata_version) == version
 
@@ -174,9 +188,12 @@ class Snapshot:
         self.cache = cache
         self.fresh = fresh
         self.version: int | None = None
+        """The metadata version of the first lookup (None before any)."""
         self.used_cache = False
         """Whether a lookup was answered from the cache (else every one read the database)."""
-        self._consistent = True
+        self.mixed = False
+        """Whether lookups were answered under two metadata versions: then no single version can be
+        checked at the audit commit, and the attempt runs again on fresh reads."""
 
     async def principal(self, credential: Credential) -> Principal:
         """The principal holding ``credential``; Unauthenticated otherwise."""
@@ -200,10 +217,11 @@ class Snapshot:
         """
         return await self._lookup(self.cache._access_keys, access_key_id, lambda _store: load(access_key_id))
 
-    @property
-    def checkable_version(self) -> int | None:
-        """The version the audit commit must find current, or None when this attempt cannot tell."""
-        return self.version if self._consistent else -1
+    async def confirm_current(self) -> None:
+        """Before work a rerun could not repeat (reading a request's body): raise StaleSnapshot unless
+        every lookup so far read the database or came from a cache that is still current (one read)."""
+        if self.used_cache and (self.mixed or not await self.cache.is_current(self.version)):
+            raise StaleSnapshot()
 
     async def _lookup(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
         if not self.fresh:
@@ -224,7 +242,7 @@ class Snapshot:
         if self.version is None:
             self.version = version
         elif version != self.version:
-            self._consistent = False  # lookups under two versions: the commit check will fail and retry
+            self.mixed = True
 
 
 def _load(store: Store, load: Callable[[Store], T | None]) -> tuple[int, T | None]:
@@ -255,21 +273,25 @@ async def run_validated(
     """Run ``attempt`` on cached lookups and commit its audit ``entry``; again on fresh reads when
     the cache turned out stale. A refusal is raised at once unless it is one stale metadata could
     explain (:data:`STALE_EXPLAINABLE`), came from the cache, and the metadata version has moved
-    on since; then the attempt runs again on fresh reads. Inputs are the caller's to check before:
-    a bad ciphertext costs one attempt."""
+    on since; then the attempt runs again on fresh reads (as it does when it raised StaleSnapshot).
+    Inputs are the caller's to check before: a bad ciphertext costs one attempt."""
     for number in range(ATTEMPTS):
         snapshot = cache.snapshot(fresh=number > 0)
         try:
             result = await attempt(snapshot)
+        except StaleSnapshot:
+            continue
         except KeyManagerError as exc:
             if snapshot.fresh or not snapshot.used_cache or not isinstance(exc, STALE_EXPLAINABLE):
                 raise
-            if await cache.is_current(snapshot.checkable_version):
+            if not snapshot.mixed and await cache.is_current(snapshot.version):
                 raise
             continue
         last = number == ATTEMPTS - 1
+        if snapshot.mixed and not last:
+            continue
         try:
-            await audit.awrite(entry(result), None if last else snapshot.checkable_version)
+            await audit.awrite(entry(result), None if last else snapshot.version)
         except StaleMetadata:
             cache.clear()
             continue

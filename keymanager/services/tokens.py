@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from keymanager.domain.models import Algorithm, Key, KeyVersion, Principal
+from keymanager.domain.models import Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.tokens import TokenFormat, context_tweak
 from keymanager.errors import (
@@ -21,14 +21,10 @@ from keymanager.errors import (
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm, tokenization
-from keymanager.services.keys import require_enabled, require_use
-from keymanager.services.snapshot import Snapshot
+from keymanager.services.key_use import usable
+from keymanager.services.snapshot import KeyLookup
 
 Context = Mapping[str, str] | None
-
-
-_PENDING = InvalidRequest()
-"""Placeholder of a batch item still in the HSM (every one is replaced before results leave)."""
 
 
 @dataclass(frozen=True)
@@ -63,35 +59,35 @@ class TokenService:
         self._hsm = hsm
         self._max_batch = max_batch_items
 
-    async def tokenize(self, keys: Snapshot, principal: Principal, ref: str, item: TokenRequest) -> Tokenized:
+    async def tokenize(self, snapshot: KeyLookup, principal: Principal, ref: str, item: TokenRequest) -> Tokenized:
         """The token of ``item.text`` under the primary version of key ``ref``."""
-        key, fmt = _usable(await keys.key(ref), principal, Operation.TOKENIZE)
+        key, fmt = _usable(await snapshot.key(ref), principal, Operation.TOKENIZE)
         version = key.versions[key.primary_version]
         tweak = context_tweak(item.context, item.tweak)
         token = await tokenization.atokenize(self._hsm, version.hsm, fmt, item.text, tweak)
         return Tokenized(token, key.id, version.version)
 
     async def detokenize(
-        self, keys: Snapshot, principal: Principal, ref: str, item: TokenRequest, version: int | None = None
+        self, snapshot: KeyLookup, principal: Principal, ref: str, item: TokenRequest, version: int | None = None
     ) -> Tokenized:
         """The value of token ``item.text`` under ``version`` (default: primary) of key ``ref``."""
-        key, fmt = _usable(await keys.key(ref), principal, Operation.DETOKENIZE)
+        key, fmt = _usable(await snapshot.key(ref), principal, Operation.DETOKENIZE)
         chosen = _version(key, version)
         tweak = context_tweak(item.context, item.tweak)
         value = await tokenization.adetokenize(self._hsm, chosen.hsm, fmt, item.text, tweak)
         return Tokenized(value, key.id, chosen.version)
 
     async def tokenize_batch(
-        self, keys: Snapshot, principal: Principal, ref: str, items: Sequence[TokenRequest | KeyManagerError]
+        self, snapshot: KeyLookup, principal: Principal, ref: str, items: Sequence[TokenRequest | KeyManagerError]
     ) -> TokenBatch:
         """:meth:`tokenize` of each item in one trip to the HSM; a refused item gives its error, in order."""
         self._check_batch(items)
-        key, fmt = _usable(await keys.key(ref), principal, Operation.TOKENIZE)
+        key, fmt = _usable(await snapshot.key(ref), principal, Operation.TOKENIZE)
         return await self._batch(key, fmt, key.versions[key.primary_version], items, forward=True)
 
     async def detokenize_batch(
         self,
-        keys: Snapshot,
+        snapshot: KeyLookup,
         principal: Principal,
         ref: str,
         items: Sequence[TokenRequest | KeyManagerError],
@@ -102,7 +98,7 @@ class TokenService:
         An item given as an error (e.g. bad base64, found by the caller) stays that error.
         """
         self._check_batch(items)
-        key, fmt = _usable(await keys.key(ref), principal, Operation.DETOKENIZE)
+        key, fmt = _usable(await snapshot.key(ref), principal, Operation.DETOKENIZE)
         return await self._batch(key, fmt, _version(key, version), items, forward=False)
 
     async def _batch(
@@ -114,21 +110,22 @@ class TokenService:
         *,
         forward: bool,
     ) -> TokenBatch:
-        results: list[Tokenized | KeyManagerError] = []
-        todo: list[tuple[int, tuple[str, bytes]]] = []
-        for index, item in enumerate(items):
+        prepared: list[tuple[str, bytes] | KeyManagerError] = []
+        for item in items:
             try:
                 if isinstance(item, KeyManagerError):
                     raise item
-                todo.append((index, (item.text, context_tweak(item.context, item.tweak))))
-                results.append(_PENDING)  # replaced below
+                prepared.append((item.text, context_tweak(item.context, item.tweak)))
             except KeyManagerError as exc:
-                results.append(exc)
+                prepared.append(exc)
         run = tokenization.atokenize_many if forward else tokenization.adetokenize_many
-        done = await run(self._hsm, version.hsm, fmt, [args for _, args in todo])
-        for (index, _), outcome in zip(todo, done, strict=True):
-            made = outcome if isinstance(outcome, KeyManagerError) else Tokenized(outcome, key.id, version.version)
-            results[index] = made
+        done = iter(await run(self._hsm, version.hsm, fmt, [p for p in prepared if not isinstance(p, KeyManagerError)]))
+        results: list[Tokenized | KeyManagerError] = []
+        for entry in prepared:
+            outcome = entry if isinstance(entry, KeyManagerError) else next(done)
+            results.append(
+                outcome if isinstance(outcome, KeyManagerError) else Tokenized(outcome, key.id, version.version)
+            )
         return TokenBatch(results, key.id, version.version)
 
     def _check_batch(self, items: Sequence[object]) -> None:
@@ -138,10 +135,8 @@ class TokenService:
 
 def _usable(key: Key, principal: Principal, operation: Operation) -> tuple[Key, TokenFormat]:
     """``key`` and its token format if ``principal`` may use it for ``operation`` now; else the refusal."""
-    require_use(key, principal, operation)
-    require_enabled(key)
-    if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
-        raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
+    usable(key, principal, operation)
+    assert key.token_format is not None  # usable() refuses an FF1 key without one
     return key, key.token_format
 
 

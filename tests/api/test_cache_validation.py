@@ -57,3 +57,32 @@ def test_a_refusal_from_the_cache_is_checked_against_the_database(
     assert_error(encrypt(client, token), 409, "key_disabled")  # now cached as disabled
     services.store.update_key(key.id, state=KeyState.ENABLED)
     assert encrypt(client, token).status_code == 200
+
+
+def test_reencryption_and_streams_see_a_change_behind_the_cache(
+    client: TestClient, services: Services, admin_token: str
+) -> None:
+    token = setup(client, admin_token)
+    key = services.keys.find("cards")
+    policy = {"encrypt": ["billing"], "decrypt": ["billing"], "reencrypt": ["billing"]}
+    assert client.patch("/v1/keys/cards", json={"policy": policy}, headers=auth(admin_token)).status_code == 200
+    octets = {**auth(token), "Content-Type": "application/octet-stream"}
+    ciphertext = encrypt(client, token).json()["ciphertext"]
+    stream = client.post("/v1/keys/cards/encrypt/stream", content=b"x" * 100, headers=octets)
+    assert stream.status_code == 200, stream.text
+    moved = client.post("/v1/keys/cards/reencrypt", json={"ciphertext": ciphertext}, headers=auth(token))
+    assert moved.status_code == 200, moved.text  # the cache now holds the principal and the key
+    services.store.update_key(key.id, state=KeyState.DISABLED)  # as another replica would, not through this cache
+
+    again = client.post("/v1/keys/cards/reencrypt", json={"ciphertext": ciphertext}, headers=auth(token))
+    assert_error(again, 409, "key_disabled")
+    assert_error(client.post("/v1/keys/cards/encrypt/stream", content=b"x", headers=octets), 409, "key_disabled")
+    opened = client.post("/v1/keys/cards/decrypt/stream", content=stream.content, headers=octets)
+    assert_error(opened, 409, "key_disabled")
+    assert services.spool.used == 0  # refused before a byte was spooled
+    records = services.audit_store.query(AuditQuery(action="key.reencrypt", limit=10))
+    assert [(r.entry.outcome.value, r.entry.status) for r in records] == [("ok", 200), ("error", 409)]
+    for action in ("key.encrypt_stream", "key.decrypt_stream"):
+        statuses = [r.entry.status for r in services.audit_store.query(AuditQuery(action=action, limit=10))]
+        assert statuses == ([200, 409] if action == "key.encrypt_stream" else [409])
+    assert services.audit_store.verify().ok

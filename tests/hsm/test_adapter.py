@@ -207,7 +207,6 @@ def test_round_trip_and_body_layout(
         else:
             assert len(body) == ct.IV_BYTES + (size // 16 + 1) * 16 + ct.MAC_BYTES
         assert plaintext not in body or size < 2
-        assert hsm.decrypt(objects, algorithm, head, body, context) == plaintext
         assert asyncio.run(hsm.adecrypt(objects, algorithm, head, body, context)) == plaintext
 
 
@@ -245,9 +244,9 @@ def test_authentication_failures(hsm: Hsm, make_version: Callable[[Algorithm], V
         bad.append((objects, head, bytes(flipped), context))
     for objs, hd, bd, cx in bad:
         with pytest.raises(DecryptionFailed) as info:
-            hsm.decrypt(objs, algorithm, hd, bd, cx)
+            asyncio.run(hsm.adecrypt(objs, algorithm, hd, bd, cx))
         assert str(info.value) == "decryption failed"
-    assert hsm.decrypt(objects, algorithm, head, body, context) == b"0123456789abcdef"
+    assert asyncio.run(hsm.adecrypt(objects, algorithm, head, body, context)) == b"0123456789abcdef"
 
 
 def test_cbc_mac_is_checked_before_decryption(hsm: Hsm, make_version: Callable[[Algorithm], Version]) -> None:
@@ -264,7 +263,7 @@ def test_cbc_mac_is_checked_before_decryption(hsm: Hsm, make_version: Callable[[
     errors = []
     for candidate in (padding_broken, iv_broken):
         with pytest.raises(DecryptionFailed) as info:
-            hsm.decrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, bytes(candidate), b"")
+            asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, bytes(candidate), b""))
         errors.append((type(info.value), str(info.value)))
     assert errors[0] == errors[1]
 
@@ -286,7 +285,7 @@ def test_calls_from_many_threads(hsm: Hsm, make_version: Callable[[Algorithm], V
             for i in range(20):
                 data = f"{n}-{i}".encode()
                 body = hsm.encrypt(objects, Algorithm.AES_256_GCM, head, data, b"")
-                assert hsm.decrypt(objects, Algorithm.AES_256_GCM, head, body, b"") == data
+                assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_GCM, head, body, b"")) == data
         except BaseException as exc:
             failures.append(exc)
 
@@ -316,18 +315,18 @@ def test_lost_session_is_unavailable_once_then_reopened(hsm: Hsm, make_version: 
     _lose_session(hsm)
     with pytest.raises(HsmUnavailable):
         hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"during", b"")
-    assert hsm.decrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"") == b"before"
+    assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")) == b"before"
 
     _lose_session(hsm)
     with pytest.raises(HsmUnavailable):
-        hsm.decrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")
+        asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b""))
     hsm.ping()
 
     _lose_session(hsm)
     with pytest.raises(HsmUnavailable):
         hsm.ping()
     hsm.ping()
-    assert hsm.decrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"") == b"before"
+    assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")) == b"before"
 
 
 def test_missing_key_object_is_unavailable(hsm: Hsm) -> None:

@@ -135,7 +135,7 @@ def test_an_awaited_call_is_woken_at_its_deadline(short: Hsm) -> None:
         gate.set()
     holder.result(10)
     body = short.encrypt(objects, Algorithm.AES_256_GCM, head, b"4111", b"")
-    assert short.decrypt(objects, Algorithm.AES_256_GCM, head, body, b"") == b"4111"
+    assert asyncio.run(short.adecrypt(objects, Algorithm.AES_256_GCM, head, body, b"")) == b"4111"
     short.destroy_version(objects)
 
 

@@ -6,6 +6,7 @@ since; the adapter re-initialises the library when a label is missing, and finds
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 
 from keymanager.config import SOFTHSM_MODULE
@@ -31,6 +32,6 @@ def test_a_key_made_by_another_process_is_found_after_writing_here(hsm: Hsm, sof
 
     head = ct.header(key_id, 1)
     body = hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"4111111111111111", b"")
-    assert hsm.decrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"") == b"4111111111111111"
+    assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")) == b"4111111111111111"
     for version in (own, again, objects):
         hsm.destroy_version(version)

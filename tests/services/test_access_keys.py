@@ -56,10 +56,15 @@ def test_a_sealed_secret_is_bound_to_its_id(services: Services) -> None:
     assert stored is not None and secret.encode() not in stored.sealed_secret
     wrap = HsmObjects(enc_label=stored.wrap_label, mac_label=None)
     head = f"km:access-key:{first}:".encode()
-    assert services.hsm.decrypt(wrap, Algorithm.AES_256_GCM, head, stored.sealed_secret, b"") == secret.encode()
+    assert (
+        asyncio.run(services.hsm.adecrypt(wrap, Algorithm.AES_256_GCM, head, stored.sealed_secret, b""))
+        == secret.encode()
+    )
     with pytest.raises(DecryptionFailed):
-        services.hsm.decrypt(
-            wrap, Algorithm.AES_256_GCM, f"km:access-key:{second}:".encode(), stored.sealed_secret, b""
+        asyncio.run(
+            services.hsm.adecrypt(
+                wrap, Algorithm.AES_256_GCM, f"km:access-key:{second}:".encode(), stored.sealed_secret, b""
+            )
         )
 
 

@@ -7,6 +7,7 @@ SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import multiprocessing
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -111,7 +112,7 @@ def test_orphans_past_the_grace_period_are_destroyed_and_referenced_objects_neve
         for version in key.versions.values():
             head = b"km:1:" + key.id.encode()
             body = hsm.encrypt(version.hsm, key.algorithm, head, b"4111111111111111", b"")
-            assert hsm.decrypt(version.hsm, key.algorithm, head, body, b"") == b"4111111111111111"
+            assert asyncio.run(hsm.adecrypt(version.hsm, key.algorithm, head, body, b"")) == b"4111111111111111"
 
 
 def test_an_object_committed_within_the_grace_period_is_kept(services: Services) -> None:

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import AuditDep, Caller, ServicesDep, run_authenticated, services_of
+from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -26,8 +26,10 @@ from keymanager.api.schemas import (
     encode_base64,
 )
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
 from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
+from keymanager.services.snapshot import Snapshot
 
 router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES)
 
@@ -41,7 +43,7 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
     result = await run_authenticated(
         request,
         trail,
-        lambda keys, principal: crypto.encrypt(keys, principal, key, plaintext, body.context),
+        lambda snapshot, principal: crypto.encrypt(snapshot, principal, key, plaintext, body.context),
         trail.success,
     )
     return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
@@ -66,7 +68,7 @@ async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, 
     result = await run_authenticated(
         request,
         trail,
-        lambda keys, principal: crypto.decrypt(keys, principal, body.ciphertext, body.context, ref=key),
+        lambda snapshot, principal: crypto.decrypt(snapshot, principal, body.ciphertext, body.context, ref=key),
         trail.success,
     )
     return JSONResponse({"plaintext": encode_base64(result.plaintext)})
@@ -81,7 +83,7 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
     made = await run_authenticated(
         request,
         trail,
-        lambda keys, principal: crypto.generate_data_key(keys, principal, key, body.bits, body.context),
+        lambda snapshot, principal: crypto.generate_data_key(snapshot, principal, key, body.bits, body.context),
         lambda d: trail.success(d.encrypted),
     )
     answer: dict[str, Any] = {"ciphertext": made.encrypted.ciphertext}
@@ -93,21 +95,25 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
 
 @router.post("/keys/{key}/reencrypt", response_model=EncryptResponse)
 @audited("key.reencrypt")
-def reencrypt(
-    key: str, body: ReencryptRequest, principal: Caller, svc: ServicesDep, trail: AuditDep
-) -> EncryptResponse:
+async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Re-encrypt a ciphertext of this key under its primary version, or under ``destination_key``."""
+    crypto = services_of(request).crypto
     trail.details.update(destination_key=body.destination_key)
-    result = svc.crypto.reencrypt(
-        principal,
-        key,
-        body.ciphertext,
-        body.context,
-        destination=body.destination_key,
-        destination_context=body.destination_context,
-    )
-    trail.key_id, trail.key_version = result.key_id, result.key_version
-    return EncryptResponse(ciphertext=result.ciphertext, key_id=result.key_id, key_version=result.key_version)
+
+    async def use(snapshot: Snapshot, principal: Principal) -> Encrypted:
+        encrypted, _ = await crypto.reencrypt(
+            snapshot,
+            principal,
+            body.ciphertext,
+            body.context,
+            ref=key,
+            destination=body.destination_key,
+            destination_context=body.destination_context,
+        )
+        return encrypted
+
+    result = await run_authenticated(request, trail, use, trail.success)
+    return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
 
 
 @router.post("/keys/{key}/encrypt/batch", response_model=EncryptBatchResponse)
@@ -120,7 +126,7 @@ async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, t
     batch = await run_authenticated(
         request,
         trail,
-        lambda keys, principal: crypto.encrypt_batch(keys, principal, key, items),
+        lambda snapshot, principal: crypto.encrypt_batch(snapshot, principal, key, items),
         lambda b: _batch_success(trail, b),
     )
     return JSONResponse({"results": [_encrypt_result(r) for r in batch.results]})
@@ -136,7 +142,7 @@ async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, t
     batch = await run_authenticated(
         request,
         trail,
-        lambda keys, principal: crypto.decrypt_batch(keys, principal, key, items),
+        lambda snapshot, principal: crypto.decrypt_batch(snapshot, principal, key, items),
         lambda b: _batch_success(trail, b),
     )
     return JSONResponse({"results": [_decrypt_result(r) for r in batch.results]})

@@ -22,31 +22,24 @@ completed; structural damage found before the first byte is a plain 400 ``decryp
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import binascii
 import json
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Request
-from fastapi.responses import StreamingResponse
-from starlette.concurrency import run_in_threadpool
+from fastapi.responses import Response, StreamingResponse
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import AuditDep, Caller, ServicesDep
+from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody
-from keymanager.domain.stream import (
-    StreamHeader,
-    header_size,
-    read_header,
-    sealed_length,
-    sealed_size_bound,
-    segment_prefix,
-)
-from keymanager.errors import DecryptionFailed, InvalidRequest, KeyManagerError, PayloadTooLarge
+from keymanager.domain.models import Principal
+from keymanager.domain.stream import StreamHeader, sealed_size_bound
+from keymanager.errors import InvalidRequest, KeyManagerError, PayloadTooLarge
+from keymanager.services import streams
+from keymanager.services.snapshot import Snapshot
 from keymanager.services.spool import SpoolFile
-from keymanager.services.streams import StreamOpener, StreamSealer
 
 router = APIRouter(prefix="/v1/keys", tags=["streams"], responses=ERROR_RESPONSES)
 
@@ -70,68 +63,84 @@ _ANSWER: dict[int | str, dict[str, Any]] = {
         "headers": {"Retry-After": {"description": "seconds, with spool_busy", "schema": {"type": "integer"}}},
     },
 }
+_STREAMING: dict[str, Any] = {
+    "response_class": StreamingResponse,
+    "responses": _ANSWER,
+    "openapi_extra": {"requestBody": _BODY},
+}
+ContextHeader = Annotated[str | None, Header()]
+"""``X-KM-Context``: base64 of a JSON object of strings (the encryption context)."""
 
 
-@router.post(
-    "/{key}/encrypt/stream", response_class=StreamingResponse, responses=_ANSWER, openapi_extra={"requestBody": _BODY}
-)
+@router.post("/{key}/encrypt/stream", **_STREAMING)
 @audited("key.encrypt_stream")
-async def encrypt_stream(
-    key: str,
-    request: Request,
-    principal: Caller,
-    svc: ServicesDep,
-    trail: AuditDep,
-    x_km_context: str | None = Header(default=None),
-) -> StreamingResponse:
+async def encrypt_stream(key: str, request: Request, trail: AuditDep, x_km_context: ContextHeader = None) -> Response:
     """Encrypt the request body in the HSM, segment by segment; the answer is the on-board stream format."""
-    context = _context(x_km_context)
-    segment = svc.settings.stream_segment_bytes
-    sealer = await run_in_threadpool(svc.crypto.stream_sealer, principal, key, segment, context)
-    trail.key_id, trail.key_version = sealer.header.key_id, sealer.header.key_version
-    limit = svc.settings.max_stream_bytes
-    head = sealer.header.encode()
-    spool = svc.spool.open(sealed_size_bound(_declared_length(request, limit), segment, len(head)))
+    svc = services_of(request)
+    segment, limit = svc.settings.stream_segment_bytes, svc.settings.max_stream_bytes
+    sealed: streams.ReadOnce[tuple[StreamHeader, SpoolFile]] = streams.ReadOnce()
+    spools: list[SpoolFile] = []
+
+    async def seal(sealer: streams.StreamSealer) -> tuple[StreamHeader, SpoolFile]:
+        bound = sealed_size_bound(_declared_length(request, limit), segment, len(sealer.header.encode()))
+        spools.append(spool := svc.spool.open(bound))
+        trail.key_id, trail.key_version = sealer.header.key_id, sealer.header.key_version
+        trail.details["bytes"] = await streams.seal_body(request.stream(), sealer, spool, limit)
+        return sealer.header, spool
+
+    async def use(snapshot: Snapshot, principal: Principal) -> tuple[StreamHeader, SpoolFile]:
+        sealer = await svc.crypto.stream_sealer(snapshot, principal, key, segment, _context(x_km_context))
+        await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
+        return await sealed.get(lambda: seal(sealer))  # the body is read once, by the first attempt
+
     try:
-        spool.write(head)
-        size = await _seal_body(request.stream(), sealer, segment, spool, limit)
+        _, spool = await run_authenticated(request, trail, use, lambda done: trail.success(done[0]))
     except BaseException:
-        spool.close()
+        _close(spools)
         raise
-    trail.details["bytes"] = size
     spool.seek(0)
     return StreamingResponse(_read_spool(spool), media_type=OCTETS)
 
 
-@router.post(
-    "/{key}/decrypt/stream", response_class=StreamingResponse, responses=_ANSWER, openapi_extra={"requestBody": _BODY}
-)
+@router.post("/{key}/decrypt/stream", **_STREAMING)
 @audited("key.decrypt_stream")
-async def decrypt_stream(
-    key: str,
-    request: Request,
-    principal: Caller,
-    svc: ServicesDep,
-    trail: AuditDep,
-    x_km_context: str | None = Header(default=None),
-) -> StreamingResponse:
+async def decrypt_stream(key: str, request: Request, trail: AuditDep, x_km_context: ContextHeader = None) -> Response:
     """Decrypt an on-board stream of this key; each segment is released only once authenticated."""
-    context = _context(x_km_context)
-    await run_in_threadpool(svc.crypto.stream_key, principal, key)  # a refused caller sends nothing we read
+    svc, body = services_of(request), request.stream()
     limit = svc.settings.max_stream_bytes
-    declared = _declared_length(request, limit)
-    body = request.stream()
-    header, offset, first = await _read_header(body)
-    opener = await run_in_threadpool(svc.crypto.stream_opener, principal, key, header, context)
-    trail.key_id, trail.key_version = header.key_id, header.key_version
-    spool = svc.spool.open(declared)
+    head: streams.ReadOnce[tuple[StreamHeader, int, bytes]] = streams.ReadOnce()
+    spooled: streams.ReadOnce[tuple[SpoolFile, list[tuple[int, int]]]] = streams.ReadOnce()
+    spools: list[SpoolFile] = []
+
+    async def spool(declared: int, first: bytes, offset: int, segment: int) -> tuple[SpoolFile, list[tuple[int, int]]]:
+        spools.append(out := svc.spool.open(declared))
+        await _spool_body(first, body, out, limit)
+        return out, streams.segments(out, offset, segment)
+
+    async def use(
+        snapshot: Snapshot, principal: Principal
+    ) -> tuple[streams.StreamOpener, SpoolFile, list[tuple[int, int]]]:
+        context = _context(x_km_context)
+        usable = await svc.crypto.stream_key(snapshot, principal, key)  # a refused caller sends nothing we read
+        await snapshot.confirm_current()  # nothing is read or spooled on stale metadata
+        declared = _declared_length(request, limit)
+        header, offset, first = await head.get(lambda: streams.read_header(body))
+        opener = svc.crypto.stream_opener(usable, header, context)
+        trail.key_id, trail.key_version = header.key_id, header.key_version
+        return (opener, *await spooled.get(lambda: spool(declared, first, offset, header.segment_size)))
+
     try:
-        await _spool_body(first, body, spool, limit)
-        segments = _segments(spool, offset, header.segment_size)
+        opener, out, found = await run_authenticated(request, trail, use, lambda done: trail.success(done[0].header))
     except BaseException:
-        spool.close()
+        _close(spools)
         raise
-    return StreamingResponse(_open_segments(spool, segments, opener), media_type=OCTETS)
+    return StreamingResponse(_answer(streams.open_segments(out, found, opener)), media_type=OCTETS)
+
+
+def _close(spools: list[SpoolFile]) -> None:
+    """Give back the spool files of a refused request (the ones the first attempt filled included)."""
+    for spool in spools:
+        spool.close()
 
 
 def _context(header: str | None) -> dict[str, str] | None:
@@ -155,22 +164,6 @@ def _declared_length(request: Request, limit: int) -> int:
     return length
 
 
-async def _read_header(body: AsyncIterator[bytes]) -> tuple[StreamHeader, int, bytes]:
-    """The stream header from the first bytes of ``body``: the header, its length, the bytes read.
-
-    Reads no further than the chunk that completes the header; DecryptionFailed when the body
-    ends first or the header is malformed.
-    """
-    first = bytearray()
-    async for chunk in body:
-        first += chunk
-        size = header_size(first)
-        if size is not None and len(first) >= size:
-            break
-    header, offset = read_header(bytes(first))
-    return header, offset, bytes(first)
-
-
 async def _spool_body(first: bytes, body: AsyncIterator[bytes], spool: SpoolFile, limit: int) -> None:
     """Write ``first`` and the rest of ``body`` to ``spool``; PayloadTooLarge past ``limit`` bytes."""
     size = 0
@@ -187,47 +180,6 @@ async def _spool_body(first: bytes, body: AsyncIterator[bytes], spool: SpoolFile
         add(chunk)
 
 
-async def _seal_body(body: AsyncIterator[bytes], sealer: StreamSealer, segment: int, out: SpoolFile, limit: int) -> int:
-    """Seal the body into ``out``; one segment is held back until it is known whether it is the last.
-
-    While the HSM seals one segment, the next is being received. PayloadTooLarge past ``limit`` bytes.
-    """
-    buffer = bytearray()
-    held: bytes | None = None
-    pending: asyncio.Future[bytes] | None = None
-    seq = size = 0
-
-    async def flush(data: bytes, final: bool) -> None:
-        nonlocal pending, seq
-        if pending is not None:
-            _write_segment(out, await pending)
-        pending = asyncio.ensure_future(sealer.seal(seq, data, final=final))
-        seq += 1
-
-    async for chunk in body:
-        size += len(chunk)
-        if size > limit:
-            raise PayloadTooLarge(f"a stream is limited to {limit} bytes")
-        buffer += chunk
-        while len(buffer) > segment or (held is None and len(buffer) == segment):
-            if held is not None:
-                await flush(held, final=False)
-            held = bytes(buffer[:segment])
-            del buffer[:segment]
-    if held is not None and buffer:
-        await flush(held, final=False)
-        held = None
-    await flush(held if held is not None else bytes(buffer), final=True)
-    assert pending is not None
-    _write_segment(out, await pending)
-    return size
-
-
-def _write_segment(out: SpoolFile, sealed: bytes) -> None:
-    out.write(segment_prefix(len(sealed)))
-    out.write(sealed)
-
-
 async def _read_spool(spool: SpoolFile) -> AsyncIterator[bytes]:
     try:
         while chunk := spool.read(READ_CHUNK):
@@ -236,43 +188,10 @@ async def _read_spool(spool: SpoolFile) -> AsyncIterator[bytes]:
         spool.close()
 
 
-def _segments(spool: SpoolFile, offset: int, segment_size: int) -> list[tuple[int, int]]:
-    """(offset, length) of every sealed segment; DecryptionFailed when the framing does not add up."""
-    end = spool.seek(0, 2)
-    found = []
-    while offset < end:
-        spool.seek(offset)
-        length = sealed_length(spool.read(4), segment_size)
-        if offset + 4 + length > end:
-            raise DecryptionFailed()
-        found.append((offset + 4, length))
-        offset += 4 + length
-    if not found:
-        raise DecryptionFailed()
-    return found
-
-
-async def _open_segments(
-    spool: SpoolFile, segments: list[tuple[int, int]], opener: StreamOpener
-) -> AsyncIterator[bytes]:
-    """Plaintext segment by segment, the next one opening while the current one is sent."""
-
-    def start(index: int) -> asyncio.Future[bytes]:
-        offset, length = segments[index]
-        spool.seek(offset)
-        sealed = spool.read(length)
-        return asyncio.ensure_future(opener.open(index, sealed, final=index == len(segments) - 1))
-
+async def _answer(plaintext: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The response body: ``plaintext`` as it comes; on a failure the response is cut (see the module docstring)."""
     try:
-        upcoming = start(0)
-        for index in range(len(segments)):
-            current = upcoming
-            try:
-                plaintext = await current
-            except KeyManagerError as exc:
-                raise StreamAborted() from exc  # recorded with the status of exc (see api/audit_trail.py)
-            if index + 1 < len(segments):
-                upcoming = start(index + 1)
-            yield plaintext
-    finally:
-        spool.close()
+        async for chunk in plaintext:
+            yield chunk
+    except KeyManagerError as exc:
+        raise StreamAborted() from exc  # recorded with the status of exc (see api/audit_trail.py)

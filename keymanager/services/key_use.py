@@ -1,0 +1,32 @@
+"""Whether a principal may use a key for an operation now: its policy, its state, its kind.
+
+One rule for every operation on key material (encryption, MACs, tokens), so that a refusal
+reads the same whichever service raises it.
+"""
+
+from __future__ import annotations
+
+from keymanager.domain.models import Algorithm, Key, Principal
+from keymanager.domain.policy import Operation
+from keymanager.errors import InvalidRequest
+from keymanager.services.keys import require_enabled, require_use
+
+_TOKENS = (Operation.TOKENIZE, Operation.DETOKENIZE)
+
+
+def usable(key: Key, principal: Principal, operation: Operation) -> Key:
+    """``key`` if ``principal`` may use it for ``operation`` now and it is of the kind the operation
+    needs; else Forbidden, the error of the key's state, or InvalidRequest (another kind of key)."""
+    require_use(key, principal, operation)
+    require_enabled(key)
+    if operation is Operation.MAC:
+        if key.algorithm is not Algorithm.HMAC_SHA256:
+            raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
+    elif operation in _TOKENS:
+        if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
+            raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
+    elif key.algorithm is Algorithm.HMAC_SHA256:
+        raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    elif key.algorithm is Algorithm.FF1_AES_256:
+        raise InvalidRequest("an FF1_AES_256 key only makes tokens")
+    return key
