@@ -7,17 +7,23 @@ read-modify-write of a policy cannot silently drop someone else's change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import TypeAdapter
 
-from keymanager.api.audit_trail import audited
-from keymanager.api.deps import Admin, AuditDep, CurrentPrincipal, ServicesDep
+from keymanager.api.audit_trail import AuditContext, audited
+from keymanager.api.deps import Admin, AuditDep, ServicesDep, authenticate, services_of
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
+from keymanager.services.keys import ShownKey
+from keymanager.services.snapshot import Snapshot, run_validated
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
+_KEY_LIST = TypeAdapter(list[KeyOut])
 
 
 def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
@@ -48,20 +54,42 @@ def create_key(body: KeyCreate, admin: Admin, svc: ServicesDep, trail: AuditDep,
 
 @router.get("", response_model=list[KeyOut])
 @audited("key.list")
-def list_keys(principal: CurrentPrincipal, svc: ServicesDep) -> list[KeyOut]:
+async def list_keys(request: Request, trail: AuditDep) -> Response:
     """Every key for an admin; for others, the keys whose policy names them."""
-    keys = svc.keys.list(principal)
-    return [KeyOut.of(k, policy) for k, policy in zip(keys, svc.keys.named([k.policy for k in keys]), strict=True)]
+    svc = services_of(request)
+
+    async def attempt(snapshot: Snapshot) -> list[ShownKey]:
+        return await svc.keys.listed(await authenticate(request, snapshot, trail))
+
+    shown = await run_validated(svc.cache, svc.audit, attempt, _recorded(trail, "key.list"))
+    return Response(_KEY_LIST.dump_json([KeyOut.of(s.key, s.policy) for s in shown]), media_type="application/json")
 
 
 @router.get("/{key}", response_model=KeyOut)
 @audited("key.read")
-def get_key(key: str, principal: CurrentPrincipal, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+async def get_key(key: str, request: Request, trail: AuditDep) -> Response:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
+    svc = services_of(request)
     trail.details["key"] = key
-    found = svc.keys.get(key, principal)
-    trail.key_id = found.id
-    return _tagged(svc, found, response)
+
+    async def attempt(snapshot: Snapshot) -> ShownKey:
+        return await svc.keys.read(snapshot, await authenticate(request, snapshot, trail), key)
+
+    shown = await run_validated(svc.cache, svc.audit, attempt, _recorded(trail, "key.read"))
+    body = KeyOut.of(shown.key, shown.policy).model_dump_json()
+    return Response(body, media_type="application/json", headers={"ETag": shown.key.etag})
+
+
+def _recorded(trail: AuditContext, action: str) -> Callable[[list[ShownKey] | ShownKey], AuditEntry]:
+    """The audit entry of a successful read (written by the route itself, see ``run_validated``)."""
+
+    def entry(shown: list[ShownKey] | ShownKey) -> AuditEntry:
+        if isinstance(shown, ShownKey):
+            trail.key_id = shown.key.id
+        trail.recorded = True
+        return trail.entry(action, 200)
+
+    return entry
 
 
 @router.patch(
