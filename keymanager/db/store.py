@@ -217,11 +217,8 @@ class Store:
         states = [KeyState.ENABLED.value, KeyState.DISABLED.value, KeyState.PENDING_IMPORT.value]
         movable = (KeyRow.id == key_id) & KeyRow.state.in_(states)
         values = {"state": KeyState.PENDING_DELETION.value, "deletion_date": deletion_date, "updated_at": _now()}
-        with self._transaction() as session:
-            if not _update_keys(session, movable, values):
-                raise _refusal(session, key_id, "only an enabled or disabled key can be scheduled for deletion")
-            _changed(session, audit)
-            return _load_key(session, key_id)
+        refused = "only an enabled or disabled key can be scheduled for deletion"
+        return self._move(key_id, movable, values, refused, audit)
 
     def cancel_deletion(self, key_id: str, *, now: datetime, audit: AuditEntry | None = None) -> Key:
         """Return a key pending deletion (whose date has not come) to ``disabled``.
@@ -232,11 +229,8 @@ class Store:
             (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value) & (KeyRow.deletion_date > now)
         )
         values = {"state": KeyState.DISABLED.value, "deletion_date": None, "updated_at": _now()}
-        with self._transaction() as session:
-            if not _update_keys(session, cancellable, values):
-                raise _refusal(session, key_id, "the key is not pending deletion, or its deletion date has passed")
-            _changed(session, audit)
-            return _load_key(session, key_id)
+        refused = "the key is not pending deletion, or its deletion date has passed"
+        return self._move(key_id, cancellable, values, refused, audit)
 
     def keys_to_destroy(self, now: datetime) -> list[Key]:
         """Keys pending deletion whose deletion date has come."""
@@ -271,6 +265,22 @@ class Store:
         """A session in one transaction, committed when the block ends without an exception."""
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             yield session
+
+    def _move(
+        self,
+        key_id: str,
+        condition: ColumnElement[bool],
+        values: dict[str, Any],
+        refused: str,
+        audit: AuditEntry | None,
+    ) -> Key:
+        """Set ``values`` on key ``key_id`` if it matches ``condition`` (with ``audit``); the key after.
+        KeyNotFound, or Conflict saying ``refused`` when the key does not match."""
+        with self._transaction() as session:
+            if not _update_keys(session, condition, values):
+                raise _refusal(session, key_id, refused)
+            _changed(session, audit)
+            return _load_key(session, key_id)
 
     def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:
         with self._transaction() as session:

@@ -130,10 +130,8 @@ def update_key(
 @audited("key.rotate")
 def rotate_key(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
-    trail.details["key"] = key
-    rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.entry("key.rotate", 200))
-    trail.recorded = True
-    return _tagged(svc, rotated, response)
+    rotate = svc.lifecycle.rotate
+    return _changed(svc, key, trail, response, "key.rotate", lambda found, entry: rotate(found, audit=entry))
 
 
 @router.delete("/{key}", response_model=KeyOut)
@@ -149,19 +147,29 @@ def schedule_key_deletion(
     ] = None,
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
-    trail.details["key"] = key
-    pending = svc.lifecycle.schedule_deletion(
-        svc.keys.find(key), pending_days, audit=trail.entry("key.schedule_deletion", 200)
-    )
-    trail.recorded = True
-    return _tagged(svc, pending, response)
+    schedule = svc.lifecycle.schedule_deletion
+    action = "key.schedule_deletion"
+    return _changed(svc, key, trail, response, action, lambda found, entry: schedule(found, pending_days, audit=entry))
 
 
 @router.post("/{key}/cancel-deletion", response_model=KeyOut)
 @audited("key.cancel_deletion")
 def cancel_key_deletion(key: str, admin: Admin, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
+    cancel = svc.lifecycle.cancel_deletion
+    return _changed(svc, key, trail, response, "key.cancel_deletion", lambda found, entry: cancel(found, audit=entry))
+
+
+def _changed(
+    svc: Services,
+    key: str,
+    trail: AuditContext,
+    response: Response,
+    action: str,
+    change: Callable[[Key, AuditEntry], Key],
+) -> KeyOut:
+    """``change`` applied to the key named ``key`` with the audit entry of ``action`` (recorded with the change)."""
     trail.details["key"] = key
-    cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.entry("key.cancel_deletion", 200))
+    changed = change(svc.keys.find(key), trail.entry(action, 200))
     trail.recorded = True
-    return _tagged(svc, cancelled, response)
+    return _tagged(svc, changed, response)
