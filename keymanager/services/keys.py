@@ -41,6 +41,8 @@ from keymanager.services.snapshot import Snapshot
 log = logging.getLogger(__name__)
 
 _NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
+MAX_NAMES = 10_000
+"""Principal names remembered per process (see :meth:`KeyService.named`)."""
 
 
 @dataclass(frozen=True)
@@ -57,6 +59,9 @@ class KeyService:
     def __init__(self, store: Store, hsm: Hsm) -> None:
         self._store = store
         self._hsm = hsm
+        self._names: dict[str, str] = {}
+        """Principal id to name. Both never change (no rename; ids are random and never reused), and a
+        deleted principal leaves every policy in the same transaction, so an entry is never wrong."""
 
     def create(
         self,
@@ -123,10 +128,23 @@ class KeyService:
         return policy.translated({name: p.id for name, p in found.items()})
 
     def named(self, policies: Sequence[Policy]) -> list[Policy]:
-        """Stored ``policies`` (by id) by principal name, as the API shows them (one query)."""
-        ids = frozenset().union(*(p.principals() for p in policies))
-        names = self._store.principal_names(ids) if ids else {}
+        """Stored ``policies`` (by id) by principal name, as the API shows them (at most one query)."""
+        names = self._names_of(frozenset().union(*(p.principals() for p in policies)))
         return [p.translated(names) for p in policies]
+
+    def _known_names(self, ids: frozenset[str]) -> dict[str, str]:
+        return {i: name for i in ids if (name := self._names.get(i)) is not None}
+
+    def _names_of(self, ids: frozenset[str]) -> dict[str, str]:
+        """The names of the principals ``ids`` that exist; a database read only for ids not seen yet."""
+        known = self._known_names(ids)
+        if len(known) < len(ids):
+            found = self._store.principal_names(ids - known.keys())
+            if len(self._names) + len(found) > MAX_NAMES:
+                self._names.clear()
+            self._names.update(found)
+            known.update(found)
+        return known
 
     def get(self, ref: str, principal: Principal) -> Key:
         """The key named or identified by ``ref`` as ``principal`` may see it.
@@ -139,12 +157,14 @@ class KeyService:
         """:meth:`get` through ``snapshot`` (KeyNotFound, Forbidden), with the policy by name.
 
         The key comes from the snapshot (validated at the audit commit, see ``run_validated``);
-        a policy that names principals costs one database read for their names.
+        names not seen before by this process cost one database read.
         """
         key = _visible(await snapshot.key(ref), principal)
-        if not key.policy.principals():
-            return ShownKey(key, key.policy)
-        return ShownKey(key, (await asyncio.to_thread(self.named, [key.policy]))[0])
+        ids = key.policy.principals()
+        names = self._known_names(ids)
+        if len(names) < len(ids):
+            names = await asyncio.to_thread(self._names_of, ids)
+        return ShownKey(key, key.policy.translated(names))
 
     async def listed(self, principal: Principal) -> list[ShownKey]:
         """:meth:`list` with each policy by name, read from the database off the event loop."""

@@ -121,3 +121,20 @@ def test_an_imported_key_starts_pending_without_versions(services: Services) -> 
         0,
         {},
     )
+
+
+def test_principal_names_are_read_once_per_process(
+    services: Services, admin: Principal, billing: Principal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    services.keys.create("cards", policy=Policy({Operation.ENCRYPT: frozenset({"billing", "admin"})}))
+    asked: list[frozenset[str]] = []
+    names = services.store.principal_names
+    monkeypatch.setattr(services.store, "principal_names", lambda ids: asked.append(frozenset(ids)) or names(ids))
+
+    first = read(services, admin, "cards")
+    again = read(services, billing, "cards")
+    listed = asyncio.run(services.keys.listed(admin))
+
+    assert asked == [frozenset({admin.id, billing.id})]
+    assert first.policy.to_dict()["encrypt"] == again.policy.to_dict()["encrypt"] == ["admin", "billing"]
+    assert listed[0].policy == first.policy
