@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, Connection, Row, case, or_, select
+from sqlalchemy import ColumnElement, Connection, Row, String, bindparam, case, or_, select
 
 from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
@@ -19,30 +19,42 @@ from keymanager.domain.tokens import TokenFormat
 
 _KEYS = KeyRow.__table__
 _VERSIONS = KeyVersionRow.__table__
-_VERSION_COLUMNS = (
+_JOINED = select(
+    _KEYS,
     _VERSIONS.c.version,
     _VERSIONS.c.enc_label,
     _VERSIONS.c.mac_label,
     _VERSIONS.c.created_at.label("version_created_at"),
+).outerjoin(_VERSIONS, _VERSIONS.c.key_id == _KEYS.c.id)
+"""Every key's row joined to its versions' rows (a key without versions: one row of NULLs)."""
+_REF = bindparam("ref", type_=String())
+_CHOSEN = (
+    select(_KEYS.c.id)
+    .where(or_(_KEYS.c.id == _REF, _KEYS.c.name == _REF))
+    .order_by(case((_KEYS.c.id == _REF, 0), else_=1))
+    .limit(1)
+    .scalar_subquery()
 )
+_BY_REF = _JOINED.where(_KEYS.c.id == _CHOSEN).order_by(_VERSIONS.c.version)
+_BY_NAME = _JOINED.order_by(_KEYS.c.name, _VERSIONS.c.version)
+# Built once: SQLAlchemy then finds their compiled form in its cache without building them again.
+
+
+def key_by_ref(connection: Connection, ref: str) -> Key | None:
+    """The key whose id (tried first) or name is ``ref``, with its versions: one statement."""
+    found = _keys(connection.execute(_BY_REF, {"ref": ref}).all())
+    return found[0] if found else None
+
+
+def all_keys(connection: Connection) -> list[Key]:
+    """Every key with its versions, ordered by name: one statement."""
+    return _keys(connection.execute(_BY_NAME).all())
 
 
 def select_keys(connection: Connection, condition: ColumnElement[bool], *order: Any) -> list[Key]:
     """The keys matching ``condition`` (ordered by ``order``), each with its versions: one statement."""
-    statement = (
-        select(_KEYS, *_VERSION_COLUMNS)
-        .outerjoin(_VERSIONS, _VERSIONS.c.key_id == _KEYS.c.id)
-        .where(condition)
-        .order_by(*order, _KEYS.c.id, _VERSIONS.c.version)
-    )
+    statement = _JOINED.where(condition).order_by(*order, _KEYS.c.id, _VERSIONS.c.version)
     return _keys(connection.execute(statement).all())
-
-
-def key_by_ref(ref: str) -> ColumnElement[bool]:
-    """The condition matching the key whose id (tried first) or name is ``ref``."""
-    id_first = case((KeyRow.id == ref, 0), else_=1)
-    chosen = select(KeyRow.id).where(or_(KeyRow.id == ref, KeyRow.name == ref)).order_by(id_first).limit(1)
-    return KeyRow.id == chosen.scalar_subquery()
 
 
 def _keys(rows: Sequence[Row[Any]]) -> list[Key]:

@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, Unpack, cast
 
-from sqlalchemy import ColumnElement, Engine, Executable, delete, select, text, true, update
+from sqlalchemy import ColumnElement, Connection, Engine, Executable, delete, select, text, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,7 +23,7 @@ from keymanager.db import records
 from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
-from keymanager.db.records import key_by_ref, select_keys
+from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
 from keymanager.domain.models import Key, KeyState, KeyVersion, Principal
 from keymanager.domain.policy import Policy
@@ -52,15 +52,13 @@ class Store:
 
     def metadata_version(self) -> int:
         """The current metadata version (see :func:`_changed`)."""
-        with self._transaction() as session:
-            return int(
-                session.execute(select(MetadataVersionRow.version).where(MetadataVersionRow.id == 1)).scalar_one()
-            )
+        with self._reading() as connection:
+            return int(connection.execute(_METADATA_VERSION).scalar_one())
 
     def ping(self) -> None:
         """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""
-        with self._transaction() as session:
-            session.execute(text("SELECT 1"))
+        with self._reading() as connection:
+            connection.execute(text("SELECT 1"))
 
     # -- principals ---------------------------------------------------------
 
@@ -132,14 +130,13 @@ class Store:
 
     def get_key(self, id_or_name: str) -> Key | None:
         """The key whose id (tried first) or name is ``id_or_name``, with its versions; two queries."""
-        with self._transaction() as session:
-            found = select_keys(session.connection(), key_by_ref(id_or_name))
-            return found[0] if found else None
+        with self._reading() as connection:
+            return records.key_by_ref(connection, id_or_name)
 
     def list_keys(self) -> list[Key]:
         """Every key with its versions, ordered by name."""
-        with self._transaction() as session:
-            return select_keys(session.connection(), true(), KeyRow.name)
+        with self._reading() as connection:
+            return records.all_keys(connection)
 
     def update_key(
         self,
@@ -261,6 +258,12 @@ class Store:
     # -- internals ----------------------------------------------------------
 
     @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection for reads with SQLAlchemy Core (no ORM session), released when the block ends."""
+        with connection_errors_as_unavailable(), self._engine.connect() as connection:
+            yield connection
+
+    @contextmanager
     def _transaction(self) -> Iterator[Session]:
         """A session in one transaction, committed when the block ends without an exception."""
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
@@ -293,6 +296,7 @@ class Store:
         return errors.Conflict(f"a principal named {principal.name!r} exists")
 
 
+_METADATA_VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
 _AUDIT_KEY = "audit_key"
 """Where a session of a :class:`Store` finds the store's audit key (``Session.info``)."""
 
