@@ -9,15 +9,19 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Header, Query, Response
+from fastapi import APIRouter, Header, Query, Request, Response
+from pydantic import TypeAdapter
 
-from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
+from keymanager.api.audit_trail import AuditContext, audited
+from keymanager.api.deps import ADMIN, AuditDep, ServicesDep, run_authenticated, services_of
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
+from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
+from keymanager.services.keys import ShownKey
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
+_KEY_LIST = TypeAdapter(list[KeyOut])
 
 
 def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
@@ -47,19 +51,32 @@ def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Res
 
 @router.get("", response_model=list[KeyOut])
 @audited("key.list")
-def list_keys(principal: Caller, svc: ServicesDep) -> list[KeyOut]:
+async def list_keys(request: Request, trail: AuditDep) -> Response:
     """Every key for an admin; for others, the keys whose policy names them."""
-    keys = svc.keys.list(principal)
-    return [KeyOut.of(k, policy) for k, policy in zip(keys, svc.keys.named([k.policy for k in keys]), strict=True)]
+    keys = services_of(request).keys
+    shown = await run_authenticated(
+        request, trail, lambda snapshot, principal: keys.listed(principal), lambda s: _success(trail, s)
+    )
+    return Response(_KEY_LIST.dump_json([KeyOut.of(s.key, s.policy) for s in shown]), media_type="application/json")
 
 
 @router.get("/{key}", response_model=KeyOut)
 @audited("key.read")
-def get_key(key: str, principal: Caller, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
+async def get_key(key: str, request: Request, trail: AuditDep) -> Response:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
-    found = svc.keys.get(key, principal)
-    trail.key_id = found.id
-    return _tagged(svc, found, response)
+    keys = services_of(request).keys
+    shown = await run_authenticated(
+        request, trail, lambda snapshot, principal: keys.read(snapshot, principal, key), lambda s: _success(trail, s)
+    )
+    body = KeyOut.of(shown.key, shown.policy).model_dump_json()
+    return Response(body, media_type="application/json", headers={"ETag": shown.key.etag})
+
+
+def _success(trail: AuditContext, shown: list[ShownKey] | ShownKey) -> AuditEntry:
+    """The record of a successful read (naming the key when one was read)."""
+    if isinstance(shown, ShownKey):
+        trail.key_id = shown.key.id
+    return trail.success()
 
 
 @router.patch(
