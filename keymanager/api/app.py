@@ -14,8 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from keymanager import __version__
-from keymanager.api import errors, logs, metrics
-from keymanager.api.affinity import pin_worker
+from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
@@ -214,13 +213,3 @@ def _close_with_checkpoint(services: Services) -> None:
     except Exception as exc:  # closing goes on
         log.warning("audit checkpoint at shutdown failed: %s", type(exc).__name__)
     services.close()
-
-
-def app_from_env() -> FastAPI:
-    """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
-    settings = Settings()
-    logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
-    if settings.cpu_affinity:
-        cpu = pin_worker(settings.run_dir)
-        log.info("worker pinned to CPU %s", cpu)
-    return create_app(settings)
