@@ -29,6 +29,10 @@ PROBE_ACTION = "service.readiness_probe"
 """The action of the record readiness writes to learn whether the audit log takes writes again."""
 
 
+def _nothing() -> None:
+    pass
+
+
 class StaleMetadata(Exception):
     """The request used cached principals or keys, and they changed before its audit commit."""
 
@@ -52,6 +56,8 @@ class AuditLog:
         """Whether the last commit failed (or timed out) and none succeeded since."""
         self.observer: Callable[[int], None] | None = None
         """Called with the queue depth when the writer takes a batch."""
+        self.on_failure: Callable[[], None] = _nothing
+        """Called for each record :meth:`awrite` could not write (its request fails closed)."""
 
     def submit(self, entry: AuditEntry, expected_version: int | None = None) -> concurrent.futures.Future[int]:
         """Queue ``entry``; the future gives the metadata version at commit, or the store's error,
@@ -65,9 +71,15 @@ class AuditLog:
         """
         try:
             return await self._writer.acall((entry, expected_version), self._timeout)
+        except StaleMetadata:
+            raise
         except DeadlineExceeded:
             self.outcome.failed()
+            self.on_failure()
             raise DatabaseUnavailable("the audit record could not be written in time") from None
+        except Exception:
+            self.on_failure()
+            raise
 
     def probe(self, timeout: float) -> None:
         """Write one readiness-probe record; DatabaseUnavailable unless it is committed within ``timeout`` s."""

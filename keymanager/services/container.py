@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
@@ -23,6 +24,16 @@ from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
+
+
+class ServiceObserver(Protocol):
+    """What the services report as they work (the API's metrics implement it)."""
+
+    def observe_hsm(self, operation: str, seconds: float, failed: bool) -> None: ...
+    def observe_hsm_timeout(self, operation: str) -> None: ...
+    def observe_audit_queue(self, depth: int) -> None: ...
+    def observe_audit_failure(self) -> None: ...
+    def observe_cache(self, table: str, entries: int, evicted: int) -> None: ...
 
 
 @dataclass
@@ -102,6 +113,15 @@ class Services:
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
             owns_hsm=owns_hsm,
         )
+
+    def observe(self, observer: ServiceObserver) -> None:
+        """Report to ``observer`` from now on: every HSM call and timeout, the audit queue's depth and
+        every audit record that could not be written, the metadata cache's sizes and evictions."""
+        self.hsm.observer = observer.observe_hsm
+        self.hsm.on_timeout = observer.observe_hsm_timeout
+        self.audit.observer = observer.observe_audit_queue
+        self.audit.on_failure = observer.observe_audit_failure
+        self.cache.observer = observer.observe_cache
 
     def maintain(self) -> None:
         """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,

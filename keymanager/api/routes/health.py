@@ -7,8 +7,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, Request, Response
 from fastapi.responses import JSONResponse
 
-from keymanager.api import metrics
 from keymanager.api.deps import ServicesDep, require_role
+from keymanager.api.metrics import Metrics
 from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
 from keymanager.domain.models import Principal, Role
 
@@ -42,5 +42,6 @@ def ready(svc: ServicesDep) -> JSONResponse:
 def prometheus_metrics(reader: MetricsReader, request: Request) -> Response:
     """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue
     and write failures, database pool, keys by state, build and per-worker process metrics."""
-    body, content_type = metrics.exposition(before=getattr(request.app.state, "before_scrape", None))
+    app_metrics: Metrics = request.app.state.metrics
+    body, content_type = app_metrics.exposition(before=getattr(request.app.state, "before_scrape", None))
     return Response(content=body, media_type=content_type)
