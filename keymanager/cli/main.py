@@ -180,13 +180,22 @@ def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
     return 1
 
 
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="keymanager", description="Self-hosted key manager backed by a PKCS#11 HSM.")
     commands = top.add_subparsers(dest="command", required=True)
     commands.add_parser("init", help="create the SoftHSM token, schema, dev TLS and first admin (idempotent)")
     run = commands.add_parser("serve", help="serve the API over HTTPS")
     run.add_argument(
-        "--workers", type=int, help="worker processes (default KM_WORKERS, else one per CPU the process may use)"
+        "--workers",
+        type=_positive,
+        help="worker processes (default KM_WORKERS, else one per CPU the process may use)",
     )
     run.add_argument("--host", help="address to bind (default KM_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="port (default KM_PORT or 8443)")

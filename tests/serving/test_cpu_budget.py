@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from keymanager.cli.main import parser
 from keymanager.config import Settings
 from keymanager.serving import plan_workers
 from keymanager.serving.affinity import CpuBudget, cgroup_cpu_quota
@@ -106,3 +107,10 @@ def test_this_process_budget_is_read_from_the_kernel() -> None:
     found = CpuBudget.of_this_process()
     assert found.allowed == frozenset(os.sched_getaffinity(0))
     assert 1 <= found.workers() <= len(found.allowed)
+
+
+def test_serve_takes_no_default_worker_count_of_its_own_and_refuses_zero() -> None:
+    assert parser().parse_args(["serve"]).workers is None  # then KM_WORKERS, then the CPUs
+    assert parser().parse_args(["serve", "--workers", "3"]).workers == 3
+    with pytest.raises(SystemExit):
+        parser().parse_args(["serve", "--workers", "0"])
