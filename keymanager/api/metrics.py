@@ -10,7 +10,7 @@ fresh directory before the workers start; each worker then writes its samples th
 prometheus_client's process and GC collectors only see the process they run in, so in
 multiprocess mode ``/metrics`` builds them itself (:class:`WorkerMetrics`): every live worker's
 ``process_*`` metrics read from ``/proc/<pid>`` at scrape time, and its ``python_gc_*`` counts as
-the worker last sampled them (:func:`sample_worker`, every ``SAMPLE_SECONDS``), each with a
+the worker last sampled them (:meth:`Metrics.sample_worker`, every ``SAMPLE_SECONDS``), each with a
 ``pid`` label; the worker processes are the ones that wrote samples to the directory.
 
 No collector exists before :func:`keymanager.api.app.create_app` makes a :class:`Metrics` for its
@@ -71,68 +71,43 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self.multiprocess_dir = os.environ.get(MULTIPROC_ENV)
-        registry = self.registry
-        self.requests = Counter(
-            "km_requests_total", "HTTP requests answered", ["route", "method", "status"], registry=registry
+        counter = functools.partial(Counter, registry=self.registry)
+        gauge = functools.partial(Gauge, registry=self.registry)
+        histogram = functools.partial(Histogram, registry=self.registry, buckets=_FAST)
+        self.requests = counter("km_requests_total", "HTTP requests answered", ["route", "method", "status"])
+        self.request_seconds = histogram("km_request_duration_seconds", "Time to answer a request", ["route"])
+        self.hsm_seconds = histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"])
+        self.hsm_errors = counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
+        self.hsm_timeouts = counter("km_hsm_timeouts_total", "HSM calls given up at their deadline", ["operation"])
+        self.audit_queue = gauge(
+            "km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum"
         )
-        self.request_seconds = Histogram(
-            "km_request_duration_seconds", "Time to answer a request", ["route"], buckets=_FAST, registry=registry
+        self.auth_failures = counter("km_auth_failures_total", "Requests refused with 401: no or an unknown credential")
+        self.auth_throttled = counter(
+            "km_auth_throttled_total", "Requests refused with 429 after too many failed authentications"
         )
-        self.hsm_seconds = Histogram(
-            "km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"], buckets=_FAST, registry=registry
+        self.cache_entries = gauge(
+            "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
         )
-        self.hsm_errors = Counter("km_hsm_errors_total", "HSM calls that failed", ["operation"], registry=registry)
-        self.hsm_timeouts = Counter(
-            "km_hsm_timeouts_total", "HSM calls given up at their deadline", ["operation"], registry=registry
+        self.cache_evictions = counter(
+            "km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"]
         )
-        self.audit_queue = Gauge(
-            "km_audit_queue_depth",
-            "Audit records waiting to be committed",
-            multiprocess_mode="livesum",
-            registry=registry,
-        )
-        self.auth_failures = Counter(
-            "km_auth_failures_total", "Requests refused with 401: no or an unknown credential", registry=registry
-        )
-        self.auth_throttled = Counter(
-            "km_auth_throttled_total",
-            "Requests refused with 429 after too many failed authentications",
-            registry=registry,
-        )
-        self.cache_entries = Gauge(
-            "km_cache_entries",
-            "Principals and keys cached by the workers",
-            ["cache"],
-            multiprocess_mode="livesum",
-            registry=registry,
-        )
-        self.cache_evictions = Counter(
-            "km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"], registry=registry
-        )
-        self.build_info = Gauge(
+        self.build_info = gauge(
             "km_build_info",
             "The running keymanager: version and Python (always 1)",
             ["version", "python"],
             multiprocess_mode="max",
-            registry=registry,
         )
-        self.audit_write_failures = Counter(
-            "km_audit_write_failures_total",
-            "Audit records that could not be written (their requests failed closed)",
-            registry=registry,
+        self.audit_write_failures = counter(
+            "km_audit_write_failures_total", "Audit records that could not be written (their requests failed closed)"
         )
-        self.db_pool_in_use = Gauge(
+        self.db_pool_in_use = gauge(
             "km_db_pool_connections_in_use",
             "Database connections checked out of the workers' pools (each worker's sampled every few seconds)",
             multiprocess_mode="livesum",
-            registry=registry,
         )
-        self.keys = Gauge(
-            "km_keys",
-            "Keys by state, counted in the database",
-            ["state"],
-            multiprocess_mode="mostrecent",
-            registry=registry,
+        self.keys = gauge(
+            "km_keys", "Keys by state, counted in the database", ["state"], multiprocess_mode="mostrecent"
         )
         # Python's garbage collector per worker (multiprocess mode only: in one process, prometheus_client's
         # GCCollector reports them). Not registered: written to the multiprocess files, read by WorkerMetrics.
