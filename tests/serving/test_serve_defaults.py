@@ -26,17 +26,27 @@ def affinities(pid: int) -> list[set[int]]:
     return [os.sched_getaffinity(int(task.name)) for task in Path(f"/proc/{pid}/task").iterdir()]
 
 
+def pinned_cpus(pids: list[int]) -> list[set[int]]:
+    """The CPU of each process once all its threads are on one, waiting for workers still starting
+    (the server is ready as soon as one worker answers)."""
+    deadline = time.monotonic() + 30
+    while True:
+        threads = [affinities(pid) for pid in pids]
+        if all(len(cpus) == 1 and cpus == found[0] for found in threads for cpus in found):
+            return [found[0] for found in threads]
+        assert time.monotonic() < deadline, threads
+        time.sleep(0.2)
+
+
 def test_the_default_is_a_worker_per_cpu_each_on_a_cpu_of_its_own(tmp_path: Path) -> None:
     expected = CpuBudget.of_this_process()
     assert expected.pinning(expected.workers())[0], "this machine runs the tests alone: pinning is safe"
     with running_server(tmp_path, workers=None) as server:
         line = announcement(server)
         workers = server.worker_pids() if expected.workers() > 1 else [server.pid]
-        pinned = [affinities(pid) for pid in workers]
+        cpus = pinned_cpus(workers)
     assert f"with {expected.workers()} worker(s), each on a CPU of its own" in line
     assert len(workers) == expected.workers() == len(os.sched_getaffinity(0))  # 2 on the development machine
-    cpus = [threads[0] for threads in pinned]
-    assert all(threads == [cpu] * len(threads) and len(cpu) == 1 for threads, cpu in zip(pinned, cpus, strict=True))
     assert sorted(min(cpu) for cpu in cpus) == sorted(os.sched_getaffinity(0))
 
 
