@@ -28,8 +28,8 @@ from keymanager.serving.metrics_dir import replica_metrics_dir
 __all__ = ["ServeOptions", "WorkerPlan", "plan_workers", "replica_metrics_dir", "serve"]
 
 APP_FACTORY = "keymanager.serving.app:worker_app"
-"""Imported by uvicorn in each worker only: the serving process never imports the API (nor
-prometheus_client, which chooses its multiprocess mode when first imported)."""
+"""Imported by uvicorn once ``PROMETHEUS_MULTIPROC_DIR`` is set: prometheus_client chooses its
+multiprocess mode when first imported, so nothing here imports the app or its metrics."""
 GRACEFUL_SHUTDOWN_SECONDS = 10
 """On SIGTERM, requests in flight get this long; idle keep-alive connections do not hold the exit."""
 
