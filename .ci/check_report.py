@@ -47,6 +47,7 @@ MINIMUMS: list[tuple[str, int, Callable[[Item], bool]]] = [
     ("tests/db on PostgreSQL", 55, _postgres_under("tests/db")),  # 64 (the parametrisation marked postgres)
     ("tests/e2e", 20, _under("tests/e2e")),  # 22
     ("tests/replicas", 13, _under("tests/replicas")),  # 14
+    ("tests/serving", 20, _under("tests/serving")),  # 22: workers, CPU detection and pinning on real servers
     ("tests/security", 35, _under("tests/security")),  # 39: one file per attack of the hardening issue
     ("tests/security/test_fuzz.py", 6, _file("tests/security/test_fuzz.py")),  # 6: four roles, coverage, 405s
     ("tests/kms_api (boto3, AWS CLI, Encryption SDK)", 58, _under("tests/kms_api")),  # 67 + 3 (2026-12-01)

@@ -56,10 +56,13 @@ class Settings(BaseSettings):
     stream_segment_bytes: int = Field(default=256 * 1024, ge=4096, le=4 * 1024 * 1024)
     """Plaintext bytes per segment of an on-board stream."""
 
-    cpu_affinity: bool = False
-    """Pin each worker process to a CPU of its own while there are free CPUs (``api/affinity.py``).
-    For a host or VM that runs keymanager alone: containers sharing a node would all pin to the
-    same first CPUs."""
+    workers: int | None = Field(default=None, ge=1)
+    """Worker processes of ``keymanager serve`` (``--workers`` wins); default: one per CPU the
+    process may use, no more than its cgroup CPU quota (``serving/affinity.py``)."""
+    cpu_affinity: bool | None = None
+    """Pin each worker process to a CPU of its own while there are free CPUs. Default: ``keymanager
+    serve`` pins when it finds the CPUs are the replica's own (enough allowed CPUs, no CPU quota
+    below them, not a container free to run on the whole machine: ``serving/affinity.py``)."""
 
     min_pending_days: int = Field(default=7, ge=0)
     """Shortest waiting period before a key is destroyed (7, as AWS KMS; tests may lower it)."""

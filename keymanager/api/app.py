@@ -14,8 +14,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from keymanager import __version__
-from keymanager.api import errors, logs, metrics
-from keymanager.api.affinity import pin_worker
+from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
@@ -52,34 +51,32 @@ def hot_routes() -> list[FastRoute]:
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
     """An application for ``settings``; with ``services`` given, it uses (and does not close) those."""
     settings = settings or (services.settings if services else Settings())
+    app_metrics = metrics.Metrics()
     throttle = AuthThrottle(
         rate=settings.auth_failures_per_second,
         burst=settings.auth_failure_burst,
         max_addresses=settings.auth_failure_addresses,
         summary_seconds=settings.auth_failure_summary_seconds,
+        on_failure=app_metrics.observe_auth_failure,
+        on_refusal=app_metrics.observe_auth_throttled,
     )
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         app.state.services = services or Services.build(settings)
-        app.state.services.observe(
-            hsm_call=metrics.observe_hsm,
-            hsm_timeout=metrics.observe_hsm_timeout,
-            audit_queue=metrics.observe_audit_queue,
-            cache=metrics.observe_cache,
-        )
+        app.state.services.observe(app_metrics)
         await asyncio.to_thread(remove_dead, settings.spool_dir)  # spool files of processes that are gone
         tasks = [
             asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
             asyncio.create_task(_summarise(app.state.services, throttle)),
             asyncio.create_task(_checkpoints(app.state.services, settings.audit_checkpoint_interval_seconds)),
-            asyncio.create_task(_sample(app.state.services)),
+            asyncio.create_task(_sample(app.state.services, app_metrics)),
         ]
         if owned and settings.hsm_stuck_exit_seconds > 0:
             tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
-        metrics.start_worker()
-        app.state.before_scrape = _before_scrape(app.state.services)
+        app_metrics.start_worker()
+        app.state.before_scrape = _before_scrape(app.state.services, app_metrics)
         try:
             yield
         finally:
@@ -97,6 +94,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         description="Keys generated and used inside a PKCS#11 HSM; encryption of small fields over HTTPS.",
         lifespan=lifespan,
     )
+    app.state.metrics = app_metrics
     if services is not None:
         app.state.services = services
     errors.install(app)
@@ -114,7 +112,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         methods=lambda scope: errors.methods_served(app.router.routes, scope),
     )
     app.add_middleware(KmsDoor, services=lambda: app.state.services, throttle=throttle)  # AWS KMS API on POST /
-    app.add_middleware(metrics.RequestMetrics)
+    app.add_middleware(metrics.RequestMetrics, metrics=app_metrics)
     app.add_middleware(
         AuditTrail,
         writer=lambda: app.state.services.audit_writer,
@@ -142,19 +140,20 @@ async def _maintain(services: Services, interval: float) -> None:
             log.debug("maintenance round done in process %d", os.getpid())
 
 
-async def _sample(services: Services) -> None:
+async def _sample(services: Services, app_metrics: metrics.Metrics) -> None:
     """Every ``metrics.SAMPLE_SECONDS``, record this worker's database pool and GC counts."""
     while True:
-        metrics.sample_worker(services.inventory.connections_in_use())
+        app_metrics.sample_worker(services.inventory.connections_in_use())
         await asyncio.sleep(metrics.SAMPLE_SECONDS)
 
 
-def _before_scrape(services: Services) -> Callable[[], None]:
+def _before_scrape(services: Services, app_metrics: metrics.Metrics) -> Callable[[], None]:
     """What the worker answering ``/metrics`` brings up to date first: its own samples, the key counts."""
-    counts = metrics.KeyCounts(services.inventory.keys_by_state, [state.value for state in KeyState])
+    states = [state.value for state in KeyState]
+    counts = metrics.KeyCounts(app_metrics.keys, services.inventory.keys_by_state, states)
 
     def refresh() -> None:
-        metrics.sample_worker(services.inventory.connections_in_use())
+        app_metrics.sample_worker(services.inventory.connections_in_use())
         counts.refresh()
 
     return refresh
@@ -171,8 +170,7 @@ async def _write_summaries(services: Services, summaries: list[FailureSummary]) 
     for summary in summaries:
         try:
             await services.audit_writer.awrite(summary_entry(summary, "", 401, {}))
-        except Exception as exc:  # the counts are lost, the loop goes on; the log says so
-            metrics.observe_audit_failure()
+        except Exception as exc:  # the counts are lost (the audit log counted the failure), the loop goes on
             log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
 
 
@@ -216,13 +214,3 @@ def _close_with_checkpoint(services: Services) -> None:
     except Exception as exc:  # closing goes on
         log.warning("audit checkpoint at shutdown failed: %s", type(exc).__name__)
     services.close()
-
-
-def app_from_env() -> FastAPI:
-    """Factory for uvicorn (``--factory``): settings from the environment, built in each worker."""
-    settings = Settings()
-    logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
-    if settings.cpu_affinity:
-        cpu = pin_worker(settings.run_dir)
-        log.info("worker pinned to CPU %s", cpu)
-    return create_app(settings)

@@ -41,7 +41,6 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keymanager.api import metrics
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
 from keymanager.services.audit import AuditWriter
@@ -247,8 +246,6 @@ class AuditTrail:
         try:
             await self.writer().awrite(context.entry(status))
         except KeyManagerError:
-            metrics.observe_audit_failure()
             raise
         except Exception:
-            metrics.observe_audit_failure()
             raise DatabaseUnavailable("the audit record could not be written") from None

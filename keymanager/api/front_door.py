@@ -30,7 +30,6 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from keymanager.api import metrics
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.credentials import Credential
 from keymanager.domain.names import KEY_REF_RULE, PRINCIPAL_NAME_RULE, is_key_ref, is_principal_name
@@ -150,7 +149,6 @@ class FrontDoor:
         services = self.services()
         wait = self.throttle.retry_after(address)
         if wait is not None and not (credential is not None and services.cache.knows(credential)):
-            metrics.AUTH_THROTTLED.inc()
             await self._summarise(self.throttle.refused(address), scope, 429)
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
@@ -158,7 +156,6 @@ class FrontDoor:
                 raise Unauthenticated()
             await services.cache.snapshot(fresh=False).principal(credential)
         except Unauthenticated:
-            metrics.AUTH_FAILURES.inc()
             await self._summarise(self.throttle.failed(address), scope, 401)
             raise
         scope["state"][CREDENTIAL] = credential

@@ -26,7 +26,6 @@ from typing import Any
 
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from keymanager.api import metrics
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import write_summary
 from keymanager.domain import kms
@@ -122,14 +121,12 @@ class KmsDoor:
         extra: list[tuple[bytes, bytes]] = []
         wait = self.throttle.retry_after(address)
         if wait is not None:
-            metrics.AUTH_THROTTLED.inc()
             await write_summary(svc, self.throttle.refused(address), scope, 400)
             status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, answer = await _answer(exchange, scope, receive, headers)
             if status != 200 and exchange.call is None:  # refused before the caller authenticated
-                metrics.AUTH_FAILURES.inc()
                 await write_summary(svc, self.throttle.failed(address), scope, status)
         body = json.dumps(answer, separators=(",", ":")).encode()
         response_headers = [*_HEADERS, *extra, (b"x-amzn-requestid", trail.request_id.encode())]

@@ -10,8 +10,13 @@ fresh directory before the workers start; each worker then writes its samples th
 prometheus_client's process and GC collectors only see the process they run in, so in
 multiprocess mode ``/metrics`` builds them itself (:class:`WorkerMetrics`): every live worker's
 ``process_*`` metrics read from ``/proc/<pid>`` at scrape time, and its ``python_gc_*`` counts as
-the worker last sampled them (:func:`sample_worker`, every ``SAMPLE_SECONDS``), each with a
+the worker last sampled them (:meth:`Metrics.sample_worker`, every ``SAMPLE_SECONDS``), each with a
 ``pid`` label; the worker processes are the ones that wrote samples to the directory.
+
+No collector exists before :func:`keymanager.api.app.create_app` makes a :class:`Metrics` for its
+application: each has its collectors in a registry of its own, so applications made in one process
+(tests make many) neither share samples nor collide on names. In multiprocess mode the samples
+are the process's (files named after its pid), as only one application serves in a worker.
 """
 
 from __future__ import annotations
@@ -28,10 +33,10 @@ from pathlib import Path
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
-    REGISTRY,
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
     PlatformCollector,
     ProcessCollector,
@@ -47,99 +52,134 @@ from keymanager import __version__
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _FAST = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
-REQUESTS = Counter("km_requests_total", "HTTP requests answered", ["route", "method", "status"])
-REQUEST_SECONDS = Histogram("km_request_duration_seconds", "Time to answer a request", ["route"], buckets=_FAST)
-HSM_SECONDS = Histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"], buckets=_FAST)
-HSM_ERRORS = Counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
-HSM_TIMEOUTS = Counter("km_hsm_timeouts_total", "HSM calls given up at their deadline", ["operation"])
-AUDIT_QUEUE = Gauge("km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum")
-AUTH_FAILURES = Counter("km_auth_failures_total", "Requests refused with 401: no or an unknown credential")
-AUTH_THROTTLED = Counter("km_auth_throttled_total", "Requests refused with 429 after too many failed authentications")
-CACHE_ENTRIES = Gauge(
-    "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
-)
-CACHE_EVICTIONS = Counter("km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"])
-BUILD_INFO = Gauge(
-    "km_build_info",
-    "The running keymanager: version and Python (always 1)",
-    ["version", "python"],
-    multiprocess_mode="max",
-)
-AUDIT_WRITE_FAILURES = Counter(
-    "km_audit_write_failures_total", "Audit records that could not be written (their requests failed closed)"
-)
-DB_POOL_IN_USE = Gauge(
-    "km_db_pool_connections_in_use",
-    "Database connections checked out of the workers' pools (each worker's sampled every few seconds)",
-    multiprocess_mode="livesum",
-)
-KEYS = Gauge("km_keys", "Keys by state, counted in the database", ["state"], multiprocess_mode="mostrecent")
-
 SAMPLE_SECONDS = 5.0
 """How often each worker samples its database pool and its garbage collector."""
 KEY_COUNT_SECONDS = 10.0
 """Key counts are read from the database at most this often (per worker)."""
-
-# Python's garbage collector per worker (multiprocess mode only: in one process, prometheus_client's
-# GCCollector reports them). Not registered: written to the multiprocess files, read by WorkerMetrics.
-_GC = {
-    field: Gauge(name, doc, ["generation"], registry=None, multiprocess_mode="all")
-    for field, name, doc in [
-        ("collections", "python_gc_collections", "Number of times this generation was collected"),
-        ("collected", "python_gc_objects_collected", "Objects collected during gc"),
-        ("uncollectable", "python_gc_objects_uncollectable", "Uncollectable objects found during GC"),
-    ]
-}
+_GC_FIELDS = [
+    ("collections", "python_gc_collections", "Number of times this generation was collected"),
+    ("collected", "python_gc_objects_collected", "Objects collected during gc"),
+    ("uncollectable", "python_gc_objects_uncollectable", "Uncollectable objects found during GC"),
+]
 _PID_FILE = re.compile(r"_(\d+)\.db$")
 
 
-def observe_hsm(operation: str, seconds: float, failed: bool) -> None:
-    """Record one HSM call (the HSM adapter's observer)."""
-    HSM_SECONDS.labels(operation).observe(seconds)
-    if failed:
-        HSM_ERRORS.labels(operation).inc()
+class Metrics:
+    """The collectors of one application, and what records into them (the services' observer,
+    :class:`RequestMetrics`, the authentication throttle)."""
 
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.multiprocess_dir = os.environ.get(MULTIPROC_ENV)
+        counter = functools.partial(Counter, registry=self.registry)
+        gauge = functools.partial(Gauge, registry=self.registry)
+        histogram = functools.partial(Histogram, registry=self.registry, buckets=_FAST)
+        self.requests = counter("km_requests_total", "HTTP requests answered", ["route", "method", "status"])
+        self.request_seconds = histogram("km_request_duration_seconds", "Time to answer a request", ["route"])
+        self.hsm_seconds = histogram("km_hsm_operation_seconds", "Time of one call to the HSM", ["operation"])
+        self.hsm_errors = counter("km_hsm_errors_total", "HSM calls that failed", ["operation"])
+        self.hsm_timeouts = counter("km_hsm_timeouts_total", "HSM calls given up at their deadline", ["operation"])
+        self.audit_queue = gauge(
+            "km_audit_queue_depth", "Audit records waiting to be committed", multiprocess_mode="livesum"
+        )
+        self.auth_failures = counter("km_auth_failures_total", "Requests refused with 401: no or an unknown credential")
+        self.auth_throttled = counter(
+            "km_auth_throttled_total", "Requests refused with 429 after too many failed authentications"
+        )
+        self.cache_entries = gauge(
+            "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
+        )
+        self.cache_evictions = counter(
+            "km_cache_evictions_total", "Cache entries evicted to stay within the bound", ["cache"]
+        )
+        self.build_info = gauge(
+            "km_build_info",
+            "The running keymanager: version and Python (always 1)",
+            ["version", "python"],
+            multiprocess_mode="max",
+        )
+        self.audit_write_failures = counter(
+            "km_audit_write_failures_total", "Audit records that could not be written (their requests failed closed)"
+        )
+        self.db_pool_in_use = gauge(
+            "km_db_pool_connections_in_use",
+            "Database connections checked out of the workers' pools (each worker's sampled every few seconds)",
+            multiprocess_mode="livesum",
+        )
+        self.keys = gauge(
+            "km_keys", "Keys by state, counted in the database", ["state"], multiprocess_mode="mostrecent"
+        )
+        # Python's garbage collector per worker (multiprocess mode only: in one process, prometheus_client's
+        # GCCollector reports them). Not registered: written to the multiprocess files, read by WorkerMetrics.
+        self.gc = {
+            field: Gauge(name, doc, ["generation"], registry=None, multiprocess_mode="all")
+            for field, name, doc in _GC_FIELDS
+        }
+        if self.multiprocess_dir is None:
+            ProcessCollector(registry=self.registry)
+            PlatformCollector(registry=self.registry)
+            GCCollector(registry=self.registry)
 
-def observe_hsm_timeout(operation: str) -> None:
-    """Count one HSM call given up at its deadline (the HSM adapter's ``on_timeout``)."""
-    HSM_TIMEOUTS.labels(operation).inc()
+    def observe_hsm(self, operation: str, seconds: float, failed: bool) -> None:
+        """Record one HSM call."""
+        self.hsm_seconds.labels(operation).observe(seconds)
+        if failed:
+            self.hsm_errors.labels(operation).inc()
 
+    def observe_hsm_timeout(self, operation: str) -> None:
+        """Count one HSM call given up at its deadline."""
+        self.hsm_timeouts.labels(operation).inc()
 
-def observe_audit_queue(depth: int) -> None:
-    """Record the audit writer's queue depth (the audit log's observer)."""
-    AUDIT_QUEUE.set(depth)
+    def observe_audit_queue(self, depth: int) -> None:
+        """Record the audit writer's queue depth."""
+        self.audit_queue.set(depth)
 
+    def observe_audit_failure(self) -> None:
+        """Count one audit record that could not be written."""
+        self.audit_write_failures.inc()
 
-def observe_cache(table: str, entries: int, evicted: int) -> None:
-    """Record a metadata cache table's size and evictions (the cache's observer)."""
-    CACHE_ENTRIES.labels(table).set(entries)
-    if evicted:
-        CACHE_EVICTIONS.labels(table).inc(evicted)
+    def observe_cache(self, table: str, entries: int, evicted: int) -> None:
+        """Record a metadata cache table's size and evictions."""
+        self.cache_entries.labels(table).set(entries)
+        if evicted:
+            self.cache_evictions.labels(table).inc(evicted)
 
+    def observe_auth_failure(self) -> None:
+        """Count one request refused with 401 (no or an unknown credential)."""
+        self.auth_failures.inc()
 
-def observe_audit_failure() -> None:
-    """Count one audit record that could not be written."""
-    AUDIT_WRITE_FAILURES.inc()
+    def observe_auth_throttled(self) -> None:
+        """Count one request refused after too many failed authentications of its address."""
+        self.auth_throttled.inc()
 
+    def start_worker(self) -> None:
+        """Record this worker's build information (which also makes it known to ``/metrics``)."""
+        self.build_info.labels(__version__, platform.python_version()).set(1)
 
-def start_worker() -> None:
-    """Record this worker's build information (which also makes it known to ``/metrics``)."""
-    BUILD_INFO.labels(__version__, platform.python_version()).set(1)
+    def sample_worker(self, pool_in_use: int) -> None:
+        """Record this worker's database connections in use and, in multiprocess mode, its GC counts."""
+        self.db_pool_in_use.set(pool_in_use)
+        if self.multiprocess_dir:
+            for generation, stats in enumerate(gc.get_stats()):
+                for field, gauge in self.gc.items():
+                    gauge.labels(str(generation)).set(stats[field])
 
-
-def sample_worker(pool_in_use: int) -> None:
-    """Record this worker's database connections in use and, in multiprocess mode, its GC counts."""
-    DB_POOL_IN_USE.set(pool_in_use)
-    if os.environ.get(MULTIPROC_ENV):
-        for generation, stats in enumerate(gc.get_stats()):
-            for field, gauge in _GC.items():
-                gauge.labels(str(generation)).set(stats[field])
+    def exposition(self, before: Callable[[], None] | None = None) -> tuple[bytes, str]:
+        """The Prometheus text of every worker's metrics, and its content type (``before`` runs first)."""
+        if before is not None:
+            before()
+        if self.multiprocess_dir:
+            registry = CollectorRegistry()
+            registry.register(WorkerMetrics(Path(self.multiprocess_dir), {g._name for g in self.gc.values()}))
+            return generate_latest(registry), CONTENT_TYPE_LATEST
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
 class KeyCounts:
     """``km_keys{state}`` from ``count`` (a query), refreshed at most every ``KEY_COUNT_SECONDS``."""
 
-    def __init__(self, count: Callable[[], dict[str, int]], states: Iterable[str]) -> None:
+    def __init__(self, gauge: Gauge, count: Callable[[], dict[str, int]], states: Iterable[str]) -> None:
+        self._gauge = gauge
         self._count = count
         self._states = tuple(states)
         self._lock = threading.Lock()
@@ -156,34 +196,22 @@ class KeyCounts:
             except Exception:  # the database is down: /metrics still answers, with the last counts
                 return
             for state in self._states:
-                KEYS.labels(state).set(counts.get(state, 0))
-
-
-def exposition(before: Callable[[], None] | None = None) -> tuple[bytes, str]:
-    """The Prometheus text of every worker's metrics, and its content type (``before`` runs first)."""
-    if before is not None:
-        before()
-    directory = os.environ.get(MULTIPROC_ENV)
-    if directory:
-        registry = CollectorRegistry()
-        registry.register(WorkerMetrics(Path(directory)))
-        return generate_latest(registry), CONTENT_TYPE_LATEST
-    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+                self._gauge.labels(state).set(counts.get(state, 0))
 
 
 class WorkerMetrics:
     """Every worker's samples, summed as each metric says; every live worker's process metrics and
     GC counts (as counters, with a ``pid`` label); and ``python_info``."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, gc_names: set[str]) -> None:
         self.directory = directory
+        self.gc_names = gc_names
 
     def collect(self) -> Iterable[Metric]:
         live = sorted(pid for pid in _pids_of(self.directory) if Path(f"/proc/{pid}").exists())
         wanted = {str(pid) for pid in live}
-        gc_names = {gauge._name for gauge in _GC.values()}
         for family in MultiProcessCollector(None, path=str(self.directory)).collect():  # type: ignore[no-untyped-call]
-            yield _as_counter(family, wanted) if family.name in gc_names else family
+            yield _as_counter(family, wanted) if family.name in self.gc_names else family
         yield from PlatformCollector(registry=None).collect()
         families: dict[str, Metric] = {}
         for pid in live:
@@ -210,8 +238,9 @@ def _as_counter(family: Metric, pids: set[str]) -> Metric:
 class RequestMetrics:
     """ASGI middleware counting requests by route template, method and status, and timing them."""
 
-    def __init__(self, app: ASGIApp) -> None:
+    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
         self.app = app
+        self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -230,5 +259,5 @@ class RequestMetrics:
             await self.app(scope, receive, send_status)
         finally:
             route = getattr(scope.get("route"), "path", "unmatched")
-            REQUESTS.labels(route, scope["method"], str(status)).inc()
-            REQUEST_SECONDS.labels(route).observe(time.perf_counter() - start)
+            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
+            self.metrics.request_seconds.labels(route).observe(time.perf_counter() - start)

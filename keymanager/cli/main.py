@@ -74,9 +74,10 @@ def init(settings: Settings) -> int:
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
     from keymanager.api.logs import configure as configure_logs
-    from keymanager.api.server import ServeOptions, replica_metrics_dir
-    from keymanager.api.server import serve as run_server
     from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
+    from keymanager.serving import ServeOptions, plan_workers, replica_metrics_dir
+    from keymanager.serving import serve as run_server
+    from keymanager.serving.affinity import CpuBudget
 
     cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
     if args.insecure_http:
@@ -98,17 +99,20 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     configure_logs(log_level, settings.resolved_log_format(), settings.access_log)
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
+    plan = plan_workers(settings, args.workers, CpuBudget.of_this_process())
+    os.environ["KM_CPU_AFFINITY"] = "true" if plan.pinned else "false"  # read by each worker
+    pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
         announce_when_ready(
             f"{scheme}://{loopback(host)}:{port}",
-            f"keymanager serving {scheme}://{host}:{port} with {args.workers} worker(s)",
+            f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})",
         )
         run_server(
             ServeOptions(
                 host=host,
                 port=port,
-                workers=args.workers,
+                workers=plan.workers,
                 tls_cert=cert_path,
                 tls_key=key_path,
                 client_ca=client_ca,
@@ -176,12 +180,23 @@ def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
     return 1
 
 
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return number
+
+
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="keymanager", description="Self-hosted key manager backed by a PKCS#11 HSM.")
     commands = top.add_subparsers(dest="command", required=True)
     commands.add_parser("init", help="create the SoftHSM token, schema, dev TLS and first admin (idempotent)")
     run = commands.add_parser("serve", help="serve the API over HTTPS")
-    run.add_argument("--workers", type=int, default=1, help="worker processes (default 1)")
+    run.add_argument(
+        "--workers",
+        type=_positive,
+        help="worker processes (default KM_WORKERS, else one per CPU the process may use)",
+    )
     run.add_argument("--host", help="address to bind (default KM_HOST or 127.0.0.1)")
     run.add_argument("--port", type=int, help="port (default KM_PORT or 8443)")
     run.add_argument("--insecure-http", action="store_true", help="serve plain HTTP (for measurements only)")

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import pkcs11
 from pkcs11.constants import TokenFlag
-from pkcs11.exceptions import MultipleTokensReturned, NoSuchToken, PKCS11Error
+from pkcs11.exceptions import NoSuchToken, PKCS11Error
 from pkcs11.types import Token
 
 if TYPE_CHECKING:
@@ -66,24 +66,6 @@ def write_softhsm_conf(conf_path: Path, token_dir: Path) -> None:
     with os.fdopen(fd, "w") as f:
         f.write(content)
     os.replace(tmp, conf_path)
-
-
-def token_exists(module: str, label: str) -> bool:
-    """Whether the PKCS#11 module ``module`` has an initialised token labelled ``label``.
-
-    Initialises the library in this process if that has not happened yet: for SoftHSM, set
-    ``SOFTHSM2_CONF`` (or call :func:`ensure_softhsm_token`) first, or SoftHSM reads its
-    system-wide configuration and this answers about another token directory.
-    Raises :class:`RuntimeError` if ``module`` does not exist.
-    """
-    _require_module(module)
-    try:
-        pkcs11.lib(module).get_token(token_label=label)
-    except NoSuchToken:
-        return False
-    except MultipleTokensReturned:
-        return True
-    return True
 
 
 def ensure_softhsm_token(module: str, label: str, pin: str, so_pin: str, conf_path: Path) -> bool:

@@ -29,6 +29,10 @@ PROBE_ACTION = "service.readiness_probe"
 """The action of the record readiness writes to learn whether the audit log takes writes again."""
 
 
+def _nothing() -> None:
+    pass
+
+
 class StaleMetadata(Exception):
     """The request used cached principals or keys, and they changed before its audit commit."""
 
@@ -52,6 +56,8 @@ class AuditWriter:
         """Whether the last commit failed (or timed out) and none succeeded since."""
         self.observer: Callable[[int], None] | None = None
         """Called with the queue depth when the writer takes a batch."""
+        self.on_failure: Callable[[], None] = _nothing
+        """Called for each record :meth:`awrite` could not write (its request fails closed)."""
 
     async def awrite(self, entry: AuditEntry, expected_version: int | None = None) -> int:
         """Append ``entry`` and wait for the commit: the metadata version at commit, or the store's
@@ -61,9 +67,15 @@ class AuditWriter:
         """
         try:
             return await self._writer.acall((entry, expected_version), self._timeout)
+        except StaleMetadata:
+            raise
         except DeadlineExceeded:
             self.outcome.failed()
+            self.on_failure()
             raise DatabaseUnavailable("the audit record could not be written in time") from None
+        except Exception:
+            self.on_failure()
+            raise
 
     def probe(self, timeout: float) -> None:
         """Write one readiness-probe record; DatabaseUnavailable unless it is committed within ``timeout`` s."""

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Protocol
 
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
@@ -23,9 +23,19 @@ from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness
-from keymanager.services.snapshot import CacheObserver, MetadataCache
+from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
 from keymanager.services.tokens import TokenService
+
+
+class ServiceObserver(Protocol):
+    """What the services report as they work (the API's metrics implement it)."""
+
+    def observe_hsm(self, operation: str, seconds: float, failed: bool) -> None: ...
+    def observe_hsm_timeout(self, operation: str) -> None: ...
+    def observe_audit_queue(self, depth: int) -> None: ...
+    def observe_audit_failure(self) -> None: ...
+    def observe_cache(self, table: str, entries: int, evicted: int) -> None: ...
 
 
 @dataclass
@@ -112,21 +122,14 @@ class Services:
             owns_hsm=owns_hsm,
         )
 
-    def observe(
-        self,
-        *,
-        hsm_call: Callable[[str, float, bool], None],
-        hsm_timeout: Callable[[str], None],
-        audit_queue: Callable[[int], None],
-        cache: CacheObserver,
-    ) -> None:
-        """Have the parts report to these callbacks (the metrics): each HSM call (operation, seconds,
-        failed), each HSM call given up at its deadline, the audit writer's queue depth at each
-        commit, each change of a cache table (table, entries, evicted)."""
-        self.hsm.observer = hsm_call
-        self.hsm.on_timeout = hsm_timeout
-        self.audit_writer.observer = audit_queue
-        self.cache.observer = cache
+    def observe(self, observer: ServiceObserver) -> None:
+        """Report to ``observer`` from now on: every HSM call and timeout, the audit queue's depth and
+        every audit record that could not be written, the metadata cache's sizes and evictions."""
+        self.hsm.observer = observer.observe_hsm
+        self.hsm.on_timeout = observer.observe_hsm_timeout
+        self.audit_writer.observer = observer.observe_audit_queue
+        self.audit_writer.on_failure = observer.observe_audit_failure
+        self.cache.observer = observer.observe_cache
 
     def maintain(self) -> None:
         """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,

@@ -53,12 +53,18 @@ class AuthThrottle:
         max_addresses: int,
         summary_seconds: float,
         clock: Callable[[], float] = time.monotonic,
+        on_failure: Callable[[], None] = lambda: None,
+        on_refusal: Callable[[], None] = lambda: None,
     ) -> None:
+        """``on_failure`` and ``on_refusal`` are called for each failed authentication and each
+        request refused with 429 (for metrics)."""
         self.rate = rate
         self.burst = burst
         self.max_addresses = max_addresses
         self.summary_seconds = summary_seconds
         self._clock = clock
+        self._on_failure = on_failure
+        self._on_refusal = on_refusal
         self._addresses: OrderedDict[str, _Address] = OrderedDict()
         self._evicted = FailureSummary(None, 0, 0, 0)
         self.evictions = 0
@@ -78,6 +84,7 @@ class AuthThrottle:
 
     def failed(self, client: str) -> FailureSummary | None:
         """Count one failed authentication of ``client``; the summary to record now, if one is due."""
+        self._on_failure()
         state = self._state(client)
         state.tokens = max(0.0, state.tokens - 1)
         state.failures += 1
@@ -85,6 +92,7 @@ class AuthThrottle:
 
     def refused(self, client: str) -> FailureSummary | None:
         """Count one request of ``client`` refused with 429; the summary to record now, if one is due."""
+        self._on_refusal()
         state = self._state(client)
         state.throttled += 1
         return self._due_now(client, state)

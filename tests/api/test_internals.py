@@ -1,6 +1,6 @@
 """The uvicorn and FastAPI internals keymanager relies on are still there, as it uses them.
 
-``keymanager.api.server.ClientCertProtocol`` subclasses uvicorn's ``HttpToolsProtocol`` and reads
+``keymanager.serving.protocol.ClientCertProtocol`` subclasses uvicorn's ``HttpToolsProtocol`` and reads
 its per-connection state; ``keymanager.api.fastpath`` reads FastAPI's ``route.body_field``. Neither
 is public API, so pyproject.toml bounds both packages from above. When one of these tests fails
 after an upgrade, the message names what changed: adapt the code, then move the bound.
@@ -24,17 +24,17 @@ from pydantic import BaseModel
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
-from keymanager.api import server
+from keymanager import serving
 from keymanager.api.app import HOT_ENDPOINTS
 from keymanager.api.fastpath import fast_routes
 from keymanager.api.routes import crypto, mac
-from keymanager.api.server import ClientCertProtocol
+from keymanager.serving.protocol import ClientCertProtocol
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
 
 
 def uvicorn_says(what: str) -> str:
-    return f"uvicorn {uvicorn.__version__}: {what}; keymanager.api.server relies on it (see pyproject.toml's bound)"
+    return f"uvicorn {uvicorn.__version__}: {what}; keymanager.serving relies on it (see pyproject.toml's bound)"
 
 
 def fastapi_says(what: str) -> str:
@@ -110,8 +110,8 @@ def test_the_subclass_private_names_shadow_nothing_of_uvicorn() -> None:
 
 def test_uvicorn_takes_every_setting_serve_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     passed: dict[str, Any] = {}
-    monkeypatch.setattr(server.uvicorn, "run", lambda app, **settings: passed.update(settings, app=app))
-    options = server.ServeOptions(
+    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **settings: passed.update(settings, app=app))
+    options = serving.ServeOptions(
         host="127.0.0.1",
         port=8443,
         workers=1,
@@ -119,12 +119,12 @@ def test_uvicorn_takes_every_setting_serve_passes(monkeypatch: pytest.MonkeyPatc
         tls_key=tmp_path / "key.pem",
         client_ca=tmp_path / "ca.pem",
     )
-    server.serve(options)
+    serving.serve(options)
     accepted = inspect.signature(uvicorn.Config).parameters
     for name in passed.keys() - {"app"}:
         assert name in accepted, uvicorn_says(f"Config no longer takes {name}")
     assert {"http", "ssl_context_factory"} <= passed.keys()
-    assert list(inspect.signature(server.tls12_context).parameters) == ["config", "default"]
+    assert list(inspect.signature(serving.tls12_context).parameters) == ["config", "default"]
 
 
 async def one_request() -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import prometheus_client
 import pytest
 from fastapi.testclient import TestClient
 
+from keymanager.api.app import create_app
 from keymanager.services.container import Services
 from tests.api.support import assert_error, b64
 from tests.conftest import auth
@@ -74,13 +76,34 @@ def test_an_audit_record_that_cannot_be_written_is_counted(
     admin = auth(admin_token)
     before = _value(lenient_client.get("/metrics", headers=admin).text, "km_audit_write_failures_total")
 
-    async def broken(entry: object) -> None:
+    def broken(batch: object) -> None:
         raise OSError("disk full")
 
-    monkeypatch.setattr(services.audit_writer, "awrite", broken)
+    monkeypatch.setattr(services.audit_records, "append_current", broken)
     refused = lenient_client.get("/v1/principals", headers=admin)  # a record the audit trail writes
     assert refused.status_code == 503
     monkeypatch.undo()
 
     after = _value(lenient_client.get("/metrics", headers=admin).text, "km_audit_write_failures_total")
     assert after == before + 1
+
+
+def test_two_apps_in_one_process_count_apart_and_nothing_is_registered_globally(
+    services: Services, admin_token: str
+) -> None:
+    admin = auth(admin_token)
+    first, second = create_app(services=services), create_app(services=services)
+    with (
+        TestClient(first, base_url="https://testserver") as one,
+        TestClient(second, base_url="https://testserver") as two,
+    ):
+        for _ in range(3):
+            assert one.get("/v1/health").status_code == 200
+        assert two.get("/v1/health").status_code == 200
+        texts = one.get("/metrics", headers=admin).text, two.get("/metrics", headers=admin).text
+    health = 'km_requests_total{method="GET",route="/v1/health",status="200"}'
+    assert (_value(texts[0], health), _value(texts[1], health)) == (3, 1)
+    assert all("process_cpu_seconds_total" in text and "km_build_info{" in text for text in texts)
+    assert first.state.metrics.registry is not second.state.metrics.registry
+    registered = prometheus_client.REGISTRY._names_to_collectors  # no collector made at import
+    assert not [name for name in registered if name.startswith("km_")]

@@ -92,10 +92,17 @@ def wait_ready(url: str, ca: Path, process: subprocess.Popen[bytes], log: Path) 
     raise AssertionError(f"server not ready in 60 s: {log.read_text()[-2000:]}")
 
 
+def _workers(workers: int | None) -> list[str]:
+    return [] if workers is None else ["--workers", str(workers)]
+
+
 @contextlib.contextmanager
-def running_server(home: Path, *, workers: int = 2, client_ca: bool = True, **extra_env: str) -> Iterator[Server]:
-    """``keymanager init`` then ``keymanager serve --workers N`` in ``home``, with ``extra_env``
-    (``KM_…`` settings) on top of the defaults; stopped when the block ends."""
+def running_server(
+    home: Path, *, workers: int | None = 2, client_ca: bool = True, **extra_env: str
+) -> Iterator[Server]:
+    """``keymanager init`` then ``keymanager serve --workers N`` (``workers=None``: without
+    ``--workers``) in ``home``, with ``extra_env`` (``KM_…`` settings) on top of the defaults;
+    stopped when the block ends."""
     var_dir = home / "var"
     if client_ca:
         extra_env.setdefault("KM_TLS_CLIENT_CA", str(var_dir / "tls" / "ca.pem"))
@@ -106,7 +113,7 @@ def running_server(home: Path, *, workers: int = 2, client_ca: bool = True, **ex
     log = home / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "keymanager.cli.main", "serve", "--workers", str(workers), "--port", str(port)],
+            [sys.executable, "-m", "keymanager.cli.main", "serve", *_workers(workers), "--port", str(port)],
             env=env,
             cwd=home,
             stdout=out,

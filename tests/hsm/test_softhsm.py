@@ -30,15 +30,18 @@ _SCRIPT = """
 import json, sys
 from pathlib import Path
 import pkcs11
-from keymanager.hsm.softhsm import ensure_softhsm_token, token_exists
+from keymanager.hsm.softhsm import ensure_softhsm_token
 
 module, label, pin, so_pin, conf, calls = sys.argv[1:7]
 result = {
     "created": [ensure_softhsm_token(module, label, pin, so_pin, Path(conf)) for _ in range(int(calls))]
 }
-result["exists"] = token_exists(module, label)
-if result["exists"]:
+try:
     token = pkcs11.lib(module).get_token(token_label=label)
+    result["exists"] = True
+except pkcs11.NoSuchToken:
+    result["exists"] = False
+if result["exists"]:
     with token.open(user_pin=pin):
         result["login"] = True
     try:

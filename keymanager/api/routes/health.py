@@ -5,8 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from keymanager.api import metrics
 from keymanager.api.deps import READER, ServicesDep
+from keymanager.api.metrics import Metrics
 from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
 
 router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES)
@@ -38,5 +38,6 @@ def ready(svc: ServicesDep) -> JSONResponse:
 def prometheus_metrics(request: Request) -> Response:
     """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue
     and write failures, database pool, keys by state, build and per-worker process metrics."""
-    body, content_type = metrics.exposition(before=getattr(request.app.state, "before_scrape", None))
+    app_metrics: Metrics = request.app.state.metrics
+    body, content_type = app_metrics.exposition(before=getattr(request.app.state, "before_scrape", None))
     return Response(content=body, media_type=content_type)

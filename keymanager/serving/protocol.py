@@ -1,5 +1,5 @@
-"""Serving the API with uvicorn: HTTPS (TLS 1.2 minimum), optional client certificates, and
-bounds on what a connection may cost before it has sent a whole request head.
+"""The connection side of serving: uvicorn's HTTP protocol and event loop, with client
+certificates and bounds on what a connection may cost before it has sent a whole request head.
 
 uvicorn does not put the peer certificate in the ASGI scope, so :class:`ClientCertProtocol`
 reads the verified certificate's subject once per connection and adds it to every
@@ -16,21 +16,12 @@ The TLS handshake gets ``KM_TLS_HANDSHAKE_TIMEOUT_SECONDS`` through the event lo
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import fcntl
 import functools
 import json
 import logging
-import os
-import shutil
-import socket
-import ssl
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-import uvicorn
 import uvloop
 from cryptography import x509
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -38,9 +29,6 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from keymanager.api.middleware import next_request_id
 from keymanager.config import Settings
 
-APP_FACTORY = "keymanager.api.app:app_from_env"
-GRACEFUL_SHUTDOWN_SECONDS = 10
-"""On SIGTERM, requests in flight get this long; idle keep-alive connections do not hold the exit."""
 CLOSE_GRACE_SECONDS = 1.0
 """After a refusal, how long a TLS close may wait for the client's close_notify before the socket is dropped."""
 
@@ -183,107 +171,3 @@ class _BoundedHandshakeLoop(uvloop.Loop):
 def new_event_loop() -> asyncio.AbstractEventLoop:
     """uvicorn's ``loop`` hook (a custom loop factory): a :class:`_BoundedHandshakeLoop`."""
     return _BoundedHandshakeLoop()
-
-
-def tls12_context(config: uvicorn.Config, default: Callable[[], ssl.SSLContext]) -> ssl.SSLContext:
-    """uvicorn's context with TLS 1.2 as the minimum version."""
-    context = default()
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
-@dataclass(frozen=True)
-class ServeOptions:
-    host: str
-    port: int
-    workers: int
-    tls_cert: Path | None
-    tls_key: Path | None
-    client_ca: Path | None
-    log_level: str = "warning"
-    keepalive_timeout: int = 5
-
-
-def serve(options: ServeOptions) -> None:
-    """Run the service until interrupted; plain HTTP when no certificate is given."""
-    tls: dict[str, Any] = {}
-    if options.tls_cert is not None and options.tls_key is not None:
-        tls = {
-            "ssl_certfile": str(options.tls_cert),
-            "ssl_keyfile": str(options.tls_key),
-            "ssl_context_factory": tls12_context,
-        }
-        if options.client_ca is not None:
-            tls["ssl_ca_certs"] = str(options.client_ca)
-            tls["ssl_cert_reqs"] = ssl.CERT_OPTIONAL
-    uvicorn.run(
-        APP_FACTORY,
-        factory=True,
-        host=options.host,
-        port=options.port,
-        workers=options.workers,
-        http="keymanager.api.server:ClientCertProtocol",
-        loop="keymanager.api.server:new_event_loop",
-        timeout_keep_alive=options.keepalive_timeout,
-        log_level=options.log_level,
-        log_config=None,  # the service's own format (api/logs.py), set up in each process
-        access_log=False,  # the access log is the service's own (KM_ACCESS_LOG)
-        server_header=False,
-        proxy_headers=False,
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
-        **tls,
-    )
-
-
-@contextlib.contextmanager
-def replica_metrics_dir(root: Path) -> Iterator[Path]:
-    """A Prometheus multiprocess directory of this replica's own, under ``root``, for as long as
-    the block runs.
-
-    Replicas sharing one ``KM_VAR_DIR`` each sum their own workers' samples: a replica starting
-    removes only the directories whose replica is gone (its lock file no longer held), never a
-    live one's. The lock is held by the ``keymanager serve`` process, which outlives its workers.
-    """
-    root.mkdir(mode=0o700, parents=True, exist_ok=True)
-    name = f"{socket.gethostname()}-{os.getpid()}"
-    lock = os.open(root / f"{name}.lock", os.O_CREAT | os.O_RDWR, 0o600)
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        _remove_stale_metrics(root, keep=name)
-        mine = root / name
-        shutil.rmtree(mine, ignore_errors=True)
-        mine.mkdir(mode=0o700)
-        yield mine
-    finally:
-        os.close(lock)
-        shutil.rmtree(root / name, ignore_errors=True)
-        with contextlib.suppress(FileNotFoundError):
-            (root / f"{name}.lock").unlink()
-
-
-def _remove_stale_metrics(root: Path, keep: str) -> None:
-    """Remove every replica directory under ``root`` whose lock nobody holds (its replica died).
-
-    A replica creates and locks its lock file before its directory, so a directory without a
-    lock file belongs to nobody.
-    """
-    for entry in sorted(root.iterdir()):
-        replica = entry.name.removesuffix(".lock")
-        if replica == keep:
-            continue
-        if entry.name.endswith(".lock"):
-            try:
-                fd = os.open(entry, os.O_RDWR)
-            except FileNotFoundError:
-                continue  # another replica removed it meanwhile
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                continue  # a live replica
-            finally:
-                os.close(fd)
-            shutil.rmtree(root / replica, ignore_errors=True)
-            with contextlib.suppress(FileNotFoundError):
-                entry.unlink()
-        elif not (root / f"{replica}.lock").exists():
-            shutil.rmtree(entry, ignore_errors=True)

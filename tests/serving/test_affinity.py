@@ -1,4 +1,4 @@
-"""Workers pinned each to a CPU of its own (``api/affinity.py``): claims, release, and real affinity."""
+"""Workers pinned each to a CPU of its own (``serving/affinity.py``): claims, release, and real affinity."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from keymanager.api.affinity import claim_cpu
+from keymanager.serving.affinity import claim_cpu
 
 WORKER = """
 import json, os, sys, threading
@@ -16,11 +16,11 @@ from pathlib import Path
 started = threading.Event()
 threading.Thread(target=started.wait, daemon=True).start()  # a thread that exists before pinning
 if sys.argv[2] == "factory":
-    from keymanager.api.app import app_from_env
-    app_from_env()
+    from keymanager.serving.app import worker_app
+    worker_app()
     cpu = None
 else:
-    from keymanager.api.affinity import pin_worker
+    from keymanager.serving.affinity import pin_worker
     cpu = pin_worker(Path(sys.argv[1]))
 tasks = sorted(os.sched_getaffinity(int(t)) for t in os.listdir("/proc/self/task"))
 print(json.dumps({"cpu": cpu, "tasks": [sorted(t) for t in tasks]}), flush=True)
@@ -79,9 +79,9 @@ def test_two_workers_run_on_different_cpus_with_all_their_threads(tmp_path: Path
     assert third["cpu"] == min(os.sched_getaffinity(0))
 
 
-def test_the_setting_turns_pinning_on(tmp_path: Path) -> None:
+def test_a_worker_pins_itself_only_when_the_setting_says_so(tmp_path: Path) -> None:
     allowed = sorted(os.sched_getaffinity(0))
-    process, report = start_worker(tmp_path, "factory", KM_VAR_DIR=str(tmp_path))  # off by default
+    process, report = start_worker(tmp_path, "factory", KM_VAR_DIR=str(tmp_path))  # keymanager serve decides
     stop(process)
     assert all(task == allowed for task in report["tasks"])  # type: ignore[union-attr]
     assert not (tmp_path / "run").exists()

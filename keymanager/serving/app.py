@@ -1,0 +1,25 @@
+"""The app of one worker process, made by uvicorn's factory hook in that process."""
+
+from __future__ import annotations
+
+import logging
+
+from fastapi import FastAPI
+
+from keymanager.api import logs
+from keymanager.api.app import create_app
+from keymanager.config import Settings
+from keymanager.serving.affinity import pin_worker
+
+log = logging.getLogger(__name__)
+
+
+def worker_app() -> FastAPI:
+    """uvicorn's app factory (``--factory``), run in each worker process: settings from the
+    environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true."""
+    settings = Settings()
+    logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
+    if settings.cpu_affinity:
+        cpu = pin_worker(settings.run_dir)
+        log.info("worker pinned to CPU %s", cpu)
+    return create_app(settings)
