@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain import kms, kms_blob
@@ -29,6 +29,7 @@ from keymanager.services.snapshot import Snapshot
 _SYMMETRIC = "SYMMETRIC_DEFAULT"
 _HMAC = "HMAC_SHA_256"
 _DATA_KEY_SPECS = {"AES_256": 256, "AES_128": 128}
+T = TypeVar("T")
 
 
 @dataclass
@@ -56,6 +57,31 @@ class Call:
 
     def noted(self, key_id: str, key_version: int | None = None) -> None:
         self.key_id, self.key_version = key_id, key_version
+
+
+def require_admin(principal: Principal) -> None:
+    """AccessDeniedException unless ``principal`` is an admin (management operations)."""
+    if principal.role is not Role.ADMIN:
+        raise Forbidden("this operation needs the role admin")
+
+
+def page(
+    params: Mapping[str, Any], items: Sequence[T], *, most: int = 1000, default: int = 100
+) -> tuple[list[T], dict[str, Any]]:
+    """One page of ``items`` (``Limit`` 1-``most``) from ``Marker`` (an offset, as AWS's opaque
+    string), and the answer's ``Truncated`` and (when truncated) ``NextMarker``."""
+    limit = kms.integer(params, "Limit", 1, most) or default
+    marker = kms.string(params, "Marker", limit=16)
+    start = 0
+    if marker is not None:
+        if not marker.isdigit():
+            raise kms.KmsError("InvalidMarkerException", "the marker is not one this service gave")
+        start = int(marker)
+    end = start + limit
+    rest: dict[str, Any] = {"Truncated": end < len(items)}
+    if end < len(items):
+        rest["NextMarker"] = str(end)
+    return list(items[start:end]), rest
 
 
 class KmsCrypto:

@@ -44,15 +44,6 @@ def test_other_key_specs_are_unsupported_by_name(admin_kms: Any, spec: str) -> N
     assert code(refused) == "UnsupportedOperationException" and spec in str(refused.value)
 
 
-def test_create_key_refuses_policies_and_tags(admin_kms: Any) -> None:
-    with pytest.raises(ClientError) as refused:
-        admin_kms.create_key(Policy='{"Version": "2012-10-17", "Statement": []}')
-    assert code(refused) == "UnsupportedOperationException"
-    with pytest.raises(ClientError) as refused:
-        admin_kms.create_key(Tags=[{"TagKey": "a", "TagValue": "b"}])
-    assert code(refused) == "UnsupportedOperationException"
-
-
 def test_management_needs_the_admin_role(app_kms: Any, key: dict[str, Any]) -> None:
     for call in (
         lambda: app_kms.create_key(),
@@ -320,9 +311,17 @@ def test_hmac_keys(admin_kms: Any, kms_server: Server) -> None:
 @pytest.mark.parametrize(
     ("method", "kwargs", "name"),
     [
-        ("put_key_policy", {"KeyId": "0" * 32, "PolicyName": "default", "Policy": "{}"}, "PutKeyPolicy"),
-        ("tag_resource", {"KeyId": "0" * 32, "Tags": []}, "TagResource"),
-        ("list_grants", {"KeyId": "0" * 32}, "ListGrants"),
+        (
+            "get_parameters_for_import",
+            {"KeyId": "0" * 32, "WrappingAlgorithm": "RSA_AES_KEY_WRAP_SHA_256", "WrappingKeySpec": "RSA_4096"},
+            "GetParametersForImport",
+        ),
+        (
+            "import_key_material",
+            {"KeyId": "0" * 32, "ImportToken": b"t", "EncryptedKeyMaterial": b"m"},
+            "ImportKeyMaterial",
+        ),
+        ("create_grant", {"KeyId": "0" * 32, "GranteePrincipal": "p", "Operations": ["Encrypt"]}, "CreateGrant"),
         ("sign", {"KeyId": "0" * 32, "Message": b"m", "SigningAlgorithm": "RSASSA_PSS_SHA_256"}, "Sign"),
     ],
 )
