@@ -151,7 +151,22 @@ def alias_of(key: Key) -> str | None:
 
 # -- key metadata -------------------------------------------------------------------------
 
-KEY_SPECS = {"SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM, "HMAC_256": Algorithm.HMAC_SHA256}
+KEY_SPECS = {
+    "SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM,
+    "HMAC_224": Algorithm.HMAC_SHA224,
+    "HMAC_256": Algorithm.HMAC_SHA256,
+    "HMAC_384": Algorithm.HMAC_SHA384,
+    "HMAC_512": Algorithm.HMAC_SHA512,
+}
+"""The key specs CreateKey makes, and the native algorithm of each (every other spec: unsupported)."""
+MAC_ALGORITHMS = {
+    Algorithm.HMAC_SHA224: "HMAC_SHA_224",
+    Algorithm.HMAC_SHA256: "HMAC_SHA_256",
+    Algorithm.HMAC_SHA384: "HMAC_SHA_384",
+    Algorithm.HMAC_SHA512: "HMAC_SHA_512",
+}
+"""AWS's ``MacAlgorithm`` of each HMAC key (one per key spec, as in AWS)."""
+_SPEC_OF = {algorithm: spec for spec, algorithm in KEY_SPECS.items() if algorithm in MAC_ALGORITHMS}
 _STATES = {
     KeyState.ENABLED: "Enabled",
     KeyState.DISABLED: "Disabled",
@@ -161,12 +176,13 @@ _STATES = {
 
 
 def key_spec(key: Key) -> str:
-    return "HMAC_256" if key.algorithm is Algorithm.HMAC_SHA256 else "SYMMETRIC_DEFAULT"
+    """AWS's ``KeySpec``: ``HMAC_<bits>`` for HMAC keys, ``SYMMETRIC_DEFAULT`` for the others."""
+    return _SPEC_OF.get(key.algorithm, "SYMMETRIC_DEFAULT")
 
 
 def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
     """``KeyMetadata`` of ``key`` as DescribeKey and CreateKey answer it."""
-    mac = key.algorithm is Algorithm.HMAC_SHA256
+    mac = key.algorithm in MAC_ALGORITHMS
     out: dict[str, Any] = {
         "AWSAccountId": account,
         "KeyId": key.id,
@@ -183,7 +199,7 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "MultiRegion": False,
     }
     if mac:
-        out["MacAlgorithms"] = ["HMAC_SHA_256"]
+        out["MacAlgorithms"] = [MAC_ALGORITHMS[key.algorithm]]
     else:
         out["EncryptionAlgorithms"] = ["SYMMETRIC_DEFAULT"]
     if key.deletion_date is not None:

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
@@ -217,12 +217,22 @@ class CryptoService:
         return BatchResults(results=results, key_id=key.id)
 
     # -- MACs -------------------------------------------------------------------------
-    async def mac(self, keys: Snapshot, principal: Principal, ref: str, data: bytes, context: Context = None) -> Mac:
-        """Deterministic HMAC-SHA256 of ``data`` (and the context) with the primary version of HMAC key ``ref``."""
+    async def mac(
+        self,
+        keys: Snapshot,
+        principal: Principal,
+        ref: str,
+        data: bytes,
+        context: Context = None,
+        *,
+        framed: bool = True,
+    ) -> Mac:
+        """Deterministic HMAC of ``data`` (and the context) with the primary version of HMAC key ``ref``,
+        under the key's algorithm. ``framed=False``: of ``data`` alone, as AWS KMS's GenerateMac (no context)."""
         self._check_size(data)
         key = _usable_for_mac(await keys.key(ref), principal)
         version = key.versions[key.primary_version]
-        digest = await self._hsm.amac(version.hsm, mac_message(data, context))
+        digest = await self._hsm.amac(version.hsm, mac_message(data, context, framed=framed), key.algorithm)
         return Mac(mac=digest, key_id=key.id, key_version=version.version)
 
     async def verify_mac(
@@ -234,8 +244,11 @@ class CryptoService:
         mac: bytes,
         context: Context = None,
         version: int | None = None,
+        *,
+        framed: bool = True,
     ) -> MacCheck:
-        """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
+        """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``
+        (``framed`` as for :meth:`mac`)."""
         self._check_size(data)
         key = _usable_for_mac(await keys.key(ref), principal)
         number = key.primary_version if version is None else version
@@ -243,7 +256,8 @@ class CryptoService:
             raise InvalidRequest("the key has no such version")
         if number < key.min_decryption_version:
             raise VersionBelowMinimum()
-        expected = await self._hsm.amac(key.versions[number].hsm, mac_message(data, context))
+        message = mac_message(data, context, framed=framed)
+        expected = await self._hsm.amac(key.versions[number].hsm, message, key.algorithm)
         return MacCheck(valid=hmac.compare_digest(expected, mac), key_id=key.id, key_version=number)
 
     # -- streams ----------------------------------------------------------------------
@@ -304,8 +318,13 @@ class CryptoService:
             raise PayloadTooLarge(f"a batch holds at most {self._max_batch} items")
 
 
-def mac_message(data: bytes, context: Context) -> bytes:
-    """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical)."""
+def mac_message(data: bytes, context: Context, *, framed: bool = True) -> bytes:
+    """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical);
+    unframed (no context allowed), ``data`` alone."""
+    if not framed:
+        if context:
+            raise InvalidRequest("an unframed MAC has no context")
+        return data
     encoded = ct.canonical_context(context)
     return len(encoded).to_bytes(8, "big") + encoded + data
 
@@ -314,8 +333,8 @@ def _usable(key: Key, principal: Principal, operation: Operation) -> Key:
     """``key`` if ``principal`` may use it for ``operation`` now and it encrypts; else the refusal."""
     require_use(key, principal, operation)
     require_enabled(key)
-    if key.algorithm is Algorithm.HMAC_SHA256:
-        raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    if key.algorithm in HMAC_KEY_BITS:
+        raise InvalidRequest(f"an {key.algorithm} key only computes MACs")
     if key.algorithm is Algorithm.FF1_AES_256:
         raise InvalidRequest("an FF1_AES_256 key only makes tokens")
     return key
@@ -325,8 +344,8 @@ def _usable_for_mac(key: Key, principal: Principal) -> Key:
     """``key`` if ``principal`` may compute MACs with it now and it is an HMAC key; else the refusal."""
     require_use(key, principal, Operation.MAC)
     require_enabled(key)
-    if key.algorithm is not Algorithm.HMAC_SHA256:
-        raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
+    if key.algorithm not in HMAC_KEY_BITS:
+        raise InvalidRequest(f"MACs need a key of an HMAC algorithm ({', '.join(HMAC_KEY_BITS)})")
     return key
 
 

@@ -21,9 +21,9 @@ from typing import Any
 from keymanager.db.kms import KmsStore
 from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import Algorithm, Key, KeyState
+from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import KeyNotFound
+from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
 from keymanager.services.kms import Call, page, require_admin
 from keymanager.services.kms_resources import KmsKeyResources
@@ -93,7 +93,7 @@ class KmsKeys:
     def list_key_rotations(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         """The key's versions after the first, as rotations (``RotationDate``: the version's creation)."""
         key = self._admin_key(call)
-        if key.algorithm is Algorithm.HMAC_SHA256:
+        if key.algorithm in kms.MAC_ALGORITHMS:
             raise kms.unsupported("rotation of HMAC keys")
         versions, rest = page(call.params, [key.versions[n] for n in sorted(key.versions) if n > 1], default=100)
         rotations = [{"KeyId": call.arn(key.id), "RotationDate": kms.epoch(v.created_at)} for v in versions]
@@ -117,7 +117,7 @@ class KmsKeys:
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
         usage = kms.string(params, "KeyUsage", limit=32)
-        expected = "GENERATE_VERIFY_MAC" if algorithm is Algorithm.HMAC_SHA256 else "ENCRYPT_DECRYPT"
+        expected = "GENERATE_VERIFY_MAC" if algorithm in kms.MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
         if usage not in (None, expected):
             raise kms.KmsError("ValidationException", f"KeyUsage of a {spec or 'SYMMETRIC_DEFAULT'} key is {expected}")
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
@@ -125,11 +125,14 @@ class KmsKeys:
         if document is not None:
             policy = self._resources.policy_of(document, call.account)
         else:
-            operations = {Operation.MAC} if algorithm is Algorithm.HMAC_SHA256 else _ENCRYPTING
+            operations = {Operation.MAC} if algorithm in kms.MAC_ALGORITHMS else _ENCRYPTING
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
-        key = self._keys.create(
-            kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
-        )
+        try:
+            key = self._keys.create(
+                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
+            )
+        except InvalidRequest as exc:  # the policy was checked above: in practice the HSM lacks the algorithm
+            raise kms.unsupported(f"KeySpec {spec} ({exc.message})") from None
         call.noted(key.id, 1)
         if tags:
             self._resources.add_tags(key, tags, None)
@@ -216,7 +219,7 @@ class KmsKeys:
 
     def _rotatable(self, call: Call) -> Key:
         key = self._admin_key(call)
-        if key.algorithm is Algorithm.HMAC_SHA256:
+        if key.algorithm in kms.MAC_ALGORITHMS:
             raise kms.unsupported("rotation of HMAC keys")
         if key.state is KeyState.DISABLED:
             raise kms.KmsError("DisabledException", "the key is disabled")

@@ -19,7 +19,7 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed, HsmUnavailable
 from keymanager.hsm import Hsm, operations, version_labels
 from tests.conftest import TEST_PIN
@@ -129,6 +129,7 @@ def test_key_templates(hsm: Hsm, make_version: Callable[[Algorithm], Version], a
     if objects.mac_label is not None:
         mac = {
             **common,
+            Attribute.VALUE_LEN: HMAC_KEY_BITS.get(algorithm, 256) // 8,  # an HMAC key is as long as its digest
             Attribute.KEY_TYPE: KeyType.GENERIC_SECRET,
             Attribute.SIGN: True,
             Attribute.VERIFY: True,
@@ -136,6 +137,19 @@ def test_key_templates(hsm: Hsm, make_version: Callable[[Algorithm], Version], a
             Attribute.DECRYPT: False,
         }
         assert _attributes(hsm, objects.mac_label, list(mac)) == mac
+
+
+@pytest.mark.parametrize("algorithm", list(HMAC_KEY_BITS))
+def test_hmac_keys_compute_their_own_digest(
+    hsm: Hsm, make_version: Callable[[Algorithm], Version], algorithm: Algorithm
+) -> None:
+    _, objects = make_version(algorithm)
+    _, other = make_version(algorithm)
+    first = asyncio.run(hsm.amac(objects, b"4111111111111111", algorithm))
+    assert len(first) == HMAC_KEY_BITS[algorithm] // 8
+    assert asyncio.run(hsm.amac(objects, b"4111111111111111", algorithm)) == first
+    assert asyncio.run(hsm.amac(objects, b"4111111111111112", algorithm)) != first
+    assert asyncio.run(hsm.amac(other, b"4111111111111111", algorithm)) != first
 
 
 @pytest.mark.parametrize("algorithm", ENC_ALGORITHMS)
