@@ -142,12 +142,10 @@ class KmsStore:
         """Add ``tags`` to key ``key_id`` (a given tag key's value replaced); False, and nothing
         changed, when the key would then hold more than ``limit`` tags. KeyNotFound for no such key."""
         with self._transaction() as session:
-            if session.get(KeyRow, key_id) is None:
+            # the key row locked: concurrent taggings of one key count its tags one after the other
+            if session.execute(select(KeyRow.id).where(KeyRow.id == key_id).with_for_update()).first() is None:
                 raise errors.KeyNotFound()
-            held = {
-                row.tag_key: row
-                for row in session.scalars(select(KeyTagRow).where(KeyTagRow.key_id == key_id).with_for_update())
-            }
+            held = {row.tag_key: row for row in session.scalars(select(KeyTagRow).where(KeyTagRow.key_id == key_id))}
             if len(held.keys() | tags.keys()) > limit:
                 return False
             for tag_key, value in tags.items():

@@ -20,7 +20,7 @@ from pkcs11 import exceptions as p11
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed, HsmUnavailable
+from keymanager.errors import DecryptionFailed, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm, operations, version_labels
 from tests.conftest import TEST_PIN
 
@@ -368,6 +368,18 @@ class _FailingSecondGenerate:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+
+def test_an_hmac_algorithm_the_hsm_lacks_is_refused_by_name(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HSM without the algorithm's mechanism (faked: HMAC_SHA384 asks for one this token has not)."""
+    before = hsm.find_labels("km/")
+    present = hsm.call(lambda token: set(token.session().token.slot.get_mechanisms()))
+    missing = next(m for m in pkcs11.Mechanism if m not in present and not m.name.startswith("_"))
+    monkeypatch.setitem(operations._HMAC_MECHANISMS, Algorithm.HMAC_SHA384, missing)
+    with pytest.raises(InvalidRequest, match=f"HMAC_SHA384 .no {missing.name}"):
+        hsm.generate_version(new_id(), 1, Algorithm.HMAC_SHA384)
+    assert hsm.find_labels("km/") == before
+    hsm.ping()
 
 
 @pytest.mark.parametrize("error", [p11.DeviceError(), p11.GeneralError(), p11.DeviceMemory()])
