@@ -1,5 +1,5 @@
-"""What the AWS KMS API stores beyond :class:`~keymanager.db.store.Store`: access keys, and the
-key changes only that API makes (a key's name, which is its alias, and its rotation period).
+"""What the AWS KMS API stores beyond :class:`~keymanager.db.store.Store`: access keys, key tags,
+and the key changes only that API makes (a key's name, which is its alias, and its rotation period).
 
 Every change bumps the metadata version in its own transaction, with its audit entry, exactly
 as ``Store`` does: a revoked access key stops working at once on every replica.
@@ -7,7 +7,7 @@ as ``Store`` does: a revoked access key stops working at once on every replica.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from keymanager import errors
 from keymanager.db import records
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import AccessKeyRow, KeyRow, PrincipalRow
+from keymanager.db.models import AccessKeyRow, KeyRow, KeyTagRow, PrincipalRow
 from keymanager.db.store import _AUDIT_KEY, _changed, _rowcount
 from keymanager.domain.access_keys import MAX_PER_PRINCIPAL, AccessKey
 from keymanager.domain.audit import AuditEntry, ChainKey
@@ -127,6 +127,51 @@ class KmsStore:
             if _rowcount(session, statement) == 0:
                 raise errors.KeyNotFound()
             _changed(session, audit)
+
+    # -- tags -------------------------------------------------------------------------------
+    def tags_of(self, key_id: str) -> dict[str, str]:
+        """The tags of key ``key_id``, ordered by tag key."""
+        with self._transaction() as session:
+            rows = session.execute(
+                select(KeyTagRow.tag_key, KeyTagRow.tag_value)
+                .where(KeyTagRow.key_id == key_id)
+                .order_by(KeyTagRow.tag_key)
+            )
+            return {row.tag_key: row.tag_value for row in rows}
+
+    def tag_key(self, key_id: str, tags: Mapping[str, str], *, limit: int, audit: AuditEntry | None) -> bool:
+        """Add ``tags`` to key ``key_id`` (a given tag key's value replaced); False, and nothing
+        changed, when the key would then hold more than ``limit`` tags. KeyNotFound for no such key."""
+        with self._transaction() as session:
+            # the key row locked: concurrent taggings of one key count its tags one after the other
+            if session.execute(select(KeyRow.id).where(KeyRow.id == key_id).with_for_update()).first() is None:
+                raise errors.KeyNotFound()
+            held = {row.tag_key: row for row in session.scalars(select(KeyTagRow).where(KeyTagRow.key_id == key_id))}
+            if len(held.keys() | tags.keys()) > limit:
+                return False
+            for tag_key, value in tags.items():
+                if tag_key in held:
+                    held[tag_key].tag_value = value
+                else:
+                    session.add(KeyTagRow(key_id=key_id, tag_key=tag_key, tag_value=value))
+            session.flush()
+            _changed(session, audit)
+            return True
+
+    def untag_key(self, key_id: str, tag_keys: Collection[str], *, audit: AuditEntry | None) -> None:
+        """Remove the tags ``tag_keys`` of key ``key_id`` (tag keys it does not hold are ignored)."""
+        with self._transaction() as session:
+            statement = delete(KeyTagRow).where(KeyTagRow.key_id == key_id, KeyTagRow.tag_key.in_(sorted(tag_keys)))
+            session.execute(statement)
+            _changed(session, audit)
+
+    def existing_principals(self, names: Collection[str]) -> dict[str, str]:
+        """Name to role of the principals among ``names`` that exist."""
+        with self._transaction() as session:
+            rows = session.execute(
+                select(PrincipalRow.name, PrincipalRow.role).where(PrincipalRow.name.in_(sorted(names)))
+            )
+            return {row.name: row.role for row in rows}
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:

@@ -161,3 +161,13 @@ class AccessKeyRow(Base):
     sealed_secret: Mapped[bytes] = mapped_column(LargeBinary)
     wrap_label: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class KeyTagRow(Base):
+    """A tag of a key (AWS KMS API's TagResource): a key and a value, unique per key."""
+
+    __tablename__ = "key_tags"
+
+    key_id: Mapped[str] = mapped_column(ForeignKey("keys.id", ondelete="CASCADE"), primary_key=True)
+    tag_key: Mapped[str] = mapped_column(String(128), primary_key=True)
+    tag_value: Mapped[str] = mapped_column(String(256))

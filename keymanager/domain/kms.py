@@ -151,7 +151,22 @@ def alias_of(key: Key) -> str | None:
 
 # -- key metadata -------------------------------------------------------------------------
 
-KEY_SPECS = {"SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM, "HMAC_256": Algorithm.HMAC_SHA256}
+KEY_SPECS = {
+    "SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM,
+    "HMAC_224": Algorithm.HMAC_SHA224,
+    "HMAC_256": Algorithm.HMAC_SHA256,
+    "HMAC_384": Algorithm.HMAC_SHA384,
+    "HMAC_512": Algorithm.HMAC_SHA512,
+}
+"""The key specs CreateKey makes, and the native algorithm of each (every other spec: unsupported)."""
+MAC_ALGORITHMS = {
+    Algorithm.HMAC_SHA224: "HMAC_SHA_224",
+    Algorithm.HMAC_SHA256: "HMAC_SHA_256",
+    Algorithm.HMAC_SHA384: "HMAC_SHA_384",
+    Algorithm.HMAC_SHA512: "HMAC_SHA_512",
+}
+"""AWS's ``MacAlgorithm`` of each HMAC key (one per key spec, as in AWS)."""
+_SPEC_OF = {algorithm: spec for spec, algorithm in KEY_SPECS.items() if algorithm in MAC_ALGORITHMS}
 _STATES = {
     KeyState.ENABLED: "Enabled",
     KeyState.DISABLED: "Disabled",
@@ -161,12 +176,13 @@ _STATES = {
 
 
 def key_spec(key: Key) -> str:
-    return "HMAC_256" if key.algorithm is Algorithm.HMAC_SHA256 else "SYMMETRIC_DEFAULT"
+    """AWS's ``KeySpec``: ``HMAC_<bits>`` for HMAC keys, ``SYMMETRIC_DEFAULT`` for the others."""
+    return _SPEC_OF.get(key.algorithm, "SYMMETRIC_DEFAULT")
 
 
 def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
     """``KeyMetadata`` of ``key`` as DescribeKey and CreateKey answer it."""
-    mac = key.algorithm is Algorithm.HMAC_SHA256
+    mac = key.algorithm in MAC_ALGORITHMS
     out: dict[str, Any] = {
         "AWSAccountId": account,
         "KeyId": key.id,
@@ -183,7 +199,7 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "MultiRegion": False,
     }
     if mac:
-        out["MacAlgorithms"] = ["HMAC_SHA_256"]
+        out["MacAlgorithms"] = [MAC_ALGORITHMS[key.algorithm]]
     else:
         out["EncryptionAlgorithms"] = ["SYMMETRIC_DEFAULT"]
     if key.deletion_date is not None:
@@ -194,45 +210,6 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
 def epoch(moment: datetime) -> float:
     """A timestamp as JSON 1.1 carries it: seconds since the epoch."""
     return round(moment.timestamp(), 3)
-
-
-# -- key policies ---------------------------------------------------------------------------
-
-POLICY_ACTIONS = {
-    "encrypt": ["kms:Encrypt", "kms:ReEncryptTo"],
-    "decrypt": ["kms:Decrypt", "kms:ReEncryptFrom"],
-    "generate_data_key": ["kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext"],
-    "reencrypt": ["keymanager:ReEncrypt"],
-    "mac": ["kms:GenerateMac", "kms:VerifyMac"],
-}
-"""What each native policy operation allows, in IAM's words (``reencrypt`` is the REST API's own)."""
-
-
-def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
-    """An IAM-style key policy generated from a native policy (``Policy.to_dict()``): one statement
-    per operation that names principals, principals as ``arn:aws:iam::<account>:user/<name>``,
-    ``not_before``/``not_after`` as ``aws:CurrentTime`` conditions."""
-    condition: dict[str, Any] = {}
-    if policy.get("not_before"):
-        condition["DateGreaterThan"] = {"aws:CurrentTime": policy["not_before"]}
-    if policy.get("not_after"):
-        condition["DateLessThan"] = {"aws:CurrentTime": policy["not_after"]}
-    statements = []
-    for operation, actions in POLICY_ACTIONS.items():
-        names = policy.get(operation) or []
-        if not names:
-            continue
-        statement: dict[str, Any] = {
-            "Sid": operation,
-            "Effect": "Allow",
-            "Principal": {"AWS": [f"arn:aws:iam::{account}:user/{name}" for name in names]},
-            "Action": actions,
-            "Resource": "*",
-        }
-        if condition:
-            statement["Condition"] = condition
-        statements.append(statement)
-    return {"Version": "2012-10-17", "Id": "keymanager-native-policy", "Statement": statements}
 
 
 # -- request fields -----------------------------------------------------------------------
@@ -310,3 +287,42 @@ def check_common(params: Mapping[str, Any]) -> None:
 def data(value: bytes) -> str:
     """A blob as JSON 1.1 carries it: standard base64."""
     return base64.b64encode(value).decode()
+
+
+# -- tags -----------------------------------------------------------------------------------
+
+MAX_TAGS = 50
+MAX_TAG_KEY_CHARS = 128
+MAX_TAG_VALUE_CHARS = 256
+
+
+def tags(params: Mapping[str, Any], name: str = "Tags") -> dict[str, str]:
+    """Field ``name``, a list of ``{"TagKey", "TagValue"}``, as a map; ``TagException`` for a tag
+    AWS refuses (key 1-128 characters, not ``aws:``…; value 0-256 characters; a key twice)."""
+    value = params.get(name)
+    if value is None:
+        return {}
+    if not isinstance(value, list) or not all(isinstance(tag, dict) for tag in value):
+        raise KmsError("SerializationException", f"{name} must be a list of tags")
+    out: dict[str, str] = {}
+    for tag in value:
+        key, text = tag.get("TagKey"), tag.get("TagValue")
+        if not isinstance(key, str) or not isinstance(text, str):
+            raise KmsError("SerializationException", "a tag is {TagKey: string, TagValue: string}")
+        check_tag_key(key)
+        if len(text) > MAX_TAG_VALUE_CHARS:
+            raise KmsError("TagException", f"a TagValue is at most {MAX_TAG_VALUE_CHARS} characters")
+        if key in out:
+            raise KmsError("TagException", f"the TagKey {key!r} is given twice")
+        out[key] = text
+    if len(out) > MAX_TAGS:
+        raise KmsError("TagException", f"a key holds at most {MAX_TAGS} tags")
+    return out
+
+
+def check_tag_key(key: str) -> None:
+    """``TagException`` unless ``key`` is a tag key AWS accepts."""
+    if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
+        raise KmsError("TagException", f"a TagKey is 1 to {MAX_TAG_KEY_CHARS} characters")
+    if key.lower().startswith("aws:"):
+        raise KmsError("TagException", "TagKeys beginning with aws: are reserved")

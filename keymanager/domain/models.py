@@ -23,6 +23,18 @@ class Algorithm(enum.StrEnum):
     AES_256_GCM = "AES_256_GCM"
     HMAC_SHA256 = "HMAC_SHA256"
     FF1_AES_256 = "FF1_AES_256"
+    HMAC_SHA224 = "HMAC_SHA224"
+    HMAC_SHA384 = "HMAC_SHA384"
+    HMAC_SHA512 = "HMAC_SHA512"
+
+
+HMAC_KEY_BITS = {
+    Algorithm.HMAC_SHA224: 224,
+    Algorithm.HMAC_SHA256: 256,
+    Algorithm.HMAC_SHA384: 384,
+    Algorithm.HMAC_SHA512: 512,
+}
+"""The MAC algorithms (keys that only compute MACs) and the size of their secrets: as long as the digest."""
 
 
 class KeyState(enum.StrEnum):

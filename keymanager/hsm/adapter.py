@@ -121,6 +121,7 @@ class Hsm(Dispatcher):
         """``nbytes`` from the HSM's generator and their ciphertext body under ``objects``, in one trip."""
         return await self.acall(op.data_key, objects, algorithm, head, nbytes, context)
 
-    async def amac(self, objects: HsmObjects, message: bytes) -> bytes:
-        """HMAC-SHA256 of ``message`` with the version's HMAC key (computed in the HSM)."""
-        return await self.acall(op.mac, objects, message)
+    async def amac(self, objects: HsmObjects, message: bytes, algorithm: Algorithm = Algorithm.HMAC_SHA256) -> bytes:
+        """The HMAC (``algorithm``: one of ``HMAC_KEY_BITS``) of ``message`` with the version's HMAC key
+        (computed in the HSM)."""
+        return await self.acall(op.mac, objects, message, algorithm)

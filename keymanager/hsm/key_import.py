@@ -30,7 +30,7 @@ from typing import Any
 from pkcs11 import MGF, Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
-from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm.adapter import Hsm
 from keymanager.hsm.templates import AES_ENCRYPT_ONLY_TEMPLATE, AES_TEMPLATE, HMAC_TEMPLATE, version_labels
@@ -134,7 +134,7 @@ def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
     if objects.enc_label is not None:
         out.append((objects.enc_label, KeyType.AES, aes, 32))
     if objects.mac_label is not None:
-        out.append((objects.mac_label, KeyType.GENERIC_SECRET, HMAC_TEMPLATE, 32))
+        out.append((objects.mac_label, KeyType.GENERIC_SECRET, HMAC_TEMPLATE, HMAC_KEY_BITS.get(algorithm, 256) // 8))
     return out
 
 

@@ -25,8 +25,8 @@ from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
+from keymanager.errors import DecryptionFailed, InvalidRequest
 from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, PROBE_LABEL, template_of, version_labels
 from keymanager.hsm.token import LOST, Token
 
@@ -64,8 +64,20 @@ def data_key(
     return plaintext, encrypt(token, objects, algorithm, head, plaintext, context)
 
 
+_HMAC_MECHANISMS = {
+    Algorithm.HMAC_SHA224: Mechanism.SHA224_HMAC,
+    Algorithm.HMAC_SHA256: Mechanism.SHA256_HMAC,
+    Algorithm.HMAC_SHA384: Mechanism.SHA384_HMAC,
+    Algorithm.HMAC_SHA512: Mechanism.SHA512_HMAC,
+}
+
+
 def generate_version(token: Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+    """The objects of a new key version; InvalidRequest for an HMAC algorithm whose mechanism the HSM lacks."""
     session = token.session()
+    mechanism = _HMAC_MECHANISMS.get(algorithm)
+    if mechanism is not None and mechanism not in session.token.slot.get_mechanisms():
+        raise InvalidRequest(f"the HSM does not support {algorithm} (no {mechanism.name})")
     objects = version_labels(key_id, version, algorithm, secrets.token_hex(4))
     created: list[Any] = []
     try:
@@ -84,7 +96,7 @@ def generate_version(token: Token, key_id: str, version: int, algorithm: Algorit
             created.append(
                 session.generate_key(
                     KeyType.GENERIC_SECRET,
-                    256,
+                    HMAC_KEY_BITS.get(algorithm, 256),
                     label=objects.mac_label,
                     store=True,
                     mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
@@ -141,9 +153,9 @@ def find_labels_afresh(token: Token, prefix: str) -> list[str]:
     return find_labels(token, prefix)
 
 
-def mac(token: Token, objects: HsmObjects, message: bytes) -> bytes:
+def mac(token: Token, objects: HsmObjects, message: bytes, algorithm: Algorithm = Algorithm.HMAC_SHA256) -> bytes:
     key = token.key(_require(objects.mac_label))
-    return bytes(key.sign(bytes(message), mechanism=Mechanism.SHA256_HMAC))
+    return bytes(key.sign(bytes(message), mechanism=_HMAC_MECHANISMS[algorithm]))
 
 
 def encrypt_many(

@@ -214,13 +214,21 @@ class CryptoService:
 
     # -- MACs -------------------------------------------------------------------------
     async def mac(
-        self, snapshot: KeyLookup, principal: Principal, ref: str, data: bytes, context: Context = None
+        self,
+        snapshot: KeyLookup,
+        principal: Principal,
+        ref: str,
+        data: bytes,
+        context: Context = None,
+        *,
+        framed: bool = True,
     ) -> Mac:
-        """Deterministic HMAC-SHA256 of ``data`` (and the context) with the primary version of HMAC key ``ref``."""
+        """Deterministic HMAC of ``data`` (and the context) with the primary version of HMAC key ``ref``,
+        under the key's algorithm. ``framed=False``: of ``data`` alone, as AWS KMS's GenerateMac (no context)."""
         self._check_size(data)
         key = usable(await snapshot.key(ref), principal, Operation.MAC)
         version = key.versions[key.primary_version]
-        digest = await self._hsm.amac(version.hsm, mac_message(data, context))
+        digest = await self._hsm.amac(version.hsm, mac_message(data, context, framed=framed), key.algorithm)
         return Mac(key.id, version.version, digest)
 
     async def verify_mac(
@@ -232,8 +240,11 @@ class CryptoService:
         mac: bytes,
         context: Context = None,
         version: int | None = None,
+        *,
+        framed: bool = True,
     ) -> MacCheck:
-        """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``."""
+        """Whether ``mac`` is the HMAC of ``data`` under version ``version`` (default: primary) of key ``ref``
+        (``framed`` as for :meth:`mac`)."""
         self._check_size(data)
         key = usable(await snapshot.key(ref), principal, Operation.MAC)
         number = key.primary_version if version is None else version
@@ -241,7 +252,8 @@ class CryptoService:
             raise InvalidRequest("the key has no such version")
         if number < key.min_decryption_version:
             raise VersionBelowMinimum()
-        expected = await self._hsm.amac(key.versions[number].hsm, mac_message(data, context))
+        message = mac_message(data, context, framed=framed)
+        expected = await self._hsm.amac(key.versions[number].hsm, message, key.algorithm)
         return MacCheck(key.id, number, hmac.compare_digest(expected, mac))
 
     # -- streams ----------------------------------------------------------------------
@@ -283,8 +295,13 @@ class CryptoService:
             raise PayloadTooLarge(f"a batch holds at most {self._max_batch} items")
 
 
-def mac_message(data: bytes, context: Context) -> bytes:
-    """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical)."""
+def mac_message(data: bytes, context: Context, *, framed: bool = True) -> bytes:
+    """What the HMAC covers: ``uint64_be(len(context)) ‖ context ‖ data`` (context canonical);
+    unframed (no context allowed), ``data`` alone."""
+    if not framed:
+        if context:
+            raise InvalidRequest("an unframed MAC has no context")
+        return data
     encoded = ct.canonical_context(context)
     return len(encoded).to_bytes(8, "big") + encoded + data
 

@@ -6,7 +6,7 @@ reads the same whichever service raises it.
 
 from __future__ import annotations
 
-from keymanager.domain.models import Algorithm, Key, Principal
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import InvalidRequest
 from keymanager.services.keys import require_enabled, require_use
@@ -20,13 +20,13 @@ def usable(key: Key, principal: Principal, operation: Operation) -> Key:
     require_use(key, principal, operation)
     require_enabled(key)
     if operation is Operation.MAC:
-        if key.algorithm is not Algorithm.HMAC_SHA256:
-            raise InvalidRequest("MACs need a key of algorithm HMAC_SHA256")
+        if key.algorithm not in HMAC_KEY_BITS:
+            raise InvalidRequest(f"MACs need a key of an HMAC algorithm ({', '.join(HMAC_KEY_BITS)})")
     elif operation in _TOKENS:
         if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
             raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
-    elif key.algorithm is Algorithm.HMAC_SHA256:
-        raise InvalidRequest("an HMAC_SHA256 key only computes MACs")
+    elif key.algorithm in HMAC_KEY_BITS:
+        raise InvalidRequest(f"an {key.algorithm} key only computes MACs")
     elif key.algorithm is Algorithm.FF1_AES_256:
         raise InvalidRequest("an FF1_AES_256 key only makes tokens")
     return key

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain import kms, kms_blob
@@ -28,9 +28,9 @@ from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot
 
 _SYMMETRIC = "SYMMETRIC_DEFAULT"
-_HMAC = "HMAC_SHA_256"
 _DATA_KEY_SPECS = {"AES_256": 256, "AES_128": 128}
 _ENCRYPTING = (Algorithm.AES_256_GCM, Algorithm.AES_256_CBC_HMAC_SHA256)
+T = TypeVar("T")
 
 
 @dataclass
@@ -58,6 +58,31 @@ class Call:
 
     def noted(self, key_id: str, key_version: int | None = None) -> None:
         self.key_id, self.key_version = key_id, key_version
+
+
+def require_admin(principal: Principal) -> None:
+    """AccessDeniedException unless ``principal`` is an admin (management operations)."""
+    if principal.role is not Role.ADMIN:
+        raise Forbidden("this operation needs the role admin")
+
+
+def page(
+    params: Mapping[str, Any], items: Sequence[T], *, most: int = 1000, default: int = 100
+) -> tuple[list[T], dict[str, Any]]:
+    """One page of ``items`` (``Limit`` 1-``most``) from ``Marker`` (an offset, as AWS's opaque
+    string), and the answer's ``Truncated`` and (when truncated) ``NextMarker``."""
+    limit = kms.integer(params, "Limit", 1, most) or default
+    marker = kms.string(params, "Marker", limit=16)
+    start = 0
+    if marker is not None:
+        if not marker.isdigit():
+            raise kms.KmsError("InvalidMarkerException", "the marker is not one this service gave")
+        start = int(marker)
+    end = start + limit
+    rest: dict[str, Any] = {"Truncated": end < len(items)}
+    if end < len(items):
+        rest["NextMarker"] = str(end)
+    return list(items[start:end]), rest
 
 
 class KmsCrypto:
@@ -150,26 +175,29 @@ class KmsCrypto:
         return {"Plaintext": kms.data(await asyncio.to_thread(self._hsm.random, count))}
 
     async def generate_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
-        ref, message = call.ref(), _mac_message(call.params)
+        """HMAC(Message) as AWS computes it (unframed: no context, nothing before the message)."""
+        ref, (algorithm, message) = call.ref(), _mac_request(call.params)
         try:
-            made = await self._crypto.mac(snapshot, call.principal, ref, message)
+            made = await self._crypto.mac(snapshot, call.principal, ref, message, framed=False)
         except InvalidRequest:
             raise await _usage_error(snapshot, ref, mac=True) from None
         call.noted(made.key_id, made.key_version)
-        return {"Mac": kms.data(made.mac), "MacAlgorithm": _HMAC, "KeyId": call.arn(made.key_id)}
+        await _require_mac_algorithm(snapshot, made.key_id, algorithm)
+        return {"Mac": kms.data(made.mac), "MacAlgorithm": algorithm, "KeyId": call.arn(made.key_id)}
 
     async def verify_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
-        ref, message = call.ref(), _mac_message(call.params)
+        ref, (algorithm, message) = call.ref(), _mac_request(call.params)
         mac = kms.blob(call.params, "Mac", low=1, high=6144)
         assert mac is not None
         try:
-            checked = await self._crypto.verify_mac(snapshot, call.principal, ref, message, mac)
+            checked = await self._crypto.verify_mac(snapshot, call.principal, ref, message, mac, framed=False)
         except InvalidRequest:
             raise await _usage_error(snapshot, ref, mac=True) from None
         call.noted(checked.key_id, checked.key_version)
+        await _require_mac_algorithm(snapshot, checked.key_id, algorithm)
         if not checked.valid:
             raise kms.KmsError("KMSInvalidMacException", "The MAC does not verify")
-        return {"KeyId": call.arn(checked.key_id), "MacValid": True, "MacAlgorithm": _HMAC}
+        return {"KeyId": call.arn(checked.key_id), "MacValid": True, "MacAlgorithm": algorithm}
 
     # -- steps ------------------------------------------------------------------------------
     async def _seal(
@@ -236,8 +264,8 @@ async def _usage_error(snapshot: Snapshot, ref: str, *, mac: bool = False) -> km
         key = await snapshot.key(ref)
     except KeyNotFound:
         return kms.KmsError("NotFoundException", "key not found")
-    if (key.algorithm is Algorithm.HMAC_SHA256) is not mac:
-        usage = "GENERATE_VERIFY_MAC" if key.algorithm is Algorithm.HMAC_SHA256 else "ENCRYPT_DECRYPT"
+    if (key.algorithm in kms.MAC_ALGORITHMS) is not mac:
+        usage = "GENERATE_VERIFY_MAC" if key.algorithm in kms.MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
         return kms.KmsError("InvalidKeyUsageException", f"the key's KeyUsage is {usage}")
     return kms.KmsError("ValidationException", "the request is invalid for this key")
 
@@ -256,10 +284,21 @@ def _data_key_bits(params: Mapping[str, Any]) -> int:
     return 8 * count
 
 
-def _mac_message(params: Mapping[str, Any]) -> bytes:
+def _mac_request(params: Mapping[str, Any]) -> tuple[str, bytes]:
+    """``MacAlgorithm`` (one of AWS's) and ``Message`` (1-4,096 bytes)."""
     algorithm = kms.string(params, "MacAlgorithm", required=True, limit=32)
-    if algorithm != _HMAC:
-        raise kms.unsupported(f"MacAlgorithm {algorithm}")
+    if algorithm not in kms.MAC_ALGORITHMS.values():
+        raise kms.KmsError(
+            "ValidationException", f"MacAlgorithm must be one of {', '.join(kms.MAC_ALGORITHMS.values())}"
+        )
     message = kms.blob(params, "Message", low=1, high=kms.MAX_PLAINTEXT_BYTES)
-    assert message is not None
-    return message
+    assert algorithm is not None and message is not None
+    return algorithm, message
+
+
+async def _require_mac_algorithm(keys: Snapshot, key_id: str, algorithm: str) -> None:
+    """InvalidKeyUsageException unless ``algorithm`` is the key's (checked after the policy, so a caller
+    the policy refuses learns nothing of the key)."""
+    expected = kms.MAC_ALGORITHMS[(await keys.key(key_id)).algorithm]
+    if algorithm != expected:
+        raise kms.KmsError("InvalidKeyUsageException", f"the key's MacAlgorithm is {expected}, not {algorithm}")

@@ -2,7 +2,8 @@
 
 Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
 (DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
-operation needs the admin role. Changes are recorded with their audit entry in the same
+operation needs the admin role. Policies, tags and grants: :mod:`keymanager.services.kms_resources`,
+whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
 Aliases are key names (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has no
@@ -13,19 +14,19 @@ most one alias, and ``alias/billing`` and ``/v1/keys/billing`` are the same key.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms
+from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import Algorithm, Key, KeyState, Principal, Role
+from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import Call
+from keymanager.services.kms import Call, page, require_admin
+from keymanager.services.kms_resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]
@@ -41,12 +42,14 @@ class KmsKeys:
         self._keys = keys
         self._lifecycle = lifecycle
         self._store = store
+        self._resources = KmsKeyResources(keys, store)
         self.reads: dict[str, Handler] = {
             "DescribeKey": self.describe_key,
             "ListKeys": self.list_keys,
             "ListAliases": self.list_aliases,
             "GetKeyRotationStatus": self.get_key_rotation_status,
-            "GetKeyPolicy": self.get_key_policy,
+            "ListKeyRotations": self.list_key_rotations,
+            **self._resources.reads,
         }
         self.changes: dict[str, Handler] = {
             "CreateKey": self.create_key,
@@ -61,6 +64,7 @@ class KmsKeys:
             "EnableKeyRotation": self.enable_key_rotation,
             "DisableKeyRotation": self.disable_key_rotation,
             "RotateKeyOnDemand": self.rotate_key_on_demand,
+            **self._resources.changes,
         }
 
     # -- reads ------------------------------------------------------------------------------
@@ -70,24 +74,14 @@ class KmsKeys:
         return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
 
     def list_keys(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        keys = self._keys.list(call.principal)
-        page, more = _page(call.params, keys)
-        answer: dict[str, Any] = {
-            "Keys": [{"KeyId": k.id, "KeyArn": call.arn(k.id)} for k in page],
-            "Truncated": bool(more),
-        }
-        if more:
-            answer["NextMarker"] = more
-        return answer
+        keys, rest = page(call.params, self._keys.list(call.principal))
+        return {"Keys": [{"KeyId": k.id, "KeyArn": call.arn(k.id)} for k in keys], **rest}
 
     def list_aliases(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         wanted = None if call.params.get("KeyId") is None else self._keys.get(call.ref(), call.principal).id
         aliased = [k for k in self._keys.list(call.principal) if kms.alias_of(k) and wanted in (None, k.id)]
-        page, more = _page(call.params, aliased)
-        answer: dict[str, Any] = {"Aliases": [_alias(k, call) for k in page], "Truncated": bool(more)}
-        if more:
-            answer["NextMarker"] = more
-        return answer
+        keys, rest = page(call.params, aliased)
+        return {"Aliases": [_alias(k, call) for k in keys], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._admin_key(call)
@@ -96,24 +90,23 @@ class KmsKeys:
             answer["RotationPeriodInDays"] = key.rotation_period_days
         return answer
 
-    def get_key_policy(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        """The native policy as an IAM-style document (read only: PutKeyPolicy is not supported)."""
+    def list_key_rotations(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        """The key's versions after the first, as rotations (``RotationDate``: the version's creation)."""
         key = self._admin_key(call)
-        name = kms.string(call.params, "PolicyName", limit=128) or "default"
-        if name != "default":
-            raise kms.KmsError("NotFoundException", "the only key policy is named 'default'")
-        document = kms.policy_document(self._keys.named([key.policy])[0].to_dict(), call.account)
-        return {"Policy": json.dumps(document, separators=(",", ":")), "PolicyName": "default"}
+        if key.algorithm in kms.MAC_ALGORITHMS:
+            raise kms.unsupported("rotation of HMAC keys")
+        versions, rest = page(call.params, [key.versions[n] for n in sorted(key.versions) if n > 1], default=100)
+        rotations = [{"KeyId": call.arn(key.id), "RotationDate": kms.epoch(v.created_at)} for v in versions]
+        return {"Rotations": rotations, **rest}
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        _require_admin(call.principal)
+        require_admin(call.principal)
         params = call.params
-        for name in ("Policy", "CustomKeyStoreId", "XksKeyId"):
+        for name in ("CustomKeyStoreId", "XksKeyId"):
             if params.get(name) is not None:
                 raise kms.unsupported(name)
-        if params.get("Tags"):
-            raise kms.unsupported("Tags")
+        tags = kms.tags(params)
         if params.get("MultiRegion") is True:
             raise kms.unsupported("MultiRegion")
         origin = kms.string(params, "Origin", limit=32)
@@ -124,16 +117,25 @@ class KmsKeys:
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
         usage = kms.string(params, "KeyUsage", limit=32)
-        expected = "GENERATE_VERIFY_MAC" if algorithm is Algorithm.HMAC_SHA256 else "ENCRYPT_DECRYPT"
+        expected = "GENERATE_VERIFY_MAC" if algorithm in kms.MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
         if usage not in (None, expected):
             raise kms.KmsError("ValidationException", f"KeyUsage of a {spec or 'SYMMETRIC_DEFAULT'} key is {expected}")
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
-        operations = {Operation.MAC} if algorithm is Algorithm.HMAC_SHA256 else _ENCRYPTING
-        policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
-        key = self._keys.create(
-            kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
-        )
+        document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
+        if document is not None:
+            policy = self._resources.policy_of(document, call.account)
+        else:
+            operations = {Operation.MAC} if algorithm in kms.MAC_ALGORITHMS else _ENCRYPTING
+            policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
+        try:
+            key = self._keys.create(
+                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
+            )
+        except InvalidRequest as exc:  # the policy was checked above: in practice the HSM lacks the algorithm
+            raise kms.unsupported(f"KeySpec {spec} ({exc.message})") from None
         call.noted(key.id, 1)
+        if tags:
+            self._resources.add_tags(key, tags, None)
         return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
 
     def _enable(self, call: Call, entry: AuditEntry, *, enabled: bool) -> dict[str, Any]:
@@ -187,7 +189,7 @@ class KmsKeys:
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        _require_admin(call.principal)
+        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
@@ -213,14 +215,11 @@ class KmsKeys:
 
     # -- steps ------------------------------------------------------------------------------
     def _admin_key(self, call: Call) -> Key:
-        _require_admin(call.principal)
-        key = self._keys.find(call.ref())
-        call.noted(key.id)
-        return key
+        return self._resources.admin_key(call)
 
     def _rotatable(self, call: Call) -> Key:
         key = self._admin_key(call)
-        if key.algorithm is Algorithm.HMAC_SHA256:
+        if key.algorithm in kms.MAC_ALGORITHMS:
             raise kms.unsupported("rotation of HMAC keys")
         if key.state is KeyState.DISABLED:
             raise kms.KmsError("DisabledException", "the key is disabled")
@@ -229,7 +228,7 @@ class KmsKeys:
         return key
 
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
-        _require_admin(call.principal)
+        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)
@@ -238,24 +237,6 @@ class KmsKeys:
         if kms.alias_of(target) is not None and target.name != name:
             raise kms.KmsError("LimitExceededException", "a key holds at most one alias here (its name)")
         return name, target
-
-
-def _require_admin(principal: Principal) -> None:
-    if principal.role is not Role.ADMIN:
-        raise Forbidden("this operation needs the role admin")
-
-
-def _page(params: Mapping[str, Any], items: list[Key]) -> tuple[list[Key], str | None]:
-    """One page (Limit 1-1000, default 100) from Marker (the offset, as AWS's opaque string); the next marker."""
-    limit = kms.integer(params, "Limit", 1, 1000) or 100
-    marker = kms.string(params, "Marker", limit=16)
-    start = 0
-    if marker is not None:
-        if not marker.isdigit():
-            raise kms.KmsError("InvalidMarkerException", "the marker is not one this service gave")
-        start = int(marker)
-    end = start + limit
-    return items[start:end], (str(end) if end < len(items) else None)
 
 
 def _alias(key: Key, call: Call) -> dict[str, Any]:

@@ -6,6 +6,7 @@ the hierarchy). Large blobs are envelope-encrypted locally (``encrypt_stream`` /
 in the KMEV format described in ``docs/envelope-format.md``.
 """
 
+from keymanager_sdk._access_keys import AccessKey, NewAccessKey
 from keymanager_sdk._async_client import AsyncKeyManager
 from keymanager_sdk._client import KeyManager
 from keymanager_sdk._core import RetryPolicy
@@ -52,6 +53,7 @@ from keymanager_sdk._tokens import Token
 
 __all__ = [
     "APIError",
+    "AccessKey",
     "AsyncKeyManager",
     "AuditRecord",
     "AuditVerification",
@@ -77,6 +79,7 @@ __all__ = [
     "KeyPendingDeletion",
     "KeyVersion",
     "Mac",
+    "NewAccessKey",
     "NewPrincipal",
     "NotFound",
     "PayloadTooLarge",

@@ -22,6 +22,7 @@ from typing import Any, BinaryIO, Self, TypeVar
 import httpx
 
 from keymanager_sdk import _connection, _core
+from keymanager_sdk._access_keys import AsyncAccessKeyMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -52,7 +53,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class AsyncKeyManager(AsyncTokenMethods):
+class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited

@@ -13,6 +13,7 @@ from typing import Any, BinaryIO, Self, TypeVar
 import httpx
 
 from keymanager_sdk import _connection, _core
+from keymanager_sdk._access_keys import AccessKeyMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -43,7 +44,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods):
+class KeyManager(TokenMethods, AccessKeyMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -62,7 +63,8 @@ class KeyManager(TokenMethods):
     change keys and principals are never retried. ``sleep`` and ``transport`` are for tests.
     Every method raises ``TransportError`` when the service cannot be reached (naming method,
     host, port and path) and the ``APIError`` subclass of the service's error code otherwise;
-    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Tokens: ``_tokens``.
+    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Tokens: ``_tokens``;
+    access keys of the AWS KMS API: ``_access_keys``.
     """
 
     def __init__(

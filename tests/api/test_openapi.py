@@ -91,7 +91,15 @@ def test_request_schemas(client: TestClient) -> None:
         "origin",
     }
     algorithm = schemas[_schema_name(create["properties"]["algorithm"]["$ref"])]
-    assert set(algorithm["enum"]) == {"AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256", "FF1_AES_256"}
+    assert set(algorithm["enum"]) == {
+        "AES_256_CBC_HMAC_SHA256",
+        "AES_256_GCM",
+        "HMAC_SHA224",
+        "HMAC_SHA256",
+        "HMAC_SHA384",
+        "HMAC_SHA512",
+        "FF1_AES_256",
+    }
 
 
 def test_error_responses_are_documented(client: TestClient) -> None:

@@ -1,4 +1,4 @@
-"""The KMS API's store (access keys, key renames, rotation periods) on SQLite and PostgreSQL."""
+"""The KMS API's store (access keys, key renames, rotation periods, tags) on SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -83,3 +83,26 @@ def test_rotation_period(store: Store, kms_store: KmsStore) -> None:
     assert found is not None and found.rotation_period_days is None
     with pytest.raises(errors.KeyNotFound):
         kms_store.set_rotation_period("f" * 32, 90, audit=None)
+
+
+def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: KmsStore) -> None:
+    key, other = a_key("billing"), a_key("other")
+    store.create_key(key)
+    store.create_key(other)
+    assert kms_store.tag_key(key.id, {"b": "1", "a": ""}, limit=3, audit=None)
+    assert kms_store.tag_key(key.id, {"b": "2", "c": "3"}, limit=3, audit=None)
+    assert kms_store.tags_of(key.id) == {"a": "", "b": "2", "c": "3"}
+    assert list(kms_store.tags_of(key.id)) == ["a", "b", "c"]
+    version = store.metadata_version()
+    assert not kms_store.tag_key(key.id, {"d": "4"}, limit=3, audit=None)  # one too many: nothing written
+    assert kms_store.tags_of(key.id) == {"a": "", "b": "2", "c": "3"} and store.metadata_version() == version
+    assert kms_store.tags_of(other.id) == {}
+    kms_store.untag_key(key.id, ["a", "never"], audit=None)
+    assert kms_store.tags_of(key.id) == {"b": "2", "c": "3"}
+    with pytest.raises(errors.KeyNotFound):
+        kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, audit=None)
+
+
+def test_existing_principals_with_their_roles(store: Store, kms_store: KmsStore) -> None:
+    store.create_principal(a_principal("billing"), "h" * 64)
+    assert kms_store.existing_principals(["billing", "nobody"]) == {"billing": a_principal("billing").role.value}

@@ -19,8 +19,8 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed, HsmUnavailable
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
+from keymanager.errors import DecryptionFailed, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm, operations, version_labels
 from tests.conftest import TEST_PIN
 
@@ -129,6 +129,7 @@ def test_key_templates(hsm: Hsm, make_version: Callable[[Algorithm], Version], a
     if objects.mac_label is not None:
         mac = {
             **common,
+            Attribute.VALUE_LEN: HMAC_KEY_BITS.get(algorithm, 256) // 8,  # an HMAC key is as long as its digest
             Attribute.KEY_TYPE: KeyType.GENERIC_SECRET,
             Attribute.SIGN: True,
             Attribute.VERIFY: True,
@@ -136,6 +137,19 @@ def test_key_templates(hsm: Hsm, make_version: Callable[[Algorithm], Version], a
             Attribute.DECRYPT: False,
         }
         assert _attributes(hsm, objects.mac_label, list(mac)) == mac
+
+
+@pytest.mark.parametrize("algorithm", list(HMAC_KEY_BITS))
+def test_hmac_keys_compute_their_own_digest(
+    hsm: Hsm, make_version: Callable[[Algorithm], Version], algorithm: Algorithm
+) -> None:
+    _, objects = make_version(algorithm)
+    _, other = make_version(algorithm)
+    first = asyncio.run(hsm.amac(objects, b"4111111111111111", algorithm))
+    assert len(first) == HMAC_KEY_BITS[algorithm] // 8
+    assert asyncio.run(hsm.amac(objects, b"4111111111111111", algorithm)) == first
+    assert asyncio.run(hsm.amac(objects, b"4111111111111112", algorithm)) != first
+    assert asyncio.run(hsm.amac(other, b"4111111111111111", algorithm)) != first
 
 
 @pytest.mark.parametrize("algorithm", ENC_ALGORITHMS)
@@ -353,6 +367,18 @@ class _FailingSecondGenerate:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._session, name)
+
+
+def test_an_hmac_algorithm_the_hsm_lacks_is_refused_by_name(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HSM without the algorithm's mechanism (faked: HMAC_SHA384 asks for one this token has not)."""
+    before = hsm.find_labels("km/")
+    present = hsm.call(lambda token: set(token.session().token.slot.get_mechanisms()))
+    missing = next(m for m in pkcs11.Mechanism if m not in present and not m.name.startswith("_"))
+    monkeypatch.setitem(operations._HMAC_MECHANISMS, Algorithm.HMAC_SHA384, missing)
+    with pytest.raises(InvalidRequest, match=f"HMAC_SHA384 .no {missing.name}"):
+        hsm.generate_version(new_id(), 1, Algorithm.HMAC_SHA384)
+    assert hsm.find_labels("km/") == before
+    hsm.ping()
 
 
 @pytest.mark.parametrize("error", [p11.DeviceError(), p11.GeneralError(), p11.DeviceMemory()])

@@ -206,7 +206,7 @@ def test_zsh_and_fish_completion_scripts(server: Server, shell: str) -> None:
     if shell == "zsh":
         assert text.startswith("#compdef kmctl") and "bashcompinit" in text and "complete -o default -F _kmctl" in text
     else:
-        commands = "keys principals encrypt decrypt tokenize detokenize audit completion"
+        commands = "keys principals access-keys encrypt decrypt tokenize detokenize audit completion"
         assert f"complete -c kmctl -n '__fish_use_subcommand' -a '{commands}'" in text
         assert "-l newest-first" in text
 

@@ -24,7 +24,8 @@ router = APIRouter(prefix="/v1/keys", tags=["mac"], responses=ERROR_RESPONSES)
 @router.post("/{key}/mac", response_model=MacResponse)
 @audited("key.mac")
 async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> JSONResponse:
-    """HMAC-SHA256 of ``data`` with the primary version of an ``HMAC_SHA256`` key: equal inputs, equal MACs."""
+    """The HMAC of ``data`` with the primary version of an HMAC key (``HMAC_SHA224``…``HMAC_SHA512``): equal
+    inputs, equal MACs."""
     crypto = services_of(request).crypto
     data = decode_base64(body.data, "data")
     made = await run_authenticated(

@@ -21,11 +21,21 @@ from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE, write_atomically
 from keymanager_sdk._exceptions import Forbidden
 from keymanager_sdk._models import OPERATIONS
 from keymanager_sdk.cli import _completion, _progress
+from keymanager_sdk.cli._access_keys import access_keys_create, access_keys_delete, access_keys_list
 from keymanager_sdk.cli._config import UsageError
 from keymanager_sdk.cli._output import audit_rows, show
 from keymanager_sdk.cli._policy import policy_add, policy_remove
 
 Command = Callable[[KeyManager, argparse.Namespace], int]
+ALGORITHMS = [
+    "AES_256_CBC_HMAC_SHA256",
+    "AES_256_GCM",
+    "HMAC_SHA224",
+    "HMAC_SHA256",
+    "HMAC_SHA384",
+    "HMAC_SHA512",
+    "FF1_AES_256",
+]
 FIELD_INPUT_MAX = 768 * 1024
 """The largest input kmctl sends as one field: base64 of it fills the service's default 1 MiB request limit."""
 OVER_THE_FIELD_LIMIT = (
@@ -257,7 +267,7 @@ def _keys(group: Any) -> None:
     keys = _group(group, "keys", "manage keys")
     create = _sub(keys, "create", keys_create, "create a key")
     create.add_argument("name")
-    create.add_argument("--algorithm", choices=["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "HMAC_SHA256", "FF1_AES_256"])
+    create.add_argument("--algorithm", choices=ALGORITHMS)
     create.add_argument("--token-format", help='FF1_AES_256: JSON, e.g. {"keep_last": 4, "luhn": "valid"}')
     create.add_argument("--description")
     create.add_argument("--policy", help='JSON, e.g. {"encrypt": ["billing"]}, or @file.json')
@@ -298,6 +308,18 @@ def _principals(group: Any) -> None:
     create.add_argument("--cert-subject", help="RFC 4514 subject of its TLS client certificate")
     _sub(principals, "list", lambda c, a: _print(a, c.list_principals()), "list principals")
     _sub(principals, "delete", principals_delete, "delete a principal").add_argument("name")
+
+
+def _access_keys(group: Any) -> None:
+    access_keys = _group(group, "access-keys", "manage the access keys of the AWS KMS API (SigV4)")
+    create = _sub(access_keys, "create", access_keys_create, "create an access key (prints its secret once)")
+    create.add_argument("principal")
+    create.add_argument("--access-key-id", help="register this id (16-128 of A-Z, 0-9) with the secret on stdin")
+    create.add_argument("--secret-stdin", action="store_true", help="read the secret of --access-key-id from stdin")
+    _sub(access_keys, "list", access_keys_list, "list a principal's access keys").add_argument("principal")
+    delete = _sub(access_keys, "delete", access_keys_delete, "revoke an access key")
+    delete.add_argument("principal")
+    delete.add_argument("access_key_id")
 
 
 def _crypto(group: Any) -> None:
@@ -369,6 +391,7 @@ def parser() -> argparse.ArgumentParser:
     group = root.add_subparsers(dest="command", metavar="COMMAND", required=True)
     _keys(group)
     _principals(group)
+    _access_keys(group)
     _crypto(group)
     _audit(group)
     _completion_command(group)

@@ -9,12 +9,16 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
+from keymanager_sdk._access_keys import AccessKey
 from keymanager_sdk._models import AuditRecord, Encrypted, Key, Principal
 
+SHOWN_ONCE = frozenset({"token", "secret_access_key"})
+"""Secrets hidden from ``repr`` that kmctl prints: the service shows them only in a creation's answer."""
 AUDIT_COLUMNS = ("seq", "time", "principal", "action", "key", "key_version", "outcome", "status")
 COLUMNS: dict[type, tuple[str, ...]] = {
     Key: ("name", "id", "algorithm", "state", "primary_version", "min_decryption_version", "description"),
     Principal: ("name", "role", "cert_subject", "created_at"),
+    AccessKey: ("access_key_id", "created_at"),
     AuditRecord: AUDIT_COLUMNS,
     dict: AUDIT_COLUMNS,  # audit_rows
 }
@@ -37,7 +41,8 @@ def plain(value: Any) -> Any:
     if isinstance(value, Encrypted):
         return {"ciphertext": value.ciphertext, "key_id": value.key_id, "key_version": value.key_version}
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value) if f.repr or f.name == "token"}
+        fields = dataclasses.fields(value)
+        return {f.name: plain(getattr(value, f.name)) for f in fields if f.repr or f.name in SHOWN_ONCE}
     if isinstance(value, datetime):
         return value.isoformat()
     if isinstance(value, bytes):
