@@ -16,9 +16,10 @@ wrk posts the 1 KB encrypt JSON at ``--connections`` connections: ``--warmup`` s
 ``--duration`` seconds measured. Per setup: requests/s; CPU per request (user + system from
 ``/proc``) of the keymanager processes, of HAProxy and of the PostgreSQL backends serving the
 database; the audit records and group commits (sealed records: every commit seals its last
-record) committed per second; and, on PostgreSQL, the chain head's lock contention: how many
-backends wait for a lock (``pg_stat_activity``, sampled every 10 ms) and the most connections
-the replicas held.
+record) committed per second; and, on PostgreSQL, the chain head's lock contention, from
+``pg_stat_activity`` sampled every 10 ms: how many backends wait for a lock, the share of samples
+in which a backend is inside an audit append (holding the chain head), hence the time the head is
+held per commit and the commit rate it allows at most, and the most connections the replicas held.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -122,6 +124,7 @@ class LockSampler:
         self.url = libpq(url)
         self.database = url.rpartition("/")[2]
         self.waiting: list[int] = []
+        self.holding: list[bool] = []
         self.connected: list[int] = []
         self.pids: set[int] = set()
         self.stopping = threading.Event()
@@ -136,20 +139,31 @@ class LockSampler:
         self.thread.join()
 
     def loop(self) -> None:
-        query = "SELECT pid, wait_event_type FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
+        query = (
+            "SELECT pid, wait_event_type, state <> 'idle' AND query LIKE '%%audit_%%' FROM pg_stat_activity "
+            "WHERE datname = %s AND pid <> pg_backend_pid()"
+        )
         with psycopg.connect(self.url, autocommit=True) as connection:
             while not self.stopping.is_set():
                 rows = connection.execute(query, (self.database,)).fetchall()
-                self.waiting.append(sum(1 for _, event in rows if event == "Lock"))
+                self.waiting.append(sum(1 for _, event, _ in rows if event == "Lock"))
+                self.holding.append(any(audit and event != "Lock" for _, event, audit in rows))
                 self.connected.append(len(rows))
-                self.pids.update(pid for pid, _ in rows)
+                self.pids.update(pid for pid, _, _ in rows)
                 self.stopping.wait(0.01)
 
-    def figures(self) -> dict[str, Any]:
+    def figures(self, commits_per_s: float) -> dict[str, Any]:
+        """Lock waits, the share of samples in which a backend was inside an audit append (holding
+        the chain head), the hold time per commit and the commit rate it allows, connections."""
         samples = max(len(self.waiting), 1)
+        busy = sum(self.holding) / samples
+        hold = busy / commits_per_s if commits_per_s else None
         return {
             "lock_waiting_backends_mean": sum(self.waiting) / samples,
             "lock_wait_samples_pct": 100 * sum(1 for w in self.waiting if w) / samples,
+            "chain_head_busy_pct": 100 * busy,
+            "chain_head_hold_ms_per_commit": None if hold is None else 1000 * hold,
+            "chain_head_ceiling_commits_per_s": None if not hold else 1 / hold,
             "connections_max": max(self.connected, default=0),
         }
 
@@ -255,9 +269,10 @@ def measure(
         records, commits = audit_counts(installation)
         before = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
         db_before = cpu_by_pid(backends)
-        load_before = os.getloadavg()[0]
+        load_before, start = os.getloadavg()[0], time.monotonic()
         with sampler:
             stdout = wrk.run_wrk(url, lua, args.connections, args.duration)
+        wall = time.monotonic() - start
         after = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
         backends |= sampler.pids if isinstance(sampler, LockSampler) else set()
         db_after = cpu_by_pid(backends)
@@ -275,13 +290,13 @@ def measure(
         "service_cpu_us_per_request": 1e6 * (after["service"] - before["service"]) / ok,
         "haproxy_cpu_us_per_request": 1e6 * (after["proxy"] - before["proxy"]) / ok if proxy_pid else None,
         "postgres_cpu_us_per_request": 1e6 * db_cpu / ok if database else None,
-        "audit_records_per_s": (records_after - records) / seconds,
-        "audit_commits_per_s": (commits_after - commits) / seconds,
+        "audit_records_per_s": (records_after - records) / wall,
+        "audit_commits_per_s": (commits_after - commits) / wall,
         "load_average": [load_before, os.getloadavg()[0]],
     }
     found["records_per_commit"] = found["audit_records_per_s"] / max(found["audit_commits_per_s"], 1e-9)
     if isinstance(sampler, LockSampler):
-        found.update(sampler.figures())
+        found.update(sampler.figures(found["audit_commits_per_s"]))
     return found
 
 
@@ -314,6 +329,8 @@ def table(runs: list[dict[str, Any]]) -> Table:
         "rec/commit",
         "lock waiters",
         "lock wait %",
+        "head busy %",
+        "hold ms/commit",
         "PG conns",
         "errors",
         "load avg",
@@ -333,6 +350,8 @@ def table(runs: list[dict[str, Any]]) -> Table:
             number(run["records_per_commit"], 1),
             number(run.get("lock_waiting_backends_mean"), 2),
             number(run.get("lock_wait_samples_pct"), 0),
+            number(run.get("chain_head_busy_pct"), 0),
+            number(run.get("chain_head_hold_ms_per_commit"), 2),
             number(run.get("connections_max")),
             str(run["errors"]),
             "{:.1f} → {:.1f}".format(*run["load_average"]),
@@ -345,10 +364,11 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     found = {}
     for setup in SETUPS:
         mine = [r for r in runs if r["setup"] == setup]
+        names = [name for name, value in mine[0].items() if isinstance(value, int | float)]
         found[setup] = {
-            name: statistics.median(r[name] for r in mine)
-            for name, value in mine[0].items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
+            name: statistics.median(r[name] for r in mine if r[name] is not None)
+            for name in names
+            if any(r[name] is not None for r in mine)
         }
     return found
 
