@@ -25,6 +25,7 @@ held per commit and the commit rate it allows at most, and the most connections 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -51,7 +52,7 @@ from bench import wrk
 from bench.environment import describe
 from bench.output import directory, save
 from bench.probes import cpu_seconds
-from bench.service import Service, free_port, keymanager_command, provision, serve, server_env, wait_ready
+from bench.service import Service, free_port, init_home, provision, serve, wait_ready
 
 FIELD_BYTES = 1_000
 HAPROXY_CFG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg"
@@ -75,19 +76,7 @@ class Installation:
 def install(home: Path, database_url: str | None) -> Installation:
     """Run ``keymanager init`` in ``home`` on ``database_url`` (SQLite under the var dir when None)."""
     home.mkdir(parents=True, exist_ok=True)
-    var_dir, pin = home / "var", secrets.token_hex(8)
-    extra = {"KM_DATABASE_URL": database_url} if database_url else {}
-    done = subprocess.run(
-        [*keymanager_command(), "init"],
-        env=server_env(var_dir, pin, **extra),
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"keymanager init failed: {done.stderr[-2000:]}")
+    var_dir, pin = init_home(home, {"KM_DATABASE_URL": database_url} if database_url else None)
     return Installation(home, var_dir, pin, database_url)
 
 
@@ -116,45 +105,20 @@ def throwaway_database(server_url: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
-class LockSampler:
-    """Samples ``pg_stat_activity`` of one database every 10 ms in a thread: backends waiting for a
-    lock (the chain head's, on this workload), backends connected, and their process ids."""
+@dataclasses.dataclass
+class LockSamples:
+    """``pg_stat_activity`` of one database, sampled: per sample, the backends waiting for a lock
+    (the chain head's, on this workload), whether one was inside an audit append (holding the chain
+    head), how many were connected; and every backend's process id."""
 
-    def __init__(self, url: str) -> None:
-        self.url = libpq(url)
-        self.database = url.rpartition("/")[2]
-        self.waiting: list[int] = []
-        self.holding: list[bool] = []
-        self.connected: list[int] = []
-        self.pids: set[int] = set()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.loop, daemon=True)
-
-    def __enter__(self) -> LockSampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-
-    def loop(self) -> None:
-        query = (
-            "SELECT pid, wait_event_type, state <> 'idle' AND query LIKE '%%audit_%%' FROM pg_stat_activity "
-            "WHERE datname = %s AND pid <> pg_backend_pid()"
-        )
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            while not self.stopping.is_set():
-                rows = connection.execute(query, (self.database,)).fetchall()
-                self.waiting.append(sum(1 for _, event, _ in rows if event == "Lock"))
-                self.holding.append(any(audit and event != "Lock" for _, event, audit in rows))
-                self.connected.append(len(rows))
-                self.pids.update(pid for pid, _, _ in rows)
-                self.stopping.wait(0.01)
+    waiting: list[int] = dataclasses.field(default_factory=list)
+    holding: list[bool] = dataclasses.field(default_factory=list)
+    connected: list[int] = dataclasses.field(default_factory=list)
+    pids: set[int] = dataclasses.field(default_factory=set)
 
     def figures(self, commits_per_s: float) -> dict[str, Any]:
-        """Lock waits, the share of samples in which a backend was inside an audit append (holding
-        the chain head), the hold time per commit and the commit rate it allows, connections."""
+        """Lock waits, the share of samples with the chain head held, the hold time per commit and
+        the commit rate it allows, the most connections."""
         samples = max(len(self.waiting), 1)
         busy = sum(self.holding) / samples
         hold = busy / commits_per_s if commits_per_s else None
@@ -166,6 +130,24 @@ class LockSampler:
             "chain_head_ceiling_commits_per_s": None if not hold else 1 / hold,
             "connections_max": max(self.connected, default=0),
         }
+
+
+def sample_locks(url: str, stop: threading.Event) -> LockSamples:
+    """Sample ``url``'s database every 10 ms until ``stop`` is set."""
+    found = LockSamples()
+    query = (
+        "SELECT pid, wait_event_type, state <> 'idle' AND query LIKE '%%audit_%%' FROM pg_stat_activity "
+        "WHERE datname = %s AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(libpq(url), autocommit=True) as connection:
+        while not stop.is_set():
+            rows = connection.execute(query, (url.rpartition("/")[2],)).fetchall()
+            found.waiting.append(sum(1 for _, event, _ in rows if event == "Lock"))
+            found.holding.append(any(audit and event != "Lock" for _, event, audit in rows))
+            found.connected.append(len(rows))
+            found.pids.update(pid for pid, _, _ in rows)
+            stop.wait(0.01)
+    return found
 
 
 def backend_pids(url: str) -> list[int]:
@@ -264,17 +246,22 @@ def measure(
         lua.write_text(wrk.script(endpoint, FIELD_BYTES, decrypt=False))
         wrk.run_wrk(url, lua, args.connections, args.warmup)
         database = installation.database_url
-        sampler = LockSampler(database) if database else contextlib.nullcontext()
         backends = set(backend_pids(database)) if database else set()
         records, commits = audit_counts(installation)
         before = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
         db_before = cpu_by_pid(backends)
         load_before, start = os.getloadavg()[0], time.monotonic()
-        with sampler:
-            stdout = wrk.run_wrk(url, lua, args.connections, args.duration)
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            stop = threading.Event()
+            sampling = pool.submit(sample_locks, database, stop) if database else None
+            try:
+                stdout = wrk.run_wrk(url, lua, args.connections, args.duration)
+            finally:
+                stop.set()
+            samples = sampling.result() if sampling else None
         wall = time.monotonic() - start
         after = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
-        backends |= sampler.pids if isinstance(sampler, LockSampler) else set()
+        backends |= samples.pids if samples else set()
         db_after = cpu_by_pid(backends)
         records_after, commits_after = audit_counts(installation)
     requests, seconds, socket_errors, status_errors, quantiles = wrk.parse(stdout)
@@ -295,8 +282,8 @@ def measure(
         "load_average": [load_before, os.getloadavg()[0]],
     }
     found["records_per_commit"] = found["audit_records_per_s"] / max(found["audit_commits_per_s"], 1e-9)
-    if isinstance(sampler, LockSampler):
-        found.update(sampler.figures(found["audit_commits_per_s"]))
+    if samples:
+        found.update(samples.figures(found["audit_commits_per_s"]))
     return found
 
 
@@ -336,7 +323,7 @@ def table(runs: list[dict[str, Any]]) -> Table:
         "load avg",
     )
     for column in columns:
-        shown.add_column(column, justify="left" if column == "setup" else "right")
+        shown.add_column(column, justify="left" if column == "setup" else "right", no_wrap=column == "setup")
     for run in runs:
         shown.add_row(
             f"{run['setup']} ({run['workers_per_replica']} workers each)",
@@ -419,7 +406,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run from the command line."""
     args = parser().parse_args(argv)
-    return run(args, Console(width=None if sys.stdout.isatty() else 200))
+    return run(args, Console(width=None if sys.stdout.isatty() else 240))
 
 
 if __name__ == "__main__":
