@@ -16,14 +16,16 @@ wrk posts the 1 KB encrypt JSON at ``--connections`` connections: ``--warmup`` s
 ``--duration`` seconds measured. Per setup: requests/s; CPU per request (user + system from
 ``/proc``) of the keymanager processes, of HAProxy and of the PostgreSQL backends serving the
 database; the audit records and group commits (sealed records: every commit seals its last
-record) committed per second; and, on PostgreSQL, the chain head's lock contention: how many
-backends wait for a lock (``pg_stat_activity``, sampled every 10 ms) and the most connections
-the replicas held.
+record) committed per second; and, on PostgreSQL, the chain head's lock contention, from
+``pg_stat_activity`` sampled every 10 ms: how many backends wait for a lock, the share of samples
+in which a backend is inside an audit append (holding the chain head), hence the time the head is
+held per commit and the commit rate it allows at most, and the most connections the replicas held.
 """
 
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import dataclasses
 import os
@@ -36,6 +38,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,7 +52,7 @@ from bench import wrk
 from bench.environment import describe
 from bench.output import directory, save
 from bench.probes import cpu_seconds
-from bench.service import Service, free_port, keymanager_command, provision, serve, server_env, wait_ready
+from bench.service import Service, free_port, init_home, provision, serve, wait_ready
 
 FIELD_BYTES = 1_000
 HAPROXY_CFG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg"
@@ -73,19 +76,7 @@ class Installation:
 def install(home: Path, database_url: str | None) -> Installation:
     """Run ``keymanager init`` in ``home`` on ``database_url`` (SQLite under the var dir when None)."""
     home.mkdir(parents=True, exist_ok=True)
-    var_dir, pin = home / "var", secrets.token_hex(8)
-    extra = {"KM_DATABASE_URL": database_url} if database_url else {}
-    done = subprocess.run(
-        [*keymanager_command(), "init"],
-        env=server_env(var_dir, pin, **extra),
-        cwd=home,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"keymanager init failed: {done.stderr[-2000:]}")
+    var_dir, pin = init_home(home, {"KM_DATABASE_URL": database_url} if database_url else None)
     return Installation(home, var_dir, pin, database_url)
 
 
@@ -114,44 +105,49 @@ def throwaway_database(server_url: str) -> Iterator[str]:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}"')
 
 
-class LockSampler:
-    """Samples ``pg_stat_activity`` of one database every 10 ms in a thread: backends waiting for a
-    lock (the chain head's, on this workload), backends connected, and their process ids."""
+@dataclasses.dataclass
+class LockSamples:
+    """``pg_stat_activity`` of one database, sampled: per sample, the backends waiting for a lock
+    (the chain head's, on this workload), whether one was inside an audit append (holding the chain
+    head), how many were connected; and every backend's process id."""
 
-    def __init__(self, url: str) -> None:
-        self.url = libpq(url)
-        self.database = url.rpartition("/")[2]
-        self.waiting: list[int] = []
-        self.connected: list[int] = []
-        self.pids: set[int] = set()
-        self.stopping = threading.Event()
-        self.thread = threading.Thread(target=self.loop, daemon=True)
+    waiting: list[int] = dataclasses.field(default_factory=list)
+    holding: list[bool] = dataclasses.field(default_factory=list)
+    connected: list[int] = dataclasses.field(default_factory=list)
+    pids: set[int] = dataclasses.field(default_factory=set)
 
-    def __enter__(self) -> LockSampler:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.thread.join()
-
-    def loop(self) -> None:
-        query = "SELECT pid, wait_event_type FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()"
-        with psycopg.connect(self.url, autocommit=True) as connection:
-            while not self.stopping.is_set():
-                rows = connection.execute(query, (self.database,)).fetchall()
-                self.waiting.append(sum(1 for _, event in rows if event == "Lock"))
-                self.connected.append(len(rows))
-                self.pids.update(pid for pid, _ in rows)
-                self.stopping.wait(0.01)
-
-    def figures(self) -> dict[str, Any]:
+    def figures(self, commits_per_s: float) -> dict[str, Any]:
+        """Lock waits, the share of samples with the chain head held, the hold time per commit and
+        the commit rate it allows, the most connections."""
         samples = max(len(self.waiting), 1)
+        busy = sum(self.holding) / samples
+        hold = busy / commits_per_s if commits_per_s else None
         return {
             "lock_waiting_backends_mean": sum(self.waiting) / samples,
             "lock_wait_samples_pct": 100 * sum(1 for w in self.waiting if w) / samples,
+            "chain_head_busy_pct": 100 * busy,
+            "chain_head_hold_ms_per_commit": None if hold is None else 1000 * hold,
+            "chain_head_ceiling_commits_per_s": None if not hold else 1 / hold,
             "connections_max": max(self.connected, default=0),
         }
+
+
+def sample_locks(url: str, stop: threading.Event) -> LockSamples:
+    """Sample ``url``'s database every 10 ms until ``stop`` is set."""
+    found = LockSamples()
+    query = (
+        "SELECT pid, wait_event_type, state <> 'idle' AND query LIKE '%%audit_%%' FROM pg_stat_activity "
+        "WHERE datname = %s AND pid <> pg_backend_pid()"
+    )
+    with psycopg.connect(libpq(url), autocommit=True) as connection:
+        while not stop.is_set():
+            rows = connection.execute(query, (url.rpartition("/")[2],)).fetchall()
+            found.waiting.append(sum(1 for _, event, _ in rows if event == "Lock"))
+            found.holding.append(any(audit and event != "Lock" for _, event, audit in rows))
+            found.connected.append(len(rows))
+            found.pids.update(pid for pid, _, _ in rows)
+            stop.wait(0.01)
+    return found
 
 
 def backend_pids(url: str) -> list[int]:
@@ -250,16 +246,22 @@ def measure(
         lua.write_text(wrk.script(endpoint, FIELD_BYTES, decrypt=False))
         wrk.run_wrk(url, lua, args.connections, args.warmup)
         database = installation.database_url
-        sampler = LockSampler(database) if database else contextlib.nullcontext()
         backends = set(backend_pids(database)) if database else set()
         records, commits = audit_counts(installation)
         before = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
         db_before = cpu_by_pid(backends)
-        load_before = os.getloadavg()[0]
-        with sampler:
-            stdout = wrk.run_wrk(url, lua, args.connections, args.duration)
+        load_before, start = os.getloadavg()[0], time.monotonic()
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            stop = threading.Event()
+            sampling = pool.submit(sample_locks, database, stop) if database else None
+            try:
+                stdout = wrk.run_wrk(url, lua, args.connections, args.duration)
+            finally:
+                stop.set()
+            samples = sampling.result() if sampling else None
+        wall = time.monotonic() - start
         after = {"service": cpu_seconds(service_pids), "proxy": cpu_seconds([proxy_pid] if proxy_pid else [])}
-        backends |= sampler.pids if isinstance(sampler, LockSampler) else set()
+        backends |= samples.pids if samples else set()
         db_after = cpu_by_pid(backends)
         records_after, commits_after = audit_counts(installation)
     requests, seconds, socket_errors, status_errors, quantiles = wrk.parse(stdout)
@@ -275,13 +277,13 @@ def measure(
         "service_cpu_us_per_request": 1e6 * (after["service"] - before["service"]) / ok,
         "haproxy_cpu_us_per_request": 1e6 * (after["proxy"] - before["proxy"]) / ok if proxy_pid else None,
         "postgres_cpu_us_per_request": 1e6 * db_cpu / ok if database else None,
-        "audit_records_per_s": (records_after - records) / seconds,
-        "audit_commits_per_s": (commits_after - commits) / seconds,
+        "audit_records_per_s": (records_after - records) / wall,
+        "audit_commits_per_s": (commits_after - commits) / wall,
         "load_average": [load_before, os.getloadavg()[0]],
     }
     found["records_per_commit"] = found["audit_records_per_s"] / max(found["audit_commits_per_s"], 1e-9)
-    if isinstance(sampler, LockSampler):
-        found.update(sampler.figures())
+    if samples:
+        found.update(samples.figures(found["audit_commits_per_s"]))
     return found
 
 
@@ -314,12 +316,14 @@ def table(runs: list[dict[str, Any]]) -> Table:
         "rec/commit",
         "lock waiters",
         "lock wait %",
+        "head busy %",
+        "hold ms/commit",
         "PG conns",
         "errors",
         "load avg",
     )
     for column in columns:
-        shown.add_column(column, justify="left" if column == "setup" else "right")
+        shown.add_column(column, justify="left" if column == "setup" else "right", no_wrap=column == "setup")
     for run in runs:
         shown.add_row(
             f"{run['setup']} ({run['workers_per_replica']} workers each)",
@@ -333,6 +337,8 @@ def table(runs: list[dict[str, Any]]) -> Table:
             number(run["records_per_commit"], 1),
             number(run.get("lock_waiting_backends_mean"), 2),
             number(run.get("lock_wait_samples_pct"), 0),
+            number(run.get("chain_head_busy_pct"), 0),
+            number(run.get("chain_head_hold_ms_per_commit"), 2),
             number(run.get("connections_max")),
             str(run["errors"]),
             "{:.1f} → {:.1f}".format(*run["load_average"]),
@@ -345,10 +351,11 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, dict[str, float]]:
     found = {}
     for setup in SETUPS:
         mine = [r for r in runs if r["setup"] == setup]
+        names = [name for name, value in mine[0].items() if isinstance(value, int | float)]
         found[setup] = {
-            name: statistics.median(r[name] for r in mine)
-            for name, value in mine[0].items()
-            if isinstance(value, int | float) and not isinstance(value, bool)
+            name: statistics.median(r[name] for r in mine if r[name] is not None)
+            for name in names
+            if any(r[name] is not None for r in mine)
         }
     return found
 
@@ -399,7 +406,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Run from the command line."""
     args = parser().parse_args(argv)
-    return run(args, Console(width=None if sys.stdout.isatty() else 200))
+    return run(args, Console(width=None if sys.stdout.isatty() else 240))
 
 
 if __name__ == "__main__":

@@ -117,13 +117,13 @@ def server_env(var_dir: Path, pin: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def init_home(home: Path) -> tuple[Path, str]:
-    """Run ``keymanager init`` in ``home``; its var dir and the SoftHSM user PIN it was given."""
+def init_home(home: Path, settings: dict[str, str] | None = None) -> tuple[Path, str]:
+    """Run ``keymanager init`` in ``home`` (``KM_*`` ``settings`` on top); its var dir and the SoftHSM user PIN."""
     var_dir = home / "var"
     pin = secrets.token_hex(8)
     done = subprocess.run(
         [*keymanager_command(), "init"],
-        env=server_env(var_dir, pin),
+        env=server_env(var_dir, pin, **(settings or {})),
         cwd=home,
         capture_output=True,
         text=True,
