@@ -178,8 +178,8 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     svc, trail, now = exchange.svc, exchange.trail, datetime.now(UTC)
     kms.check_common(params)
 
-    async def authenticated(keys: Snapshot) -> Call:
-        principal, credential = await svc.access_keys.authenticate(keys, request, now)
+    async def authenticated(snapshot: Snapshot) -> Call:
+        principal, credential = await svc.access_keys.authenticate(snapshot, request, now)
         trail.principal = principal.name
         exchange.call = Call(principal, credential.region, svc.settings.aws_account_id, params)
         return exchange.call
@@ -187,8 +187,8 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     use = svc.kms_crypto.operations.get(exchange.operation)
     if use is not None:
 
-        async def attempt(keys: Snapshot) -> dict[str, Any]:
-            return await use(keys, await authenticated(keys))
+        async def attempt(snapshot: Snapshot) -> dict[str, Any]:
+            return await use(snapshot, await authenticated(snapshot))
 
         def entry(_: dict[str, Any]) -> AuditEntry:
             assert exchange.call is not None

@@ -97,7 +97,7 @@ class AccessKeyService:
 
     # -- authentication (the KMS door's hot path) ------------------------------------------
     async def authenticate(
-        self, keys: Snapshot, request: sigv4.ReceivedRequest, now: datetime
+        self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime
     ) -> tuple[Principal, sigv4.Credential]:
         """The principal whose access key signed ``request``, and the credential (region) it claims.
 
@@ -108,7 +108,7 @@ class AccessKeyService:
             credential = sigv4.parse(request, service="kms", now=now)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
-        found = await keys.access_key(credential.access_key_id, self._store.access_key)
+        found = await snapshot.access_key(credential.access_key_id, self._store.access_key)
         if found is None:
             raise KmsError("UnrecognizedClientException", _UNKNOWN)
         secret = await self._secret(found)

@@ -296,9 +296,9 @@ def _mac_request(params: Mapping[str, Any]) -> tuple[str, bytes]:
     return algorithm, message
 
 
-async def _require_mac_algorithm(keys: Snapshot, key_id: str, algorithm: str) -> None:
+async def _require_mac_algorithm(snapshot: Snapshot, key_id: str, algorithm: str) -> None:
     """InvalidKeyUsageException unless ``algorithm`` is the key's (checked after the policy, so a caller
     the policy refuses learns nothing of the key)."""
-    expected = kms.MAC_ALGORITHMS[(await keys.key(key_id)).algorithm]
+    expected = kms.MAC_ALGORITHMS[(await snapshot.key(key_id)).algorithm]
     if algorithm != expected:
         raise kms.KmsError("InvalidKeyUsageException", f"the key's MacAlgorithm is {expected}, not {algorithm}")
