@@ -137,7 +137,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
         init = keymanager("init", env=env, cwd=home)
         assert init.returncode == 0, init.stderr
         admin = (var_dir / "admin.token").read_text().strip()
-        nodes.append(start_node("a", ["--log-level", "debug"], env, home))  # debug: maintenance rounds
+        one_process = ["--workers", "1", "--log-level", "debug"]  # debug: maintenance rounds
+        nodes.append(start_node("a", one_process, env, home))
         nodes.append(start_node("b", ["--workers", "2", "--log-level", "debug"], env, home))
         for node in nodes:
             wait_ready(node.url, node.ca, node.process, node.log)
