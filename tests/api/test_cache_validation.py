@@ -80,9 +80,9 @@ def test_reencryption_and_streams_see_a_change_behind_the_cache(
     opened = client.post("/v1/keys/cards/decrypt/stream", content=stream.content, headers=octets)
     assert_error(opened, 409, "key_disabled")
     assert services.spool.used == 0  # refused before a byte was spooled
-    records = services.audit_store.query(AuditQuery(action="key.reencrypt", limit=10))
+    records = services.audit_reader.query(AuditQuery(action="key.reencrypt", limit=10))
     assert [(r.entry.outcome.value, r.entry.status) for r in records] == [("ok", 200), ("error", 409)]
     for action in ("key.encrypt_stream", "key.decrypt_stream"):
-        statuses = [r.entry.status for r in services.audit_store.query(AuditQuery(action=action, limit=10))]
+        statuses = [r.entry.status for r in services.audit_reader.query(AuditQuery(action=action, limit=10))]
         assert statuses == ([200, 409] if action == "key.encrypt_stream" else [409])
-    assert services.audit_store.verify().ok
+    assert services.audit_reader.verify().ok

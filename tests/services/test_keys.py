@@ -29,7 +29,7 @@ def read(services: Services, principal: Principal, ref: str) -> ShownKey:
 
 
 def reads_recorded(services: Services) -> int:
-    return len(services.audit_store.query(AuditQuery(action="key.read", limit=100)))
+    return len(services.audit_reader.query(AuditQuery(action="key.read", limit=100)))
 
 
 @pytest.fixture
