@@ -16,9 +16,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from keymanager import errors
+from keymanager.db import records
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import AccessKeyRow, KeyRow, PrincipalRow
-from keymanager.db.store import _AUDIT_KEY, _changed, _principal, _rowcount
+from keymanager.db.store import _AUDIT_KEY, _changed, _rowcount
 from keymanager.domain.access_keys import MAX_PER_PRINCIPAL, AccessKey
 from keymanager.domain.audit import AuditEntry, ChainKey
 
@@ -99,7 +100,7 @@ class KmsStore:
             row, principal = found
             return AccessKey(
                 id=row.id,
-                principal=_principal(principal),
+                principal=records.principal(principal),
                 sealed_secret=bytes(row.sealed_secret),
                 wrap_label=row.wrap_label,
                 created_at=_utc(row.created_at),

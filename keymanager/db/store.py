@@ -11,32 +11,31 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypedDict, Unpack, cast
 
-from sqlalchemy import (
-    ColumnElement,
-    Engine,
-    Executable,
-    Select,
-    case,
-    delete,
-    or_,
-    select,
-    text,
-    update,
-)
+from sqlalchemy import ColumnElement, Connection, Engine, Executable, delete, select, text, update
 from sqlalchemy.engine import CursorResult
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, selectinload, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 
 from keymanager import errors
+from keymanager.db import records
 from keymanager.db.audit import append as append_audit
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
+from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
+from keymanager.domain.models import Key, KeyState, KeyVersion, Principal
 from keymanager.domain.policy import Policy
-from keymanager.domain.tokens import TokenFormat
+
+
+class KeyChanges(TypedDict, total=False):
+    """What :meth:`Store.update_key` may change (None: kept as it is)."""
+
+    description: str | None
+    policy: Policy | None
+    state: KeyState | None
+    min_decryption_version: int | None
 
 
 class Store:
@@ -53,15 +52,13 @@ class Store:
 
     def metadata_version(self) -> int:
         """The current metadata version (see :func:`_changed`)."""
-        with self._transaction() as session:
-            return int(
-                session.execute(select(MetadataVersionRow.version).where(MetadataVersionRow.id == 1)).scalar_one()
-            )
+        with self._reading() as connection:
+            return int(connection.execute(_METADATA_VERSION).scalar_one())
 
     def ping(self) -> None:
         """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""
-        with self._transaction() as session:
-            session.execute(text("SELECT 1"))
+        with self._reading() as connection:
+            connection.execute(text("SELECT 1"))
 
     # -- principals ---------------------------------------------------------
 
@@ -72,7 +69,7 @@ class Store:
         """
         try:
             with self._transaction() as session:
-                session.add(_principal_row(principal, token_hash))
+                session.add(records.principal_row(principal, token_hash))
                 session.flush()
                 _changed(session, audit)
         except IntegrityError:
@@ -94,7 +91,7 @@ class Store:
         """The principals whose names are among ``names`` (those that exist)."""
         with self._transaction() as session:
             rows = session.scalars(select(PrincipalRow).where(PrincipalRow.name.in_(sorted(names))))
-            return [_principal(row) for row in rows]
+            return [records.principal(row) for row in rows]
 
     def principal_names(self, ids: Collection[str]) -> dict[str, str]:
         """Id to name of the principals whose ids are among ``ids`` (those that exist)."""
@@ -106,7 +103,7 @@ class Store:
         """Every principal, ordered by name."""
         with self._transaction() as session:
             rows = session.scalars(select(PrincipalRow).order_by(PrincipalRow.name))
-            return [_principal(row) for row in rows]
+            return [records.principal(row) for row in rows]
 
     def delete_principal(self, name: str, *, audit: AuditEntry | None = None) -> bool:
         """Delete the principal named ``name`` and its grants in every policy (with ``audit``); True if it was there."""
@@ -125,7 +122,7 @@ class Store:
         """Store ``key`` and all its versions (and ``audit``) atomically; ``Conflict`` when the name is taken."""
         try:
             with self._transaction() as session:
-                session.add(_key_row(key))
+                session.add(records.key_row(key))
                 session.flush()
                 _changed(session, audit)
         except IntegrityError:
@@ -133,29 +130,24 @@ class Store:
 
     def get_key(self, id_or_name: str) -> Key | None:
         """The key whose id (tried first) or name is ``id_or_name``, with its versions; two queries."""
-        matches = or_(KeyRow.id == id_or_name, KeyRow.name == id_or_name)
-        id_first = case((KeyRow.id == id_or_name, 0), else_=1)
-        with self._transaction() as session:
-            row = session.scalars(_keys().where(matches).order_by(id_first).limit(1)).first()
-            return None if row is None else _key(row)
+        with self._reading() as connection:
+            return records.key_by_ref(connection, id_or_name)
 
     def list_keys(self) -> list[Key]:
         """Every key with its versions, ordered by name."""
-        with self._transaction() as session:
-            return [_key(row) for row in session.scalars(_keys().order_by(KeyRow.name))]
+        with self._reading() as connection:
+            return records.all_keys(connection)
 
     def update_key(
         self,
         key_id: str,
         *,
-        description: str | None = None,
-        policy: Policy | None = None,
-        state: KeyState | None = None,
-        min_decryption_version: int | None = None,
         audit: AuditEntry | None = None,
         expected_updated_at: datetime | None = None,
+        **changes: Unpack[KeyChanges],
     ) -> Key:
-        """Change the given attributes of key ``key_id`` (others stay) and bump ``updated_at``.
+        """Change the attributes of key ``key_id`` given in ``changes`` (None or absent: kept) and bump
+        ``updated_at``.
 
         With ``expected_updated_at``, only if the key's ``updated_at`` is still that (compare-and-set;
         the new ``updated_at`` is then strictly later), else ``PreconditionFailed``.
@@ -166,14 +158,9 @@ class Store:
         if expected_updated_at is not None:
             values["updated_at"] = max(values["updated_at"], expected_updated_at + timedelta(microseconds=1))
             condition = condition & (KeyRow.updated_at == expected_updated_at)
-        if description is not None:
-            values["description"] = description
-        if policy is not None:
-            values["policy"] = policy.to_dict()
-        if state is not None:
-            values["state"] = state.value
-        if min_decryption_version is not None:
-            values["min_decryption_version"] = min_decryption_version
+        for column, value in changes.items():
+            if value is not None:
+                values[column] = _stored(value)
         with self._transaction() as session:
             if not _update_keys(session, condition, values):
                 if expected_updated_at is not None and session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)):
@@ -207,8 +194,12 @@ class Store:
         try:
             with self._transaction() as session:
                 if not _update_keys(session, current, values):
-                    raise _rotation_refusal(session, key_id, expected_primary)
-                session.add(_version_row(key_id, version))
+                    raise _refusal(
+                        session,
+                        key_id,
+                        f"the key was rotated meanwhile: its primary version is no longer {expected_primary}",
+                    )
+                session.add(records.version_row(key_id, version))
                 session.flush()
                 _changed(session, audit)
                 return _load_key(session, key_id)
@@ -223,11 +214,8 @@ class Store:
         states = [KeyState.ENABLED.value, KeyState.DISABLED.value, KeyState.PENDING_IMPORT.value]
         movable = (KeyRow.id == key_id) & KeyRow.state.in_(states)
         values = {"state": KeyState.PENDING_DELETION.value, "deletion_date": deletion_date, "updated_at": _now()}
-        with self._transaction() as session:
-            if not _update_keys(session, movable, values):
-                raise _state_refusal(session, key_id, "only an enabled or disabled key can be scheduled for deletion")
-            _changed(session, audit)
-            return _load_key(session, key_id)
+        refused = "only an enabled or disabled key can be scheduled for deletion"
+        return self._move(key_id, movable, values, refused, audit)
 
     def cancel_deletion(self, key_id: str, *, now: datetime, audit: AuditEntry | None = None) -> Key:
         """Return a key pending deletion (whose date has not come) to ``disabled``.
@@ -238,19 +226,14 @@ class Store:
             (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value) & (KeyRow.deletion_date > now)
         )
         values = {"state": KeyState.DISABLED.value, "deletion_date": None, "updated_at": _now()}
-        with self._transaction() as session:
-            if not _update_keys(session, cancellable, values):
-                raise _state_refusal(
-                    session, key_id, "the key is not pending deletion, or its deletion date has passed"
-                )
-            _changed(session, audit)
-            return _load_key(session, key_id)
+        refused = "the key is not pending deletion, or its deletion date has passed"
+        return self._move(key_id, cancellable, values, refused, audit)
 
     def keys_to_destroy(self, now: datetime) -> list[Key]:
         """Keys pending deletion whose deletion date has come."""
         due = (KeyRow.state == KeyState.PENDING_DELETION.value) & (KeyRow.deletion_date <= now)
         with self._transaction() as session:
-            return [_key(row) for row in session.scalars(_keys().where(due).order_by(KeyRow.deletion_date))]
+            return select_keys(session.connection(), due, KeyRow.deletion_date)
 
     def mark_destroyed(self, key_id: str, *, audit: AuditEntry | None = None) -> bool:
         """Mark a key pending deletion (and its versions) destroyed; True for the one caller that did it."""
@@ -270,9 +253,15 @@ class Store:
         """Enabled keys that rotate on a schedule."""
         scheduled = (KeyRow.state == KeyState.ENABLED.value) & KeyRow.rotation_period_days.is_not(None)
         with self._transaction() as session:
-            return [_key(row) for row in session.scalars(_keys().where(scheduled))]
+            return select_keys(session.connection(), scheduled)
 
     # -- internals ----------------------------------------------------------
+
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        """A connection for reads with SQLAlchemy Core (no ORM session), released when the block ends."""
+        with connection_errors_as_unavailable(), self._engine.connect() as connection:
+            yield connection
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
@@ -280,10 +269,26 @@ class Store:
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             yield session
 
+    def _move(
+        self,
+        key_id: str,
+        condition: ColumnElement[bool],
+        values: dict[str, Any],
+        refused: str,
+        audit: AuditEntry | None,
+    ) -> Key:
+        """Set ``values`` on key ``key_id`` if it matches ``condition`` (with ``audit``); the key after.
+        KeyNotFound, or Conflict saying ``refused`` when the key does not match."""
+        with self._transaction() as session:
+            if not _update_keys(session, condition, values):
+                raise _refusal(session, key_id, refused)
+            _changed(session, audit)
+            return _load_key(session, key_id)
+
     def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:
         with self._transaction() as session:
             row = session.scalars(select(PrincipalRow).where(condition)).one_or_none()
-            return None if row is None else _principal(row)
+            return None if row is None else records.principal(row)
 
     def _principal_conflict(self, principal: Principal) -> errors.Conflict:
         if principal.cert_subject and self.principal_by_name(principal.name) is None:
@@ -291,6 +296,7 @@ class Store:
         return errors.Conflict(f"a principal named {principal.name!r} exists")
 
 
+_METADATA_VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
 _AUDIT_KEY = "audit_key"
 """Where a session of a :class:`Store` finds the store's audit key (``Session.info``)."""
 
@@ -313,16 +319,19 @@ def _forget_in_policies(session: Session, principal_id: str) -> None:
             _update_keys(session, KeyRow.id == key_id, {"policy": kept.to_dict()})
 
 
+def _stored(value: object) -> object:
+    """A changed attribute of a key as its column holds it."""
+    if isinstance(value, Policy):
+        return value.to_dict()
+    return value.value if isinstance(value, KeyState) else value
+
+
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-def _keys() -> Select[KeyRow]:
-    return select(KeyRow).options(selectinload(KeyRow.versions))
-
-
 def _load_key(session: Session, key_id: str) -> Key:
-    return _key(session.scalars(_keys().where(KeyRow.id == key_id)).one())
+    return select_keys(session.connection(), KeyRow.id == key_id)[0]
 
 
 def _update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:
@@ -336,96 +345,8 @@ def _rowcount(session: Session, statement: Executable) -> int:
     return cast("CursorResult[Any]", result).rowcount
 
 
-def _state_refusal(session: Session, key_id: str, message: str) -> errors.KeyManagerError:
+def _refusal(session: Session, key_id: str, conflict: str) -> errors.KeyManagerError:
+    """KeyNotFound when key ``key_id`` does not exist, else Conflict saying ``conflict``."""
     if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
         return errors.KeyNotFound()
-    return errors.Conflict(message)
-
-
-def _rotation_refusal(session: Session, key_id: str, expected: int) -> errors.KeyManagerError:
-    if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
-        return errors.KeyNotFound()
-    return errors.Conflict(f"the key was rotated meanwhile: its primary version is no longer {expected}")
-
-
-# -- rows <-> domain records ----------------------------------------------------
-
-
-def _principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
-    return PrincipalRow(
-        id=principal.id,
-        name=principal.name,
-        role=principal.role.value,
-        token_hash=token_hash,
-        cert_subject=principal.cert_subject,
-        created_at=principal.created_at,
-    )
-
-
-def _principal(row: PrincipalRow) -> Principal:
-    return Principal(
-        id=row.id,
-        name=row.name,
-        role=Role(row.role),
-        created_at=row.created_at,
-        cert_subject=row.cert_subject,
-    )
-
-
-def _key_row(key: Key) -> KeyRow:
-    return KeyRow(
-        id=key.id,
-        name=key.name,
-        algorithm=key.algorithm.value,
-        state=key.state.value,
-        description=key.description,
-        policy=key.policy.to_dict(),
-        primary_version=key.primary_version,
-        min_decryption_version=key.min_decryption_version,
-        rotation_period_days=key.rotation_period_days,
-        deletion_date=key.deletion_date,
-        created_at=key.created_at,
-        updated_at=key.updated_at,
-        token_format=None if key.token_format is None else key.token_format.to_json(),
-        origin=key.origin.value,
-        versions=[_version_row(key.id, version) for version in key.versions.values()],
-    )
-
-
-def _key(row: KeyRow) -> Key:
-    return Key(
-        id=row.id,
-        name=row.name,
-        algorithm=Algorithm(row.algorithm),
-        state=KeyState(row.state),
-        policy=Policy.from_dict(row.policy),
-        primary_version=row.primary_version,
-        min_decryption_version=row.min_decryption_version,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        description=row.description,
-        rotation_period_days=row.rotation_period_days,
-        deletion_date=row.deletion_date,
-        versions={version.version: _version(version) for version in row.versions},
-        token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
-        origin=Origin(row.origin),
-    )
-
-
-def _version_row(key_id: str, version: KeyVersion) -> KeyVersionRow:
-    return KeyVersionRow(
-        key_id=key_id,
-        version=version.version,
-        enc_label=version.hsm.enc_label,
-        mac_label=version.hsm.mac_label,
-        created_at=version.created_at,
-    )
-
-
-def _version(row: KeyVersionRow) -> KeyVersion:
-    return KeyVersion(
-        key_id=row.key_id,
-        version=row.version,
-        hsm=HsmObjects(enc_label=row.enc_label, mac_label=row.mac_label),
-        created_at=row.created_at,
-    )
+    return errors.Conflict(conflict)

@@ -10,29 +10,26 @@ when the version cannot be recorded.
 
 from __future__ import annotations
 
-import logging
-from dataclasses import replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
 
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import Key, KeyState, KeyVersion, Origin
-from keymanager.errors import Conflict, InvalidRequest, KeyManagerError
+from keymanager.domain.models import Key, KeyState, Origin
+from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
 from keymanager.hsm import key_import as ki
 from keymanager.hsm.key_import import ImportParameters, WrappingAlgorithm
-
-log = logging.getLogger(__name__)
+from keymanager.services.lifecycle import add_version
 
 _IMPORTABLE = (KeyState.PENDING_IMPORT, KeyState.ENABLED, KeyState.DISABLED)
 
 
+@dataclass(frozen=True)
 class KeyImportService:
-    """Import parameters and imports for keys of origin ``external``."""
+    """Import parameters and imports for keys of origin ``external``, over ``store`` and ``hsm``."""
 
-    def __init__(self, store: Store, hsm: Hsm) -> None:
-        self._store = store
-        self._hsm = hsm
+    _store: Store
+    _hsm: Hsm
 
     def parameters(self, key: Key, wrapping_algorithm: str) -> ImportParameters:
         """Fresh import parameters for ``key``; InvalidRequest for an unknown algorithm, Conflict for a key
@@ -52,22 +49,7 @@ class KeyImportService:
         _check_importable(key)
         number = key.primary_version + 1
         objects = ki.unwrap_version(self._hsm, key.id, number, key.algorithm, import_token, materials)
-        version = KeyVersion(key_id=key.id, version=number, hsm=objects, created_at=datetime.now(UTC))
-        entry = replace(audit, key_id=key.id, key_version=number) if audit else None
-        try:
-            return self._store.add_key_version(
-                key.id,
-                version,
-                expected_primary=key.primary_version,
-                audit=entry,
-                activate=key.state is KeyState.PENDING_IMPORT,
-            )
-        except BaseException:
-            try:
-                self._hsm.destroy_version(objects)
-            except KeyManagerError:
-                log.error("could not remove the HSM objects of a failed import into key %s", key.id)
-            raise
+        return add_version(self._store, self._hsm, key, objects, audit=audit, what="import")
 
 
 def _check_importable(key: Key) -> None:

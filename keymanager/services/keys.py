@@ -9,9 +9,11 @@ reads the audit log and never uses a key.
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Sequence
-from dataclasses import replace
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from keymanager.db import Store
@@ -34,10 +36,21 @@ from keymanager.errors import (
     PreconditionFailed,
 )
 from keymanager.hsm import Hsm
+from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 _NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
+MAX_NAMES = 10_000
+"""Principal names remembered per process (see :meth:`KeyService.named`)."""
+
+
+@dataclass(frozen=True)
+class ShownKey:
+    """A key as the API shows it: with its policy naming principals by name."""
+
+    key: Key
+    policy: Policy
 
 
 class KeyService:
@@ -46,6 +59,9 @@ class KeyService:
     def __init__(self, store: Store, hsm: Hsm) -> None:
         self._store = store
         self._hsm = hsm
+        self._names: dict[str, str] = {}
+        """Principal id to name. Both never change (no rename; ids are random and never reused), and a
+        deleted principal leaves every policy in the same transaction, so an entry is never wrong."""
 
     def create(
         self,
@@ -74,33 +90,30 @@ class KeyService:
         policy = self._by_id(policy or Policy())
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
+        external = origin is Origin.EXTERNAL
+        if external and rotation_period_days:
+            raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
         now = datetime.now(UTC)
         key_id = new_id()
-        if origin is Origin.EXTERNAL:
-            if rotation_period_days:
-                raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
-            return self._create_pending_import(key_id, name, algorithm, description, policy, token_format, audit)
-        objects = self._hsm.generate_version(key_id, 1, algorithm)
+        objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
             name=name,
             algorithm=algorithm,
-            state=KeyState.ENABLED,
+            state=KeyState.PENDING_IMPORT if external else KeyState.ENABLED,
             policy=policy,
-            primary_version=1,
+            primary_version=0 if external else 1,
             min_decryption_version=1,
             created_at=now,
             updated_at=now,
             description=description,
             rotation_period_days=rotation_period_days,
-            versions={1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
+            versions={} if objects is None else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
             token_format=token_format,
+            origin=origin,
         )
-        try:
-            self._store.create_key(key, audit=_about(audit, key, 1))
-        except BaseException:
-            self._discard(objects, key_id)
-            raise
+        with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
+            self._store.create_key(key, audit=_about(audit, key, key.primary_version))
         return key
 
     def _by_id(self, policy: Policy) -> Policy:
@@ -115,54 +128,51 @@ class KeyService:
         return policy.translated({name: p.id for name, p in found.items()})
 
     def named(self, policies: Sequence[Policy]) -> list[Policy]:
-        """Stored ``policies`` (by id) by principal name, as the API shows them (one query)."""
-        ids = frozenset().union(*(p.principals() for p in policies))
-        names = self._store.principal_names(ids)
+        """Stored ``policies`` (by id) by principal name, as the API shows them (at most one query)."""
+        names = self._names_of(frozenset().union(*(p.principals() for p in policies)))
         return [p.translated(names) for p in policies]
 
-    def _create_pending_import(
-        self,
-        key_id: str,
-        name: str,
-        algorithm: Algorithm,
-        description: str,
-        policy: Policy | None,
-        token_format: TokenFormat | None,
-        audit: AuditEntry | None,
-    ) -> Key:
-        now = datetime.now(UTC)
-        key = Key(
-            id=key_id,
-            name=name,
-            algorithm=algorithm,
-            state=KeyState.PENDING_IMPORT,
-            policy=policy or Policy(),
-            primary_version=0,
-            min_decryption_version=1,
-            created_at=now,
-            updated_at=now,
-            description=description,
-            token_format=token_format,
-            origin=Origin.EXTERNAL,
-        )
-        self._store.create_key(key, audit=_about(audit, key))
-        return key
+    def _known_names(self, ids: frozenset[str]) -> dict[str, str]:
+        return {i: name for i in ids if (name := self._names.get(i)) is not None}
 
-    def _discard(self, objects: HsmObjects, key_id: str) -> None:
-        try:
-            self._hsm.destroy_version(objects)
-        except KeyManagerError:
-            log.error("could not remove the HSM objects of key %s after a failed creation", key_id)
+    def _names_of(self, ids: frozenset[str]) -> dict[str, str]:
+        """The names of the principals ``ids`` that exist; a database read only for ids not seen yet."""
+        known = self._known_names(ids)
+        if len(known) < len(ids):
+            found = self._store.principal_names(ids - known.keys())
+            if len(self._names) + len(found) > MAX_NAMES:
+                self._names.clear()
+            self._names.update(found)
+            known.update(found)
+        return known
 
     def get(self, ref: str, principal: Principal) -> Key:
         """The key named or identified by ``ref`` as ``principal`` may see it.
 
         Admins see every key; others see a key whose policy names them, else Forbidden.
         """
-        key = self.find(ref)
-        if principal.role is not Role.ADMIN and not key.policy.names(principal.id):
-            raise Forbidden("the principal may not use this key")
-        return key
+        return _visible(self.find(ref), principal)
+
+    async def read(self, snapshot: Snapshot, principal: Principal, ref: str) -> ShownKey:
+        """:meth:`get` through ``snapshot`` (KeyNotFound, Forbidden), with the policy by name.
+
+        The key comes from the snapshot (validated at the audit commit, see ``run_validated``);
+        names not seen before by this process cost one database read.
+        """
+        key = _visible(await snapshot.key(ref), principal)
+        ids = key.policy.principals()
+        names = self._known_names(ids)
+        if len(names) < len(ids):
+            names = await asyncio.to_thread(self._names_of, ids)
+        return ShownKey(key, key.policy.translated(names))
+
+    async def listed(self, principal: Principal) -> list[ShownKey]:
+        """:meth:`list` with each policy by name, read from the database off the event loop."""
+        return await asyncio.to_thread(self._listed, principal)
+
+    def _listed(self, principal: Principal) -> list[ShownKey]:
+        keys = self.list(principal)
+        return [ShownKey(k, policy) for k, policy in zip(keys, self.named([k.policy for k in keys]), strict=True)]
 
     def find(self, ref: str) -> Key:
         """The key named or identified by ``ref``; raises KeyNotFound."""
@@ -233,6 +243,29 @@ def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> Au
     if entry is None:
         return None
     return replace(entry, key_id=key.id, key_version=version or entry.key_version)
+
+
+def _visible(key: Key, principal: Principal) -> Key:
+    """``key``, if ``principal`` may see it: an admin, or named by its policy; else Forbidden."""
+    if principal.role is not Role.ADMIN and not key.policy.names(principal.id):
+        raise Forbidden("the principal may not use this key")
+    return key
+
+
+@contextmanager
+def destroyed_on_failure(hsm: Hsm, objects: HsmObjects | None, what: str) -> Iterator[None]:
+    """Destroy ``objects`` (new HSM objects of ``what``, e.g. "a failed rotation of key …") when the
+    block raises, then let the exception go on; a failed destruction is logged, the orphan sweep
+    removes the objects later."""
+    try:
+        yield
+    except BaseException:
+        if objects is not None:
+            try:
+                hsm.destroy_version(objects)
+            except KeyManagerError:
+                log.error("could not remove the HSM objects of %s", what)
+        raise
 
 
 def _listed(names: Sequence[str]) -> str:

@@ -27,9 +27,10 @@ from typing import TypeVar
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.domain.models import Key, KeyState, KeyVersion, Origin
-from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest, KeyManagerError
+from keymanager.domain.models import HsmObjects, Key, KeyState, KeyVersion, Origin
+from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm
+from keymanager.services.keys import destroyed_on_failure
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,18 +73,8 @@ class LifecycleService:
             raise Conflict(f"a key in state {key.state.value} cannot be rotated")
         if key.origin is Origin.EXTERNAL:
             raise Conflict("an imported key gets a new version by importing new key material")
-        number = key.primary_version + 1
-        objects = self._hsm.generate_version(key.id, number, key.algorithm)
-        version = KeyVersion(key_id=key.id, version=number, hsm=objects, created_at=datetime.now(UTC))
-        entry = replace(audit, key_id=key.id, key_version=number) if audit else None
-        try:
-            return self._store.add_key_version(key.id, version, expected_primary=key.primary_version, audit=entry)
-        except BaseException:
-            try:
-                self._hsm.destroy_version(objects)
-            except KeyManagerError:
-                log.error("could not remove the HSM objects of a failed rotation of key %s", key.id)
-            raise
+        objects = self._hsm.generate_version(key.id, key.primary_version + 1, key.algorithm)
+        return add_version(self._store, self._hsm, key, objects, audit=audit, what="rotation")
 
     def schedule_deletion(self, key: Key, pending_days: int | None, *, audit: AuditEntry | None = None) -> Key:
         """Stop all use of ``key`` now and destroy it after ``pending_days`` (default 30)."""
@@ -150,6 +141,23 @@ class LifecycleService:
             return []
         self._next_orphan_sweep = time.monotonic() + self._orphan_grace.total_seconds() / 4
         return self.sweep_orphans()
+
+
+def add_version(store: Store, hsm: Hsm, key: Key, objects: HsmObjects, *, audit: AuditEntry | None, what: str) -> Key:
+    """Record ``objects`` (just made in the HSM) as the next version of ``key``, made primary, and
+    ``audit`` naming it; the updated key. A pending import key becomes enabled. On any failure
+    (Conflict when another change of the primary version won) the objects are destroyed."""
+    number = key.primary_version + 1
+    version = KeyVersion(key_id=key.id, version=number, hsm=objects, created_at=datetime.now(UTC))
+    entry = replace(audit, key_id=key.id, key_version=number) if audit else None
+    with destroyed_on_failure(hsm, objects, f"a failed {what} of key {key.id}"):
+        return store.add_key_version(
+            key.id,
+            version,
+            expected_primary=key.primary_version,
+            audit=entry,
+            activate=key.state is KeyState.PENDING_IMPORT,
+        )
 
 
 def _retried(call: Callable[[str], T], argument: str) -> T:

@@ -78,7 +78,7 @@ def test_an_audit_record_that_cannot_be_written_is_counted(
         raise OSError("disk full")
 
     monkeypatch.setattr(services.audit_writer, "awrite", broken)
-    refused = lenient_client.get("/v1/keys", headers=admin)
+    refused = lenient_client.get("/v1/principals", headers=admin)  # a record the audit trail writes
     assert refused.status_code == 503
     monkeypatch.undo()
 

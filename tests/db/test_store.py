@@ -168,9 +168,8 @@ def test_get_key_tries_the_id_before_the_name(store: Store) -> None:
     assert found.id == target.id
 
 
-def test_get_key_takes_at_most_two_queries(store: Store, engine: Engine) -> None:
-    key = a_key(versions=3)
-    store.create_key(key)
+def statements_of(engine: Engine, read: Callable[[], object]) -> list[str]:
+    """The SQL statements ``read()`` sends."""
     statements: list[str] = []
 
     def count(*args: object) -> None:
@@ -178,10 +177,39 @@ def test_get_key_takes_at_most_two_queries(store: Store, engine: Engine) -> None
 
     event.listen(engine, "before_cursor_execute", count)
     try:
-        assert store.get_key("cards") == key
+        read()
     finally:
         event.remove(engine, "before_cursor_execute", count)
-    assert len(statements) <= 2, statements
+    return statements
+
+
+def test_get_key_and_list_keys_take_one_statement(store: Store, engine: Engine) -> None:
+    keys = [a_key("cards", versions=3), a_key("email", versions=2), a_key("ssn", versions=1)]
+    for key in keys:
+        store.create_key(key)
+
+    assert len(statements_of(engine, lambda: store.get_key("cards"))) == 1
+    assert len(statements_of(engine, store.list_keys)) == 1
+    assert store.get_key("cards") == keys[0]
+
+
+def test_a_key_without_versions_is_read_with_none(store: Store) -> None:
+    pending = replace(a_key("byok"), state=KeyState.PENDING_IMPORT, primary_version=0, versions={})
+    store.create_key(pending)
+    store.create_key(a_key("cards", versions=2))
+
+    assert store.get_key("byok") == pending
+    assert [(k.name, sorted(k.versions)) for k in store.list_keys()] == [("byok", []), ("cards", [1, 2])]
+
+
+def test_keys_due_for_destruction_come_whole_in_date_order(store: Store) -> None:
+    keys = [a_key(f"k{n}", versions=n) for n in (1, 3, 2)]
+    for days, key in zip((3, 1, 2), keys, strict=True):
+        store.create_key(key)
+        store.schedule_deletion(key.id, T0 + timedelta(days=days))
+
+    due = store.keys_to_destroy(T0 + timedelta(days=10))
+    assert [(k.name, sorted(k.versions)) for k in due] == [("k3", [1, 2, 3]), ("k2", [1, 2]), ("k1", [1])]
 
 
 def test_duplicate_key_name_conflicts_and_writes_nothing(store: Store) -> None:
