@@ -25,11 +25,11 @@ def read(services: Services, principal: Principal, ref: str) -> ShownKey:
     def entry(_: ShownKey) -> AuditEntry:
         return AuditEntry(time=datetime.now(UTC), action="key.read", outcome=Outcome.OK, status=200)
 
-    return asyncio.run(run_validated(services.cache, services.audit, attempt, entry))
+    return asyncio.run(run_validated(services.cache, services.audit_writer, attempt, entry))
 
 
 def reads_recorded(services: Services) -> int:
-    return len(services.audit_store.query(AuditQuery(action="key.read", limit=100)))
+    return len(services.audit_records.query(AuditQuery(action="key.read", limit=100)))
 
 
 @pytest.fixture
