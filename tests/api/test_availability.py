@@ -137,7 +137,8 @@ def test_database_lost_and_back(
 ) -> None:
     new_key("cards", use_policy("billing"))
     unreachable = Store(make_engine(UNREACHABLE_DB))
-    monkeypatch.setattr(services.store, "_sessions", unreachable._sessions)
+    monkeypatch.setattr(services.store, "_sessions", unreachable._sessions)  # changes
+    monkeypatch.setattr(services.store, "_engine", unreachable._engine)  # reads and ping (Core)
     response = client.post("/v1/keys/cards/encrypt", json={"plaintext": b64(CARD)}, headers=billing)
     assert_error(response, 503, "database_unavailable")
     assert client.get("/v1/ready").json()["database"] == "unavailable"
