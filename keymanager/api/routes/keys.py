@@ -7,6 +7,7 @@ read-modify-write of a policy cannot silently drop someone else's change.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Header, Query, Request, Response
@@ -55,7 +56,7 @@ async def list_keys(request: Request, trail: AuditDep) -> Response:
     """Every key for an admin; for others, the keys whose policy names them."""
     keys = services_of(request).keys
     shown = await run_authenticated(
-        request, trail, lambda snapshot, principal: keys.listed(principal), lambda s: _success(trail, s)
+        request, trail, lambda _snapshot, principal: keys.listed(principal), lambda _shown: trail.success()
     )
     return Response(_KEY_LIST.dump_json([KeyOut.of(s.key, s.policy) for s in shown]), media_type="application/json")
 
@@ -66,16 +67,15 @@ async def get_key(key: str, request: Request, trail: AuditDep) -> Response:
     """One key by name or id; 403 when its policy does not name a non-admin caller."""
     keys = services_of(request).keys
     shown = await run_authenticated(
-        request, trail, lambda snapshot, principal: keys.read(snapshot, principal, key), lambda s: _success(trail, s)
+        request, trail, lambda snapshot, principal: keys.read(snapshot, principal, key), lambda s: _read(trail, s)
     )
     body = KeyOut.of(shown.key, shown.policy).model_dump_json()
     return Response(body, media_type="application/json", headers={"ETag": shown.key.etag})
 
 
-def _success(trail: AuditContext, shown: list[ShownKey] | ShownKey) -> AuditEntry:
-    """The record of a successful read (naming the key when one was read)."""
-    if isinstance(shown, ShownKey):
-        trail.key_id = shown.key.id
+def _read(trail: AuditContext, shown: ShownKey) -> AuditEntry:
+    """The success record of a key read, naming the key (committed by ``run_authenticated``)."""
+    trail.key_id = shown.key.id
     return trail.success()
 
 
@@ -116,8 +116,8 @@ def update_key(
 @audited("key.rotate")
 def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
-    rotated = svc.lifecycle.rotate(svc.keys.find(key), audit=trail.success())
-    return _tagged(svc, rotated, response)
+    rotate = svc.lifecycle.rotate
+    return _changed(svc, key, trail, response, lambda found, record: rotate(found, audit=record))
 
 
 @router.delete("/{key}", response_model=KeyOut, dependencies=[ADMIN])
@@ -132,13 +132,20 @@ def schedule_key_deletion(
     ] = None,
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
-    pending = svc.lifecycle.schedule_deletion(svc.keys.find(key), pending_days, audit=trail.success())
-    return _tagged(svc, pending, response)
+    schedule = svc.lifecycle.schedule_deletion
+    return _changed(svc, key, trail, response, lambda found, record: schedule(found, pending_days, audit=record))
 
 
 @router.post("/{key}/cancel-deletion", response_model=KeyOut, dependencies=[ADMIN])
 @audited("key.cancel_deletion")
 def cancel_key_deletion(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
-    cancelled = svc.lifecycle.cancel_deletion(svc.keys.find(key), audit=trail.success())
-    return _tagged(svc, cancelled, response)
+    cancel = svc.lifecycle.cancel_deletion
+    return _changed(svc, key, trail, response, lambda found, record: cancel(found, audit=record))
+
+
+def _changed(
+    svc: Services, key: str, trail: AuditContext, response: Response, change: Callable[[Key, AuditEntry], Key]
+) -> KeyOut:
+    """``change`` applied to the key named ``key`` with the request's success record (committed with the change)."""
+    return _tagged(svc, change(svc.keys.find(key), trail.success()), response)
