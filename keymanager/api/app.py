@@ -20,7 +20,7 @@ from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.kms import KmsDoor
 from keymanager.api.middleware import RequestContext
-from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, mac, principals, streams, tokens
+from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
@@ -37,15 +37,15 @@ HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
     crypto.encrypt_batch,
     crypto.decrypt_batch,
     crypto.generate_data_key,
-    mac.mac,
-    mac.verify_mac,
+    crypto.mac,
+    crypto.verify_mac,
 )
 """The endpoints :class:`FastPath` serves when ``KM_FAST_PATH`` is on (the bulk of the traffic)."""
 
 
 def hot_routes() -> list[FastRoute]:
     """The fast routes of :data:`HOT_ENDPOINTS` (tests/api/test_fastpath.py lists them by method and path)."""
-    return fast_routes(crypto.router, HOT_ENDPOINTS) + fast_routes(mac.router, HOT_ENDPOINTS)
+    return fast_routes(crypto.router, HOT_ENDPOINTS)
 
 
 def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
@@ -98,7 +98,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    for module in (health, principals, access_keys, keys, crypto, mac, streams, audit, tokens, key_import):
+    for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     if settings.fast_path:

@@ -42,14 +42,17 @@ class KmsKeys:
         self._keys = keys
         self._lifecycle = lifecycle
         self._store = store
-        self._resources = KmsKeyResources(keys, store)
+        self._resources = resources = KmsKeyResources(keys, store)
         self.reads: dict[str, Handler] = {
             "DescribeKey": self.describe_key,
             "ListKeys": self.list_keys,
             "ListAliases": self.list_aliases,
             "GetKeyRotationStatus": self.get_key_rotation_status,
             "ListKeyRotations": self.list_key_rotations,
-            **self._resources.reads,
+            "GetKeyPolicy": resources.get_key_policy,
+            "ListKeyPolicies": resources.list_key_policies,
+            "ListResourceTags": resources.list_resource_tags,
+            "ListGrants": resources.list_grants,
         }
         self.changes: dict[str, Handler] = {
             "CreateKey": self.create_key,
@@ -64,7 +67,9 @@ class KmsKeys:
             "EnableKeyRotation": self.enable_key_rotation,
             "DisableKeyRotation": self.disable_key_rotation,
             "RotateKeyOnDemand": self.rotate_key_on_demand,
-            **self._resources.changes,
+            "PutKeyPolicy": resources.put_key_policy,
+            "TagResource": resources.tag_resource,
+            "UntagResource": resources.untag_resource,
         }
 
     # -- reads ------------------------------------------------------------------------------

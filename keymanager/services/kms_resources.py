@@ -28,22 +28,11 @@ _POLICY_NAME = "default"
 
 
 class KmsKeyResources:
-    """Policies, tags and grants of keys (``reads`` and ``changes``: operation → handler)."""
+    """Policies, tags and grants of keys (the KMS door's tables name its handlers: ``KmsKeys``)."""
 
     def __init__(self, keys: KeyService, store: KmsStore) -> None:
         self._keys = keys
         self._store = store
-        self.reads = {
-            "GetKeyPolicy": self.get_key_policy,
-            "ListKeyPolicies": self.list_key_policies,
-            "ListResourceTags": self.list_resource_tags,
-            "ListGrants": self.list_grants,
-        }
-        self.changes = {
-            "PutKeyPolicy": self.put_key_policy,
-            "TagResource": self.tag_resource,
-            "UntagResource": self.untag_resource,
-        }
 
     # -- policies ----------------------------------------------------------------------------
     def get_key_policy(self, call: Call, entry: AuditEntry) -> dict[str, Any]:

@@ -1,7 +1,8 @@
-"""Encryption, decryption, data keys, re-encryption and batches with keys that stay in the HSM."""
+"""Encryption, decryption, data keys, re-encryption, batches and MACs with keys that stay in the HSM."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Sized
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -21,6 +22,10 @@ from keymanager.api.schemas import (
     EncryptBatchResponse,
     EncryptRequest,
     EncryptResponse,
+    MacRequest,
+    MacResponse,
+    MacVerifyRequest,
+    MacVerifyResponse,
     ReencryptRequest,
     decode_base64,
     encode_base64,
@@ -121,13 +126,9 @@ async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: A
 async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Encrypt up to 1,000 items: one result or one error per item, in order."""
     crypto = services_of(request).crypto
-    trail.details.update(items=len(body.items))
     items = [(_decoded(item.plaintext), item.context) for item in body.items]
-    batch = await run_authenticated(
-        request,
-        trail,
-        lambda snapshot, principal: crypto.encrypt_batch(snapshot, principal, key, items),
-        lambda b: _batch_success(trail, b),
+    batch = await _batch(
+        request, trail, items, lambda snapshot, principal: crypto.encrypt_batch(snapshot, principal, key, items)
     )
     return JSONResponse({"results": [_encrypt_result(r) for r in batch.results]})
 
@@ -136,21 +137,59 @@ async def encrypt_batch(key: str, body: EncryptBatchRequest, request: Request, t
 @audited("key.decrypt_batch")
 async def decrypt_batch(key: str, body: DecryptBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Decrypt up to 1,000 items with this key: one result or one error per item, in order."""
-    crypto = services_of(request).crypto
-    trail.details.update(items=len(body.items))
     items = [(item.ciphertext, item.context) for item in body.items]
-    batch = await run_authenticated(
-        request,
-        trail,
-        lambda snapshot, principal: crypto.decrypt_batch(snapshot, principal, key, items),
-        lambda b: _batch_success(trail, b),
-    )
+    decrypt = services_of(request).crypto.decrypt_batch
+    batch = await _batch(request, trail, items, lambda snapshot, principal: decrypt(snapshot, principal, key, items))
     return JSONResponse({"results": [_decrypt_result(r) for r in batch.results]})
 
 
-def _batch_success(trail: AuditContext, batch: BatchResults) -> AuditEntry:
-    trail.key_id = batch.key_id
-    return trail.success(failed=batch.failed)
+@router.post("/keys/{key}/mac", response_model=MacResponse)
+@audited("key.mac")
+async def mac(key: str, body: MacRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """The HMAC of ``data`` with the primary version of an HMAC key (``HMAC_SHA224``…``HMAC_SHA512``): equal
+    inputs, equal MACs (blind indexes)."""
+    crypto = services_of(request).crypto
+    data = decode_base64(body.data, "data")
+    made = await run_authenticated(
+        request,
+        trail,
+        lambda snapshot, principal: crypto.mac(snapshot, principal, key, data, body.context),
+        trail.success,
+    )
+    return JSONResponse({"mac": encode_base64(made.mac), "key_id": made.key_id, "key_version": made.key_version})
+
+
+@router.post("/keys/{key}/mac/verify", response_model=MacVerifyResponse)
+@audited("key.mac_verify")
+async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: AuditDep) -> JSONResponse:
+    """Whether ``mac`` is the HMAC of ``data`` (compared in constant time)."""
+    crypto = services_of(request).crypto
+    data, mac = decode_base64(body.data, "data"), decode_base64(body.mac, "mac")
+    checked = await run_authenticated(
+        request,
+        trail,
+        lambda snapshot, principal: crypto.verify_mac(
+            snapshot, principal, key, data, mac, body.context, body.key_version
+        ),
+        lambda c: trail.success(c, valid=c.valid),
+    )
+    return JSONResponse({"valid": checked.valid})
+
+
+async def _batch(
+    request: Request,
+    trail: AuditContext,
+    items: Sized,
+    use: Callable[[Snapshot, Principal], Awaitable[BatchResults]],
+) -> BatchResults:
+    """``use`` run as a batch of ``items``: its record counts them and names how many failed."""
+    trail.details.update(items=len(items))
+
+    def success(batch: BatchResults) -> AuditEntry:
+        trail.key_id = batch.key_id
+        return trail.success(failed=batch.failed)
+
+    return await run_authenticated(request, trail, use, success)
 
 
 def _decoded(value: str) -> bytes | KeyManagerError:

@@ -8,7 +8,7 @@ never a value or a token.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sized
 from typing import Any
 
 from fastapi import APIRouter, Request
@@ -19,7 +19,9 @@ from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.schemas import ERROR_RESPONSES, Body, Context, ErrorDetail, decode_base64
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
+from keymanager.services.snapshot import Snapshot
 from keymanager.services.tokens import TokenBatch, Tokenized, TokenRequest
 
 router = APIRouter(prefix="/v1/keys", tags=["tokens"], responses=ERROR_RESPONSES)
@@ -98,7 +100,7 @@ async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: Aud
     tokens = services_of(request).tokens
     item = _item(body.value, body.context, body.tweak)
     made = await run_authenticated(
-        request, trail, lambda keys, principal: tokens.tokenize(keys, principal, key, item), trail.success
+        request, trail, lambda snapshot, principal: tokens.tokenize(snapshot, principal, key, item), trail.success
     )
     return JSONResponse({"token": made.text, "key_id": made.key_id, "key_version": made.key_version})
 
@@ -107,13 +109,10 @@ async def tokenize(key: str, body: TokenizeRequest, request: Request, trail: Aud
 @audited("key.detokenize")
 async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """The value of ``token`` under ``key_version`` (default: the primary version)."""
-    tokens = services_of(request).tokens
-    item = _item(body.token, body.context, body.tweak)
+    item, version = _item(body.token, body.context, body.tweak), body.key_version
+    detokenize = services_of(request).tokens.detokenize
     made = await run_authenticated(
-        request,
-        trail,
-        lambda keys, principal: tokens.detokenize(keys, principal, key, item, body.key_version),
-        trail.success,
+        request, trail, lambda snapshot, principal: detokenize(snapshot, principal, key, item, version), trail.success
     )
     return JSONResponse({"value": made.text})
 
@@ -123,17 +122,13 @@ async def detokenize(key: str, body: DetokenizeRequest, request: Request, trail:
 async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Tokens of up to 1,000 values under the primary version: one result or one error per item, in order."""
     tokens = services_of(request).tokens
-    trail.details.update(items=len(body.items))
     items = [_batch_item(i) for i in body.items]
-    batch = await run_authenticated(
-        request, trail, lambda keys, principal: tokens.tokenize_batch(keys, principal, key, items), _success_of(trail)
-    )
+    batch = await _batch(request, trail, items, lambda snapshot, p: tokens.tokenize_batch(snapshot, p, key, items))
 
     def shape(t: Tokenized) -> dict[str, Any]:
         return {"token": t.text, "key_id": t.key_id, "key_version": t.key_version}
 
-    results = [_result(r, shape) for r in batch.results]
-    return JSONResponse({"results": results, "key_version": batch.key_version})
+    return JSONResponse({"results": [_result(r, shape) for r in batch.results], "key_version": batch.key_version})
 
 
 @router.post("/{key}/detokenize/batch", response_model=DetokenizeBatchResponse)
@@ -141,20 +136,24 @@ async def tokenize_batch(key: str, body: TokenizeBatchRequest, request: Request,
 async def detokenize_batch(key: str, body: DetokenizeBatchRequest, request: Request, trail: AuditDep) -> JSONResponse:
     """Values of up to 1,000 tokens of one key version: one result or one error per item, in order."""
     tokens = services_of(request).tokens
-    trail.details.update(items=len(body.items))
     items = [_batch_item(i) for i in body.items]
-    batch = await run_authenticated(
-        request,
-        trail,
-        lambda keys, principal: tokens.detokenize_batch(keys, principal, key, items, body.key_version),
-        _success_of(trail),
+    version = body.key_version
+    batch = await _batch(
+        request, trail, items, lambda snapshot, p: tokens.detokenize_batch(snapshot, p, key, items, version)
     )
     return JSONResponse({"results": [_result(r, lambda t: {"value": t.text}) for r in batch.results]})
 
 
-def _success_of(trail: AuditContext) -> Callable[[TokenBatch], AuditEntry]:
-    """The success record of a batch: its key version and how many items failed."""
-    return lambda batch: trail.success(batch, failed=sum(isinstance(r, KeyManagerError) for r in batch.results))
+async def _batch(
+    request: Request, trail: AuditContext, items: Sized, use: Callable[[Snapshot, Principal], Awaitable[TokenBatch]]
+) -> TokenBatch:
+    """``use`` run as a batch of ``items``: its record counts them, names the key version and how many failed."""
+    trail.details.update(items=len(items))
+
+    def success(batch: TokenBatch) -> AuditEntry:
+        return trail.success(batch, failed=sum(isinstance(r, KeyManagerError) for r in batch.results))
+
+    return await run_authenticated(request, trail, use, success)
 
 
 def _result(result: Tokenized | KeyManagerError, shape: Callable[[Tokenized], dict[str, Any]]) -> dict[str, Any]:
