@@ -33,7 +33,7 @@ class KmsStore:
 
     # -- access keys --------------------------------------------------------------------
     def add_access_key(
-        self, principal_name: str, access_key_id: str, sealed: bytes, wrap_label: str, *, audit: AuditEntry | None
+        self, principal_name: str, access_key_id: str, sealed: bytes, wrap_label: str, *, record: AuditEntry | None
     ) -> datetime:
         """Store an access key of principal ``principal_name``; its creation time.
 
@@ -59,7 +59,7 @@ class KmsStore:
                     )
                 )
                 session.flush()
-                _changed(session, audit)
+                _changed(session, record)
         except IntegrityError:
             raise errors.Conflict("this access key id is taken") from None
         return now
@@ -77,14 +77,14 @@ class KmsStore:
             )
             return [(row.id, _utc(row.created_at)) for row in rows]
 
-    def delete_access_key(self, principal_name: str, access_key_id: str, *, audit: AuditEntry | None) -> bool:
+    def delete_access_key(self, principal_name: str, access_key_id: str, *, record: AuditEntry | None) -> bool:
         """Revoke the principal's access key ``access_key_id``; True when there was one."""
         with self._transaction() as session:
             owner = select(PrincipalRow.id).where(PrincipalRow.name == principal_name).scalar_subquery()
             statement = delete(AccessKeyRow).where(AccessKeyRow.id == access_key_id, AccessKeyRow.principal_id == owner)
             if _rowcount(session, statement) == 0:
                 return False
-            _changed(session, audit)
+            _changed(session, record)
             return True
 
     def access_key(self, access_key_id: str) -> AccessKey | None:
@@ -107,7 +107,7 @@ class KmsStore:
             )
 
     # -- key changes of the KMS API ---------------------------------------------------------
-    def rename_keys(self, renames: Sequence[tuple[str, str]], *, audit: AuditEntry | None) -> None:
+    def rename_keys(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None) -> None:
         """Give each key id its new name, in order, in one transaction (Conflict for a taken name)."""
         try:
             with self._transaction() as session:
@@ -116,17 +116,17 @@ class KmsStore:
                     if _rowcount(session, statement) == 0:
                         raise errors.KeyNotFound()
                 session.flush()
-                _changed(session, audit)
+                _changed(session, record)
         except IntegrityError:
             raise errors.Conflict("a key with this name (alias) exists") from None
 
-    def set_rotation_period(self, key_id: str, days: int | None, *, audit: AuditEntry | None) -> None:
+    def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None) -> None:
         """Rotate key ``key_id`` every ``days`` days (None: only by hand)."""
         with self._transaction() as session:
             statement = update(KeyRow).where(KeyRow.id == key_id).values(rotation_period_days=days, updated_at=_now())
             if _rowcount(session, statement) == 0:
                 raise errors.KeyNotFound()
-            _changed(session, audit)
+            _changed(session, record)
 
     # -- tags -------------------------------------------------------------------------------
     def tags_of(self, key_id: str) -> dict[str, str]:
@@ -139,7 +139,7 @@ class KmsStore:
             )
             return {row.tag_key: row.tag_value for row in rows}
 
-    def tag_key(self, key_id: str, tags: Mapping[str, str], *, limit: int, audit: AuditEntry | None) -> bool:
+    def tag_key(self, key_id: str, tags: Mapping[str, str], *, limit: int, record: AuditEntry | None) -> bool:
         """Add ``tags`` to key ``key_id`` (a given tag key's value replaced); False, and nothing
         changed, when the key would then hold more than ``limit`` tags. KeyNotFound for no such key."""
         with self._transaction() as session:
@@ -155,15 +155,15 @@ class KmsStore:
                 else:
                     session.add(KeyTagRow(key_id=key_id, tag_key=tag_key, tag_value=value))
             session.flush()
-            _changed(session, audit)
+            _changed(session, record)
             return True
 
-    def untag_key(self, key_id: str, tag_keys: Collection[str], *, audit: AuditEntry | None) -> None:
+    def untag_key(self, key_id: str, tag_keys: Collection[str], *, record: AuditEntry | None) -> None:
         """Remove the tags ``tag_keys`` of key ``key_id`` (tag keys it does not hold are ignored)."""
         with self._transaction() as session:
             statement = delete(KeyTagRow).where(KeyTagRow.key_id == key_id, KeyTagRow.tag_key.in_(sorted(tag_keys)))
             session.execute(statement)
-            _changed(session, audit)
+            _changed(session, record)
 
     def existing_principals(self, names: Collection[str]) -> dict[str, str]:
         """Name to role of the principals among ``names`` that exist."""

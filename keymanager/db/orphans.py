@@ -57,14 +57,14 @@ class OrphanStore:
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             return list(session.scalars(select(HsmOrphanRow.label).where(due).order_by(HsmOrphanRow.label)))
 
-    def mark_destroyed(self, label: str, now: datetime, *, audit: AuditEntry) -> bool:
-        """Record ``label`` destroyed with ``audit``; True for the one caller that did it."""
+    def mark_destroyed(self, label: str, now: datetime, *, record: AuditEntry) -> bool:
+        """Record ``label`` destroyed with ``record``; True for the one caller that did it."""
         pending = (HsmOrphanRow.label == label) & HsmOrphanRow.destroyed_at.is_(None)
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             result = session.execute(update(HsmOrphanRow).where(pending).values(destroyed_at=now))
             if cast("CursorResult[Any]", result).rowcount != 1:
                 return False
-            append_audit(session.connection(), [audit], self._audit_key)
+            append_audit(session.connection(), [record], self._audit_key)
             return True
 
     def prune(self, before: datetime) -> None:

@@ -62,8 +62,8 @@ class Store:
 
     # -- principals ---------------------------------------------------------
 
-    def create_principal(self, principal: Principal, token_hash: str, *, audit: AuditEntry | None = None) -> None:
-        """Store ``principal`` with the hash of its bearer token (and ``audit`` in the same transaction).
+    def create_principal(self, principal: Principal, token_hash: str, *, record: AuditEntry | None = None) -> None:
+        """Store ``principal`` with the hash of its bearer token (and ``record`` in the same transaction).
 
         Raises ``Conflict`` when the name (or the certificate subject) is taken.
         """
@@ -71,7 +71,7 @@ class Store:
             with self._transaction() as session:
                 session.add(records.principal_row(principal, token_hash))
                 session.flush()
-                _changed(session, audit)
+                _changed(session, record)
         except IntegrityError:
             raise self._principal_conflict(principal) from None
 
@@ -105,26 +105,26 @@ class Store:
             rows = session.scalars(select(PrincipalRow).order_by(PrincipalRow.name))
             return [records.principal(row) for row in rows]
 
-    def delete_principal(self, name: str, *, audit: AuditEntry | None = None) -> bool:
-        """Delete the principal named ``name`` and its grants in every policy (with ``audit``); True if it was there."""
+    def delete_principal(self, name: str, *, record: AuditEntry | None = None) -> bool:
+        """Delete the principal named ``name`` and its grants in every policy (with ``record``); True if it was there."""
         with self._transaction() as session:
             principal_id = session.scalar(select(PrincipalRow.id).where(PrincipalRow.name == name))
             if principal_id is None:
                 return False
             session.execute(delete(PrincipalRow).where(PrincipalRow.id == principal_id))
             _forget_in_policies(session, principal_id)
-            _changed(session, audit)
+            _changed(session, record)
             return True
 
     # -- keys ---------------------------------------------------------------
 
-    def create_key(self, key: Key, *, audit: AuditEntry | None = None) -> None:
-        """Store ``key`` and all its versions (and ``audit``) atomically; ``Conflict`` when the name is taken."""
+    def create_key(self, key: Key, *, record: AuditEntry | None = None) -> None:
+        """Store ``key`` and all its versions (and ``record``) atomically; ``Conflict`` when the name is taken."""
         try:
             with self._transaction() as session:
                 session.add(records.key_row(key))
                 session.flush()
-                _changed(session, audit)
+                _changed(session, record)
         except IntegrityError:
             raise errors.Conflict(f"a key named {key.name!r} exists") from None
 
@@ -142,7 +142,7 @@ class Store:
         self,
         key_id: str,
         *,
-        audit: AuditEntry | None = None,
+        record: AuditEntry | None = None,
         expected_updated_at: datetime | None = None,
         **changes: Unpack[KeyChanges],
     ) -> Key:
@@ -166,7 +166,7 @@ class Store:
                 if expected_updated_at is not None and session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)):
                     raise errors.PreconditionFailed()
                 raise errors.KeyNotFound()
-            _changed(session, audit)
+            _changed(session, record)
             return _load_key(session, key_id)
 
     def add_key_version(
@@ -175,7 +175,7 @@ class Store:
         version: KeyVersion,
         *,
         expected_primary: int,
-        audit: AuditEntry | None = None,
+        record: AuditEntry | None = None,
         activate: bool = False,
     ) -> Key:
         """Add ``version`` to key ``key_id`` and make it primary, if the primary is still ``expected_primary``.
@@ -201,12 +201,12 @@ class Store:
                     )
                 session.add(records.version_row(key_id, version))
                 session.flush()
-                _changed(session, audit)
+                _changed(session, record)
                 return _load_key(session, key_id)
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
 
-    def schedule_deletion(self, key_id: str, deletion_date: datetime, *, audit: AuditEntry | None = None) -> Key:
+    def schedule_deletion(self, key_id: str, deletion_date: datetime, *, record: AuditEntry | None = None) -> Key:
         """Move an enabled, disabled or pending-import key to ``pending_deletion`` until ``deletion_date``.
 
         Raises ``KeyNotFound``, or ``Conflict`` when the key is already pending deletion or destroyed.
@@ -215,9 +215,9 @@ class Store:
         movable = (KeyRow.id == key_id) & KeyRow.state.in_(states)
         values = {"state": KeyState.PENDING_DELETION.value, "deletion_date": deletion_date, "updated_at": _now()}
         refused = "only an enabled or disabled key can be scheduled for deletion"
-        return self._move(key_id, movable, values, refused, audit)
+        return self._move(key_id, movable, values, refused, record)
 
-    def cancel_deletion(self, key_id: str, *, now: datetime, audit: AuditEntry | None = None) -> Key:
+    def cancel_deletion(self, key_id: str, *, now: datetime, record: AuditEntry | None = None) -> Key:
         """Return a key pending deletion (whose date has not come) to ``disabled``.
 
         Raises ``KeyNotFound``, or ``Conflict`` when the key is not pending deletion or its date has passed.
@@ -227,7 +227,7 @@ class Store:
         )
         values = {"state": KeyState.DISABLED.value, "deletion_date": None, "updated_at": _now()}
         refused = "the key is not pending deletion, or its deletion date has passed"
-        return self._move(key_id, cancellable, values, refused, audit)
+        return self._move(key_id, cancellable, values, refused, record)
 
     def keys_to_destroy(self, now: datetime) -> list[Key]:
         """Keys pending deletion whose deletion date has come."""
@@ -235,7 +235,7 @@ class Store:
         with self._transaction() as session:
             return select_keys(session.connection(), due, KeyRow.deletion_date)
 
-    def mark_destroyed(self, key_id: str, *, audit: AuditEntry | None = None) -> bool:
+    def mark_destroyed(self, key_id: str, *, record: AuditEntry | None = None) -> bool:
         """Mark a key pending deletion (and its versions) destroyed; True for the one caller that did it."""
         pending = (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value)
         now = _now()
@@ -246,7 +246,7 @@ class Store:
                 update(KeyVersionRow).where(KeyVersionRow.key_id == key_id).values(destroyed_at=now),
                 execution_options={"synchronize_session": False},
             )
-            _changed(session, audit)
+            _changed(session, record)
             return True
 
     def keys_with_rotation_period(self) -> list[Key]:
@@ -275,14 +275,14 @@ class Store:
         condition: ColumnElement[bool],
         values: dict[str, Any],
         refused: str,
-        audit: AuditEntry | None,
+        record: AuditEntry | None,
     ) -> Key:
-        """Set ``values`` on key ``key_id`` if it matches ``condition`` (with ``audit``); the key after.
+        """Set ``values`` on key ``key_id`` if it matches ``condition`` (with ``record``); the key after.
         KeyNotFound, or Conflict saying ``refused`` when the key does not match."""
         with self._transaction() as session:
             if not _update_keys(session, condition, values):
                 raise _refusal(session, key_id, refused)
-            _changed(session, audit)
+            _changed(session, record)
             return _load_key(session, key_id)
 
     def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:

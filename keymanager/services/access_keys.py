@@ -50,7 +50,7 @@ class AccessKeyService:
 
     # -- management (admin routes; blocking: call from a worker thread) -------------------
     def create(
-        self, principal_name: str, given: tuple[str, str] | None = None, *, audit: AuditEntry | None = None
+        self, principal_name: str, given: tuple[str, str] | None = None, *, record: AuditEntry | None = None
     ) -> tuple[str, str, datetime]:
         """A new access key of ``principal_name`` (or the ``given`` id and secret): id, secret, creation time.
 
@@ -67,7 +67,7 @@ class AccessKeyService:
                 raise InvalidRequest("secret_access_key is 40-128 printable ASCII characters without spaces")
         label = self._wrap_key()
         sealed = self._hsm.encrypt(_wrap(label), Algorithm.AES_256_GCM, ak.sealing_header(key_id), secret.encode(), b"")
-        created = self._store.add_access_key(principal_name, key_id, sealed, label, audit=audit)
+        created = self._store.add_access_key(principal_name, key_id, sealed, label, record=record)
         return key_id, secret, created
 
     def list(self, principal_name: str) -> list[tuple[str, datetime]]:
@@ -77,9 +77,9 @@ class AccessKeyService:
             raise NotFound("principal not found")
         return found
 
-    def revoke(self, principal_name: str, access_key_id: str, *, audit: AuditEntry | None = None) -> None:
+    def revoke(self, principal_name: str, access_key_id: str, *, record: AuditEntry | None = None) -> None:
         """Delete the access key: it stops authenticating at once, on every replica."""
-        if not self._store.delete_access_key(principal_name, access_key_id, audit=audit):
+        if not self._store.delete_access_key(principal_name, access_key_id, record=record):
             raise NotFound("access key not found")
 
     def _wrap_key(self) -> str:

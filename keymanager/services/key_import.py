@@ -43,13 +43,13 @@ class KeyImportService:
         return ki.make_parameters(self._hsm, key.id, algorithm)
 
     def import_material(
-        self, key: Key, import_token: str, materials: list[bytes], *, audit: AuditEntry | None = None
+        self, key: Key, import_token: str, materials: list[bytes], *, record: AuditEntry | None = None
     ) -> Key:
         """Unwrap ``materials`` into a new primary version of ``key`` (enabling a pending key); the updated key."""
         _check_importable(key)
         number = key.primary_version + 1
         objects = ki.unwrap_version(self._hsm, key.id, number, key.algorithm, import_token, materials)
-        return add_version(self._store, self._hsm, key, objects, audit=audit, what="import")
+        return add_version(self._store, self._hsm, key, objects, record=record, what="import")
 
 
 def _check_importable(key: Key) -> None:

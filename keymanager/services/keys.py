@@ -73,9 +73,9 @@ class KeyService:
         rotation_period_days: int | None = None,
         token_format: TokenFormat | None = None,
         origin: Origin = Origin.HSM,
-        audit: AuditEntry | None = None,
+        record: AuditEntry | None = None,
     ) -> Key:
-        """Generate version 1 in the HSM and record the key (with ``audit``); on any failure neither remains.
+        """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
 
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
         ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
@@ -113,7 +113,7 @@ class KeyService:
             origin=origin,
         )
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
-            self._store.create_key(key, audit=_about(audit, key, key.primary_version))
+            self._store.create_key(key, record=_about(record, key, key.primary_version))
         return key
 
     def _by_id(self, policy: Policy) -> Policy:
@@ -204,11 +204,11 @@ class KeyService:
         policy: Policy | None = None,
         enabled: bool | None = None,
         min_decryption_version: int | None = None,
-        audit: AuditEntry | None = None,
+        record: AuditEntry | None = None,
         if_match: str | None = None,
     ) -> Key:
         """Change a key's description, policy (by name, as for :meth:`create`), enabled state or minimum
-        decryption version (recording ``audit``).
+        decryption version (recording ``record``).
 
         With ``if_match`` (an ``If-Match`` header), only while the key is in a state it names
         (see ``Key.matches``), else ``PreconditionFailed``; the check and the change are one
@@ -233,7 +233,7 @@ class KeyService:
             policy=policy,
             state=state,
             min_decryption_version=min_decryption_version,
-            audit=_about(audit, key),
+            record=_about(record, key),
             expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 

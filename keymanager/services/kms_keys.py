@@ -134,7 +134,7 @@ class KmsKeys:
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
         try:
             key = self._keys.create(
-                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, audit=entry
+                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, record=entry
             )
         except InvalidRequest as exc:  # the policy was checked above: in practice the HSM lacks the algorithm
             raise kms.unsupported(f"KeySpec {spec} ({exc.message})") from None
@@ -145,7 +145,7 @@ class KmsKeys:
 
     def _enable(self, call: Call, entry: AuditEntry, *, enabled: bool) -> dict[str, Any]:
         key = self._admin_key(call)
-        self._keys.update(key.id, enabled=enabled, audit=entry)
+        self._keys.update(key.id, enabled=enabled, record=entry)
         return {}
 
     def update_key_description(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -155,13 +155,13 @@ class KmsKeys:
             raise kms.KmsError(
                 "ValidationException", f"Description is a string of at most {_MAX_DESCRIPTION} characters"
             )
-        self._keys.update(key.id, description=description, audit=entry)
+        self._keys.update(key.id, description=description, record=entry)
         return {}
 
     def schedule_key_deletion(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._admin_key(call)
         days = kms.integer(call.params, "PendingWindowInDays", 7, 30) or 30
-        pending = self._lifecycle.schedule_deletion(key, days, audit=entry)
+        pending = self._lifecycle.schedule_deletion(key, days, record=entry)
         assert pending.deletion_date is not None
         return {
             "KeyId": call.arn(key.id),
@@ -174,14 +174,14 @@ class KmsKeys:
         key = self._admin_key(call)
         if key.state is not KeyState.PENDING_DELETION:
             raise kms.KmsError("KMSInvalidStateException", f"the key is not pending deletion ({key.state.value})")
-        self._lifecycle.cancel_deletion(key, audit=entry)
+        self._lifecycle.cancel_deletion(key, record=entry)
         return {"KeyId": call.arn(key.id)}
 
     def create_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name, target = self._alias_and_target(call)
         if self._keys.id_of(name) is not None:
             raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
-        self._store.rename_keys([(target.id, name)], audit=replace(entry, key_id=target.id))
+        self._store.rename_keys([(target.id, name)], record=replace(entry, key_id=target.id))
         return {}
 
     def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -189,7 +189,7 @@ class KmsKeys:
         current = self._keys.find(name)
         if current.id != target.id:
             self._store.rename_keys(
-                [(current.id, kms.unaliased_name()), (target.id, name)], audit=replace(entry, key_id=target.id)
+                [(current.id, kms.unaliased_name()), (target.id, name)], record=replace(entry, key_id=target.id)
             )
         return {}
 
@@ -198,23 +198,23 @@ class KmsKeys:
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
-        self._store.rename_keys([(current.id, kms.unaliased_name())], audit=replace(entry, key_id=current.id))
+        self._store.rename_keys([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
         return {}
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
         days = kms.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
-        self._store.set_rotation_period(key.id, days, audit=replace(entry, key_id=key.id, details={"days": days}))
+        self._store.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
         return {}
 
     def disable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
-        self._store.set_rotation_period(key.id, None, audit=replace(entry, key_id=key.id))
+        self._store.set_rotation_period(key.id, None, record=replace(entry, key_id=key.id))
         return {}
 
     def rotate_key_on_demand(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
-        rotated = self._lifecycle.rotate(key, audit=entry)
+        rotated = self._lifecycle.rotate(key, record=entry)
         call.noted(key.id, rotated.primary_version)
         return {"KeyId": call.arn(key.id)}
 

@@ -52,7 +52,7 @@ class KmsKeyResources:
             raise kms.KmsError("SerializationException", "BypassPolicyLockoutSafetyCheck must be a boolean")
         text = kms.string(call.params, "Policy", required=True, limit=kms_policy.MAX_POLICY_CHARS)
         assert text is not None
-        self._keys.update(key.id, policy=self.policy_of(text, call.account), audit=entry)
+        self._keys.update(key.id, policy=self.policy_of(text, call.account), record=entry)
         return {}
 
     def list_key_policies(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -85,7 +85,7 @@ class KmsKeyResources:
 
     def add_tags(self, key: Key, tags: dict[str, str], entry: AuditEntry | None) -> None:
         """Store ``tags`` with ``key``; TagException when it would hold more than AWS allows."""
-        if not self._store.tag_key(key.id, tags, limit=kms.MAX_TAGS, audit=entry):
+        if not self._store.tag_key(key.id, tags, limit=kms.MAX_TAGS, record=entry):
             raise kms.KmsError("TagException", f"a key holds at most {kms.MAX_TAGS} tags")
 
     def untag_resource(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -98,7 +98,7 @@ class KmsKeyResources:
         for tag_key in tag_keys:
             kms.check_tag_key(tag_key)
         self._store.untag_key(
-            key.id, tag_keys, audit=replace(entry, key_id=key.id, details={"tag_keys": sorted(tag_keys)})
+            key.id, tag_keys, record=replace(entry, key_id=key.id, details={"tag_keys": sorted(tag_keys)})
         )
         return {}
 

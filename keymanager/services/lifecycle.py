@@ -66,7 +66,7 @@ class LifecycleService:
         self._orphan_grace = timedelta(seconds=orphan_grace_seconds)
         self._next_orphan_sweep = 0.0
 
-    def rotate(self, key: Key, *, audit: AuditEntry | None = None) -> Key:
+    def rotate(self, key: Key, *, record: AuditEntry | None = None) -> Key:
         """Make a new HSM-generated version primary. Conflict when the key is not enabled or
         another rotation of the same version won meanwhile."""
         if key.state is not KeyState.ENABLED:
@@ -74,21 +74,21 @@ class LifecycleService:
         if key.origin is Origin.EXTERNAL:
             raise Conflict("an imported key gets a new version by importing new key material")
         objects = self._hsm.generate_version(key.id, key.primary_version + 1, key.algorithm)
-        return add_version(self._store, self._hsm, key, objects, audit=audit, what="rotation")
+        return add_version(self._store, self._hsm, key, objects, record=record, what="rotation")
 
-    def schedule_deletion(self, key: Key, pending_days: int | None, *, audit: AuditEntry | None = None) -> Key:
+    def schedule_deletion(self, key: Key, pending_days: int | None, *, record: AuditEntry | None = None) -> Key:
         """Stop all use of ``key`` now and destroy it after ``pending_days`` (default 30)."""
         days = DEFAULT_PENDING_DAYS if pending_days is None else pending_days
         if not self._min_pending_days <= days <= MAX_PENDING_DAYS:
             raise InvalidRequest(f"pending_days must be between {self._min_pending_days} and {MAX_PENDING_DAYS}")
         deletion_date = datetime.now(UTC) + timedelta(days=days)
-        entry = replace(audit, key_id=key.id, details={**audit.details, "pending_days": days}) if audit else None
-        return self._store.schedule_deletion(key.id, deletion_date, audit=entry)
+        entry = replace(record, key_id=key.id, details={**record.details, "pending_days": days}) if record else None
+        return self._store.schedule_deletion(key.id, deletion_date, record=entry)
 
-    def cancel_deletion(self, key: Key, *, audit: AuditEntry | None = None) -> Key:
+    def cancel_deletion(self, key: Key, *, record: AuditEntry | None = None) -> Key:
         """Return a key pending deletion to ``disabled`` (as AWS KMS does)."""
-        entry = replace(audit, key_id=key.id) if audit else None
-        return self._store.cancel_deletion(key.id, now=datetime.now(UTC), audit=entry)
+        entry = replace(record, key_id=key.id) if record else None
+        return self._store.cancel_deletion(key.id, now=datetime.now(UTC), record=entry)
 
     def sweep(self, now: datetime | None = None) -> list[str]:
         """Destroy every key whose deletion date has come; the ids this call marked destroyed."""
@@ -96,7 +96,7 @@ class LifecycleService:
         for key in self._store.keys_to_destroy(now or datetime.now(UTC)):
             for version in key.versions.values():
                 self._hsm.destroy_version(version.hsm)
-            if self._store.mark_destroyed(key.id, audit=_system_entry("key.destroy", key)):
+            if self._store.mark_destroyed(key.id, record=_system_entry("key.destroy", key)):
                 log.info("key %s destroyed after its waiting period", key.id)
                 destroyed.append(key.id)
         return destroyed
@@ -109,7 +109,7 @@ class LifecycleService:
             if not key.rotation_due(moment):
                 continue
             try:
-                self.rotate(key, audit=_system_entry("key.rotate", key, scheduled=True))
+                self.rotate(key, record=_system_entry("key.rotate", key, scheduled=True))
             except Conflict:
                 continue  # another process rotated it first
             rotated.append(key.id)
@@ -129,7 +129,7 @@ class LifecycleService:
             if label not in unreferenced:
                 continue
             _retried(self._hsm.destroy_label, label)
-            if self._orphans.mark_destroyed(label, moment, audit=_orphan_entry(label)):
+            if self._orphans.mark_destroyed(label, moment, record=_orphan_entry(label)):
                 log.warning("destroyed HSM object %s: no key version names it", label)
                 destroyed.append(label)
         self._orphans.prune(moment - timedelta(days=ORPHAN_MEMORY_DAYS))
@@ -143,19 +143,19 @@ class LifecycleService:
         return self.sweep_orphans()
 
 
-def add_version(store: Store, hsm: Hsm, key: Key, objects: HsmObjects, *, audit: AuditEntry | None, what: str) -> Key:
+def add_version(store: Store, hsm: Hsm, key: Key, objects: HsmObjects, *, record: AuditEntry | None, what: str) -> Key:
     """Record ``objects`` (just made in the HSM) as the next version of ``key``, made primary, and
-    ``audit`` naming it; the updated key. A pending import key becomes enabled. On any failure
+    ``record`` naming it; the updated key. A pending import key becomes enabled. On any failure
     (Conflict when another change of the primary version won) the objects are destroyed."""
     number = key.primary_version + 1
     version = KeyVersion(key_id=key.id, version=number, hsm=objects, created_at=datetime.now(UTC))
-    entry = replace(audit, key_id=key.id, key_version=number) if audit else None
+    entry = replace(record, key_id=key.id, key_version=number) if record else None
     with destroyed_on_failure(hsm, objects, f"a failed {what} of key {key.id}"):
         return store.add_key_version(
             key.id,
             version,
             expected_primary=key.primary_version,
-            audit=entry,
+            record=entry,
             activate=key.state is KeyState.PENDING_IMPORT,
         )
 

@@ -27,9 +27,9 @@ class PrincipalService:
         self._store = store
 
     def create(
-        self, name: str, role: Role, cert_subject: str | None = None, *, audit: AuditEntry | None = None
+        self, name: str, role: Role, cert_subject: str | None = None, *, record: AuditEntry | None = None
     ) -> NewPrincipal:
-        """Create a principal (recording ``audit`` with it); InvalidRequest for a bad name, Conflict for a taken one."""
+        """Create a principal (recording ``record`` with it); InvalidRequest for a bad name, Conflict for a taken one."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
         token = new_token()
@@ -40,18 +40,18 @@ class PrincipalService:
             created_at=datetime.now(UTC),
             cert_subject=cert_subject or None,
         )
-        self._store.create_principal(principal, token_hash(token), audit=audit)
+        self._store.create_principal(principal, token_hash(token), record=record)
         return NewPrincipal(principal=principal, token=token)
 
     def list(self) -> list[Principal]:
         """Every principal, ordered by name."""
         return self._store.list_principals()
 
-    def delete(self, name: str, *, acting: Principal, audit: AuditEntry | None = None) -> None:
+    def delete(self, name: str, *, acting: Principal, record: AuditEntry | None = None) -> None:
         """Delete a principal (its token stops working at once); an admin cannot delete itself."""
         if name == acting.name:
             raise Conflict("a principal cannot delete itself")
-        if not self._store.delete_principal(name, audit=audit):
+        if not self._store.delete_principal(name, record=record):
             raise NotFound("principal not found")
 
     def authenticate(self, credential: Credential) -> Principal:

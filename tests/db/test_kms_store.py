@@ -22,7 +22,7 @@ def test_access_keys_round_trip_with_their_principal(store: Store, kms_store: Km
     store.create_principal(principal, "h" * 64)
     version = store.metadata_version()
     created = kms_store.add_access_key(
-        "billing", "KMAKAAAAAAAAAAAAAAAA", b"\x00sealed", "km/access-keys/v1.ab/aes", audit=None
+        "billing", "KMAKAAAAAAAAAAAAAAAA", b"\x00sealed", "km/access-keys/v1.ab/aes", record=None
     )
     assert store.metadata_version() == version + 1
     found = kms_store.access_key("KMAKAAAAAAAAAAAAAAAA")
@@ -36,24 +36,24 @@ def test_access_keys_round_trip_with_their_principal(store: Store, kms_store: Km
 def test_access_key_refusals(store: Store, kms_store: KmsStore) -> None:
     store.create_principal(a_principal("billing"), "h" * 64)
     with pytest.raises(errors.NotFound):
-        kms_store.add_access_key("nobody", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
-    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+        kms_store.add_access_key("nobody", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", record=None)
+    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", record=None)
     with pytest.raises(errors.Conflict):
-        kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
+        kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", record=None)
     for number in range(1, MAX_PER_PRINCIPAL):
-        kms_store.add_access_key("billing", f"KMAK{number:016d}", b"s", "l", audit=None)
+        kms_store.add_access_key("billing", f"KMAK{number:016d}", b"s", "l", record=None)
     with pytest.raises(errors.Conflict):
-        kms_store.add_access_key("billing", "KMAKZZZZZZZZZZZZZZZZ", b"s", "l", audit=None)
+        kms_store.add_access_key("billing", "KMAKZZZZZZZZZZZZZZZZ", b"s", "l", record=None)
 
 
 def test_revoking_and_deleting_the_principal(store: Store, kms_store: KmsStore) -> None:
     store.create_principal(a_principal("billing"), "h" * 64)
     store.create_principal(a_principal("support"), "i" * 64)
-    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", audit=None)
-    kms_store.add_access_key("billing", "KMAKBBBBBBBBBBBBBBBB", b"s", "l", audit=None)
-    assert not kms_store.delete_access_key("support", "KMAKAAAAAAAAAAAAAAAA", audit=None)  # not support's
+    kms_store.add_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", b"s", "l", record=None)
+    kms_store.add_access_key("billing", "KMAKBBBBBBBBBBBBBBBB", b"s", "l", record=None)
+    assert not kms_store.delete_access_key("support", "KMAKAAAAAAAAAAAAAAAA", record=None)  # not support's
     version = store.metadata_version()
-    assert kms_store.delete_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", audit=None)
+    assert kms_store.delete_access_key("billing", "KMAKAAAAAAAAAAAAAAAA", record=None)
     assert store.metadata_version() == version + 1 and kms_store.access_key("KMAKAAAAAAAAAAAAAAAA") is None
     assert store.delete_principal("billing")
     assert kms_store.access_key("KMAKBBBBBBBBBBBBBBBB") is None  # went with its principal
@@ -63,44 +63,44 @@ def test_rename_keys_moves_a_name_in_one_transaction(store: Store, kms_store: Km
     first, second = a_key("billing"), a_key("kms-" + "0" * 32)
     store.create_key(first)
     store.create_key(second)
-    kms_store.rename_keys([(first.id, "kms-" + "1" * 32), (second.id, "billing")], audit=None)
+    kms_store.rename_keys([(first.id, "kms-" + "1" * 32), (second.id, "billing")], record=None)
     moved = store.get_key("billing")
     assert moved is not None and moved.id == second.id
     with pytest.raises(errors.Conflict):
-        kms_store.rename_keys([(first.id, "billing")], audit=None)
+        kms_store.rename_keys([(first.id, "billing")], record=None)
     with pytest.raises(errors.KeyNotFound):
-        kms_store.rename_keys([("f" * 32, "other")], audit=None)
+        kms_store.rename_keys([("f" * 32, "other")], record=None)
 
 
 def test_rotation_period(store: Store, kms_store: KmsStore) -> None:
     key = a_key("billing")
     store.create_key(key)
-    kms_store.set_rotation_period(key.id, 90, audit=None)
+    kms_store.set_rotation_period(key.id, 90, record=None)
     found = store.get_key(key.id)
     assert found is not None and found.rotation_period_days == 90
-    kms_store.set_rotation_period(key.id, None, audit=None)
+    kms_store.set_rotation_period(key.id, None, record=None)
     found = store.get_key(key.id)
     assert found is not None and found.rotation_period_days is None
     with pytest.raises(errors.KeyNotFound):
-        kms_store.set_rotation_period("f" * 32, 90, audit=None)
+        kms_store.set_rotation_period("f" * 32, 90, record=None)
 
 
 def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: KmsStore) -> None:
     key, other = a_key("billing"), a_key("other")
     store.create_key(key)
     store.create_key(other)
-    assert kms_store.tag_key(key.id, {"b": "1", "a": ""}, limit=3, audit=None)
-    assert kms_store.tag_key(key.id, {"b": "2", "c": "3"}, limit=3, audit=None)
+    assert kms_store.tag_key(key.id, {"b": "1", "a": ""}, limit=3, record=None)
+    assert kms_store.tag_key(key.id, {"b": "2", "c": "3"}, limit=3, record=None)
     assert kms_store.tags_of(key.id) == {"a": "", "b": "2", "c": "3"}
     assert list(kms_store.tags_of(key.id)) == ["a", "b", "c"]
     version = store.metadata_version()
-    assert not kms_store.tag_key(key.id, {"d": "4"}, limit=3, audit=None)  # one too many: nothing written
+    assert not kms_store.tag_key(key.id, {"d": "4"}, limit=3, record=None)  # one too many: nothing written
     assert kms_store.tags_of(key.id) == {"a": "", "b": "2", "c": "3"} and store.metadata_version() == version
     assert kms_store.tags_of(other.id) == {}
-    kms_store.untag_key(key.id, ["a", "never"], audit=None)
+    kms_store.untag_key(key.id, ["a", "never"], record=None)
     assert kms_store.tags_of(key.id) == {"b": "2", "c": "3"}
     with pytest.raises(errors.KeyNotFound):
-        kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, audit=None)
+        kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, record=None)
 
 
 def test_existing_principals_with_their_roles(store: Store, kms_store: KmsStore) -> None:

@@ -52,7 +52,7 @@ async def create_access_key(
         if body.access_key_id is None or body.secret_access_key is None:
             raise InvalidRequest("give both access_key_id and secret_access_key, or neither")
         given = (body.access_key_id, body.secret_access_key)
-    key_id, secret, created = await run_in_threadpool(svc.access_keys.create, name, given, audit=trail.success())
+    key_id, secret, created = await run_in_threadpool(svc.access_keys.create, name, given, record=trail.success())
     return AccessKeyCreated(access_key_id=key_id, secret_access_key=secret, created_at=created)
 
 
@@ -67,5 +67,5 @@ def list_access_keys(name: str, svc: ServicesDep) -> list[AccessKeyOut]:
 @audited("access_key.delete")
 def delete_access_key(name: str, access_key_id: str, svc: ServicesDep, trail: AuditDep) -> Response:
     """Revoke an access key: it stops authenticating at once, on every replica."""
-    svc.access_keys.revoke(name, access_key_id, audit=trail.success())
+    svc.access_keys.revoke(name, access_key_id, record=trail.success())
     return Response(status_code=204)

@@ -65,5 +65,5 @@ def import_key_material(key: str, body: ImportRequest, svc: ServicesDep, trail: 
     materials = [decode_base64(body.encrypted_key_material, "encrypted_key_material")]
     if body.encrypted_mac_key_material is not None:
         materials.append(decode_base64(body.encrypted_mac_key_material, "encrypted_mac_key_material"))
-    imported = svc.key_import.import_material(found, body.import_token, materials, audit=trail.success())
+    imported = svc.key_import.import_material(found, body.import_token, materials, record=trail.success())
     return KeyOut.of(imported, svc.keys.named([imported.policy])[0])

@@ -45,7 +45,7 @@ def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Res
         rotation_period_days=body.rotation_period_days,
         token_format=None if body.token_format is None else body.token_format.to_format(),
         origin=body.origin,
-        audit=trail.success(),
+        record=trail.success(),
     )
     return _tagged(svc, key, response)
 
@@ -106,7 +106,7 @@ def update_key(
         policy=body.policy.to_policy() if body.policy is not None else None,
         enabled=body.enabled,
         min_decryption_version=body.min_decryption_version,
-        audit=trail.success(),
+        record=trail.success(),
         if_match=if_match,
     )
     return _tagged(svc, updated, response)
@@ -117,7 +117,7 @@ def update_key(
 def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
     rotate = svc.lifecycle.rotate
-    return _changed(svc, key, trail, response, lambda found, record: rotate(found, audit=record))
+    return _changed(svc, key, trail, response, lambda found, record: rotate(found, record=record))
 
 
 @router.delete("/{key}", response_model=KeyOut, dependencies=[ADMIN])
@@ -133,7 +133,7 @@ def schedule_key_deletion(
 ) -> KeyOut:
     """Stop all use of the key now and destroy its HSM objects after the waiting period."""
     schedule = svc.lifecycle.schedule_deletion
-    return _changed(svc, key, trail, response, lambda found, record: schedule(found, pending_days, audit=record))
+    return _changed(svc, key, trail, response, lambda found, record: schedule(found, pending_days, record=record))
 
 
 @router.post("/{key}/cancel-deletion", response_model=KeyOut, dependencies=[ADMIN])
@@ -141,7 +141,7 @@ def schedule_key_deletion(
 def cancel_key_deletion(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""
     cancel = svc.lifecycle.cancel_deletion
-    return _changed(svc, key, trail, response, lambda found, record: cancel(found, audit=record))
+    return _changed(svc, key, trail, response, lambda found, record: cancel(found, record=record))
 
 
 def _changed(

@@ -16,7 +16,7 @@ router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR
 def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -> PrincipalCreated:
     """Create a principal. The response carries its bearer token, which is never shown again."""
     trail.details.update(name=body.name, role=body.role.value)
-    created = svc.principals.create(body.name, body.role, body.cert_subject, audit=trail.success())
+    created = svc.principals.create(body.name, body.role, body.cert_subject, record=trail.success())
     return PrincipalCreated(**PrincipalOut.of(created.principal).model_dump(), token=created.token)
 
 
@@ -31,5 +31,5 @@ def list_principals(svc: ServicesDep) -> list[PrincipalOut]:
 @audited("principal.delete")
 def delete_principal(name: str, acting: Caller, svc: ServicesDep, trail: AuditDep) -> Response:
     """Delete a principal; its token stops working at once."""
-    svc.principals.delete(name, acting=acting, audit=trail.success())
+    svc.principals.delete(name, acting=acting, record=trail.success())
     return Response(status_code=204)
