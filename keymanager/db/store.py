@@ -106,7 +106,7 @@ class Store:
             return [records.principal(row) for row in rows]
 
     def delete_principal(self, name: str, *, record: AuditEntry | None = None) -> bool:
-        """Delete the principal named ``name`` and its grants in every policy (with ``record``); True if it was there."""
+        """Delete the principal named ``name`` and its grants in every policy (with ``record``); True if found."""
         with self._transaction() as session:
             principal_id = session.scalar(select(PrincipalRow.id).where(PrincipalRow.name == name))
             if principal_id is None:

@@ -29,7 +29,7 @@ class PrincipalService:
     def create(
         self, name: str, role: Role, cert_subject: str | None = None, *, record: AuditEntry | None = None
     ) -> NewPrincipal:
-        """Create a principal (recording ``record`` with it); InvalidRequest for a bad name, Conflict for a taken one."""
+        """Create a principal (committing ``record`` with it); InvalidRequest: a bad name; Conflict: a taken one."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
         token = new_token()
