@@ -36,7 +36,7 @@ def environment(args: argparse.Namespace, r: Rig) -> dict[str, Any]:
         ca=service.ca if service else None,
         service_spawned=bool(args.spawn),
         service_workers=service.workers if service else None,
-        service_cpu_affinity=True if args.spawn else None,  # spawned with KM_CPU_AFFINITY=true
+        service_cpu_affinity="serve's default" if args.spawn else None,  # pinned when the CPUs are its own
         load_generator={"processes": r.pool.size, "driver": args.driver},
         kms=r.aws.label if r.aws else None,
         kms_api_door=r.door.label if r.door else None,

@@ -110,7 +110,6 @@ def server_env(var_dir: Path, pin: str, **extra: str) -> dict[str, str]:
         KM_VAR_DIR=str(var_dir),
         KM_PKCS11_PIN=pin,
         KM_PKCS11_TOKEN_LABEL="km-bench",  # noqa: S106 (a label, not a secret)
-        KM_CPU_AFFINITY="true",  # the dedicated-host setting (deploy/README.md, "Workers and replicas")
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
     )
     env.update(extra)
