@@ -18,8 +18,8 @@ from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
+from keymanager.api.gateway import Gateway
 from keymanager.api.kms import KmsDoor
-from keymanager.api.middleware import RequestContext
 from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
@@ -40,7 +40,7 @@ HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
     crypto.mac,
     crypto.verify_mac,
 )
-"""The endpoints :class:`FastPath` serves when ``KM_FAST_PATH`` is on (the bulk of the traffic)."""
+"""The endpoints the gateway serves without FastAPI when ``KM_FAST_PATH`` is on (the bulk of the traffic)."""
 
 
 def hot_routes() -> list[FastRoute]:
@@ -48,8 +48,9 @@ def hot_routes() -> list[FastRoute]:
     return fast_routes(crypto.router, HOT_ENDPOINTS)
 
 
-def create_app(settings: Settings | None = None, *, services: Services | None = None) -> FastAPI:
-    """An application for ``settings``; with ``services`` given, it uses (and does not close) those."""
+def create_app(settings: Settings | None = None, *, services: Services | None = None) -> Gateway:
+    """An application for ``settings``: the FastAPI app of the routes behind the one ASGI layer in
+    front of it (``api/gateway.py``); with ``services`` given, it uses (and does not close) those."""
     settings = settings or (services.settings if services else Settings())
     app_metrics = metrics.Metrics()
     throttle = AuthThrottle(
@@ -101,26 +102,23 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
-    if settings.fast_path:
-        app.add_middleware(FastPath, routes=hot_routes(), error_app=errors.render)
-    app.add_middleware(
-        FrontDoor,
-        services=lambda: app.state.services,
-        throttle=throttle,
-        limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
-        error_app=errors.render,
-        methods=lambda scope: errors.methods_served(app.router.routes, scope),
+    return Gateway(
+        app,
+        door=FrontDoor(
+            services=lambda: app.state.services,
+            throttle=throttle,
+            limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+            methods=lambda scope: errors.methods_served(app.router.routes, scope),
+        ),
+        trail=AuditTrail(
+            writer=lambda: app.state.services.audit_writer,
+            key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
+        ),
+        metrics=app_metrics,
+        kms=KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
+        fast=FastPath(hot_routes()) if settings.fast_path else None,
+        access_log=settings.access_log,
     )
-    app.add_middleware(KmsDoor, services=lambda: app.state.services, throttle=throttle)  # AWS KMS API on POST /
-    app.add_middleware(metrics.RequestMetrics, metrics=app_metrics)
-    app.add_middleware(
-        AuditTrail,
-        writer=lambda: app.state.services.audit_writer,
-        key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
-        error_app=errors.render,
-    )
-    app.add_middleware(RequestContext, error_app=errors.render, access_log=settings.access_log)
-    return app
 
 
 async def _maintain(services: Services, interval: float) -> None:

@@ -18,7 +18,8 @@ Who writes the record is decided in one place, :meth:`AuditContext.owes_record`:
   ``database_unavailable`` instead of the answer (fail closed).
 
 A request that fails after its answer started (a stream cut mid-way) is recorded with the
-status and code of the :class:`KeyManagerError` that caused it, 500 for anything else. A client that
+status and code of the :class:`KeyManagerError` that caused it, 500 for anything else; one that
+fails unexpectedly before is recorded with the JSON 500 it is answered with. A client that
 hangs up before the answer completed (mid-upload or mid-download) is recorded with status 499
 and logged as one WARNING line, without a traceback.
 
@@ -38,8 +39,7 @@ from typing import Any, Protocol, TypeVar
 
 from fastapi import Request
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
@@ -165,79 +165,25 @@ def error_of(exc: BaseException) -> KeyManagerError | None:
 
 
 class AuditTrail:
-    """ASGI middleware writing the audit record of each audited request (see the module docstring)."""
+    """Writes the records the answers of audited requests owe (see the module docstring); the
+    gateway (``api/gateway.py``) calls it as a request's answer starts, fails or is abandoned."""
 
-    def __init__(
-        self,
-        app: ASGIApp,
-        *,
-        writer: Callable[[], AuditWriter],
-        key_id: Callable[[str], str | None],
-        error_app: Callable[..., ASGIApp],
-    ) -> None:
-        self.app = app
+    def __init__(self, *, writer: Callable[[], AuditWriter], key_id: Callable[[str], str | None]) -> None:
         self.writer = writer
         self.key_id = key_id
-        self.error_app = error_app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        state = scope.setdefault("state", {})
+    @staticmethod
+    def context(scope: Scope, request_id: str, traceparent: str | None) -> AuditContext:
+        """The audit context of the request ``scope``, which its route fills."""
         client = scope.get("client")
-        context = AuditContext(
-            request_id=state.get("request_id", ""), client=client[0] if client else None, scope=scope
-        )
-        if "traceparent" in state:  # validated, 55 characters (api/middleware.py)
-            context.details["traceparent"] = state["traceparent"]
-        state["audit"] = context
-        refused = answered = hung_up = recorded_hang_up = False
+        context = AuditContext(request_id=request_id, client=client[0] if client else None, scope=scope)
+        if traceparent is not None:  # validated, 55 characters (api/middleware.py)
+            context.details["traceparent"] = traceparent
+        return context
 
-        async def watch_receive() -> Message:
-            nonlocal hung_up
-            message = await receive()
-            hung_up = hung_up or (message["type"] == "http.disconnect" and not answered)
-            return message
-
-        async def send_after_audit(message: Message) -> None:
-            nonlocal refused, answered, recorded_hang_up
-            if refused:
-                return
-            if message["type"] == "http.response.start":
-                recorded_hang_up = hung_up
-                try:
-                    await self._record(context, CLIENT_CLOSED if hung_up else message["status"])
-                except KeyManagerError as exc:
-                    refused = True
-                    await self.error_app(exc, context.request_id)(scope, receive, send)
-                    return
-            elif message["type"] == "http.response.body" and not message.get("more_body", False):
-                answered = True
-            await send(message)
-
-        try:
-            await self.app(scope, watch_receive, send_after_audit)
-        except ClientDisconnect:
-            hung_up = True
-        except Exception as exc:
-            error = error_of(exc)
-            if error is not None:
-                context.details["error"] = error.code
-            with contextlib.suppress(KeyManagerError):  # the request failed already; its error goes on
-                await self._record(context, 500 if error is None else error.status)
-            raise
-        if hung_up:
-            await self._hung_up(context, recorded=recorded_hang_up)
-
-    async def _hung_up(self, context: AuditContext, *, recorded: bool) -> None:
-        """One WARNING line and (unless the answer's start recorded it already) a 499 record."""
-        log.warning("client hung up before its answer completed (%s, request %s)", context.action, context.request_id)
-        if not recorded:
-            with contextlib.suppress(KeyManagerError):  # nobody is left to answer
-                await self._record(context, CLIENT_CLOSED)
-
-    async def _record(self, context: AuditContext, status: int) -> None:
+    async def record(self, context: AuditContext, status: int) -> None:
+        """Write the record the answer ``status`` owes, if any; DatabaseUnavailable (or the audit
+        log's own error) when it cannot be written: the answer must not leave."""
         if not context.owes_record(status):
             return
         if context.key_id is None and context.key_ref is not None:
@@ -249,3 +195,26 @@ class AuditTrail:
             raise
         except Exception:
             raise DatabaseUnavailable("the audit record could not be written") from None
+
+    async def failed(self, context: AuditContext, exc: BaseException) -> None:
+        """Record a request that failed with ``exc`` after its answer started: the status and code of
+        the KeyManagerError it came from, else 500. The request failed already, so a record that
+        cannot be written changes nothing."""
+        error = self.note_failure(context, exc)
+        with contextlib.suppress(KeyManagerError):
+            await self.record(context, 500 if error is None else error.status)
+
+    @staticmethod
+    def note_failure(context: AuditContext, exc: BaseException) -> KeyManagerError | None:
+        """Name in the request's record the code of the KeyManagerError ``exc`` came from (returned), if any."""
+        error = error_of(exc)
+        if error is not None:
+            context.details["error"] = error.code
+        return error
+
+    async def hung_up(self, context: AuditContext, *, recorded: bool) -> None:
+        """One WARNING line and (unless the answer's start recorded it already) a 499 record."""
+        log.warning("client hung up before its answer completed (%s, request %s)", context.action, context.request_id)
+        if not recorded:
+            with contextlib.suppress(KeyManagerError):  # nobody is left to answer
+                await self.record(context, CLIENT_CLOSED)

@@ -10,9 +10,11 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
+from keymanager.api.audit_trail import AuditTrail
 from keymanager.errors import KeyManagerError, KeyMaterialMissing
 
 log = logging.getLogger(__name__)
@@ -119,5 +121,19 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.error("unhandled %s on %s %s", type(exc).__name__, request.method, request.url.path)
-        return error_response(500, "internal_error", "internal error", request_id_of(request))
+        # Starlette's ServerErrorMiddleware answers with this, then raises exc on to the gateway
+        # (api/gateway.py), which adds the request's ids to the answer and records it. A client
+        # that hung up gets no answer: the gateway records and logs the hang-up.
+        if isinstance(exc, ClientDisconnect):
+            raise exc
+        trail = request.scope.get("state", {}).get("audit")
+        if trail is not None:
+            AuditTrail.note_failure(trail, exc)
+        return unexpected(exc, request_id_of(request), request.method, request.url.path)
+
+
+def unexpected(exc: BaseException, request_id: str, method: str, path: str) -> JSONResponse:
+    """The answer to an exception that is no KeyManagerError: a plain JSON 500 (never a trace),
+    and its class and the request's method and path logged."""
+    log.error("unhandled %s on %s %s", type(exc).__name__, method, path)
+    return error_response(500, "internal_error", "internal error", request_id)

@@ -1,12 +1,12 @@
-"""The hot routes without FastAPI's routing and dependency machinery.
+"""The hot routes without FastAPI.
 
 Encrypt and decrypt requests are most of the traffic, and FastAPI's per-request machinery
-(route matching through every router, dependency solving, response validation) costs more
-CPU than the cryptography. :class:`FastPath` recognises those few routes, validates the JSON
-body with the route's own pydantic model, and calls the route's own function; the answer,
-the audit record and the metrics are the same as through FastAPI. Anything unusual — another
-content type, a body the model refuses — goes through FastAPI unchanged, so error answers
-(422 messages and all) stay exactly FastAPI's.
+(its middleware, route matching through every router, dependency solving, response validation)
+costs more CPU than the cryptography. The gateway (``api/gateway.py``) has :class:`FastPath`
+recognise those few routes, validate the JSON body with the route's own pydantic model and call
+the route's own function; the answer, the audit record and the metrics are the same as through
+FastAPI. Anything unusual — another content type, a body the model refuses — goes through
+FastAPI unchanged, so error answers (422 messages and all) stay exactly FastAPI's.
 
 ``KM_FAST_PATH=false`` leaves it out. tests/api/test_fastpath.py holds it to its word: the hot
 routes it finds, by method and path; that requests to them take it (:data:`SERVED`); the same
@@ -25,14 +25,13 @@ from fastapi import APIRouter, Request
 from fastapi.routing import APIRoute
 from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.errors import KeyManagerError
 
 Endpoint = Callable[..., Awaitable[Response]]
 SERVED = "fast_path"
-"""Key of ``scope["state"]``: True when :class:`FastPath` answered the request itself (tests read it)."""
+"""Key of ``scope["state"]``: True when the fast path answered the request itself (tests read it)."""
 
 
 @dataclass(frozen=True)
@@ -67,55 +66,44 @@ def _fast(route: APIRoute) -> FastRoute:
 
 
 class FastPath:
-    """ASGI middleware serving :class:`FastRoute` requests directly (see the module docstring)."""
+    """The hot routes (see the module docstring): the gateway (``api/gateway.py``) asks :meth:`match`
+    of each request it admitted and has a matching one served by :meth:`serve`."""
 
-    def __init__(self, app: ASGIApp, *, routes: list[FastRoute], error_app: Callable[..., ASGIApp]):
-        self.app = app
+    def __init__(self, routes: list[FastRoute]) -> None:
         self.routes = routes
-        self.error_app = error_app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or not _is_json(scope):
-            await self.app(scope, receive, send)
-            return
+    def match(self, scope: Scope, content_type: bytes | None) -> tuple[FastRoute, dict[str, str]] | None:
+        """The fast route of a JSON ``POST`` (``content_type``: its ``Content-Type``) and its path
+        parameters; None for any other request."""
+        if scope["method"] != "POST" or content_type is None or not _is_json(content_type):
+            return None
+        path = scope["path"]
         for fast in self.routes:
-            match = fast.pattern.match(scope["path"])
+            match = fast.pattern.match(path)
             if match is not None:
-                await self._serve(fast, match.groupdict(), scope, receive, send)
-                return
-        await self.app(scope, receive, send)
+                return fast, match.groupdict()
+        return None
 
-    async def _serve(self, fast: FastRoute, params: dict[str, str], scope: Scope, receive: Receive, send: Send) -> None:
-        trail: AuditContext = scope["state"]["audit"]
-        scope["endpoint"], scope["route"], scope["path_params"] = fast.endpoint, fast.route, params
-        scope["state"][SERVED] = True
-        try:
-            body = await _read_body(receive)
-        except KeyManagerError as exc:  # the body limit
-            await self.error_app(exc, trail.request_id)(scope, receive, send)
-            return
+    @staticmethod
+    async def serve(
+        fast: FastRoute, params: dict[str, str], body: bytes, scope: Scope, receive: Receive, trail: AuditContext
+    ) -> Response | None:
+        """The route's answer to ``body``; None when the route's model refuses it (FastAPI then
+        words the 422). A KeyManagerError of the route is raised."""
         try:
             model = fast.model.model_validate_json(body)
         except ValidationError:
             scope["state"][SERVED] = False
-            await self.app(scope, _replay(body, receive), send)  # FastAPI words the 422
-            return
-        response: ASGIApp
-        try:
-            response = await fast.endpoint(body=model, request=Request(scope, receive), trail=trail, **params)
-        except KeyManagerError as exc:
-            response = self.error_app(exc, trail.request_id)
-        await response(scope, receive, send)
+            return None
+        return await fast.endpoint(body=model, request=Request(scope, receive), trail=trail, **params)
 
 
-def _is_json(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"content-type":
-            return bool(value.split(b";")[0].strip().lower() == b"application/json")
-    return False
+def _is_json(content_type: bytes) -> bool:
+    return content_type.split(b";")[0].strip().lower() == b"application/json"
 
 
-async def _read_body(receive: Receive) -> bytes:
+async def read_body(receive: Receive) -> bytes:
+    """The whole body of the request (what came before a hang-up, if the client hung up)."""
     chunks = []
     while True:
         message = await receive()
@@ -127,7 +115,8 @@ async def _read_body(receive: Receive) -> bytes:
     return b"".join(chunks)
 
 
-def _replay(body: bytes, receive: Receive) -> Receive:
+def replay(body: bytes, receive: Receive) -> Receive:
+    """``receive`` for an app that reads the request again: ``body`` first, then what ``receive`` says."""
     sent = False
 
     async def replay() -> Message:

@@ -22,14 +22,15 @@ one record per client address per interval.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
+from keymanager.api.errors import render
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.credentials import Credential
 from keymanager.domain.names import KEY_REF_RULE, PRINCIPAL_NAME_RULE, is_key_ref, is_principal_name
@@ -51,8 +52,6 @@ _PRINCIPAL = re.compile(r"/v1/principals/([^/]*)")
 _BATCH = re.compile(r"/v1/keys/[^/]+/(?:encrypt|decrypt)/batch")
 _STREAM = re.compile(r"/v1/keys/[^/]+/(?:encrypt|decrypt)/stream")
 
-ErrorResponder = Callable[[KeyManagerError, str], Response]
-
 
 @dataclass(frozen=True)
 class BodyLimits:
@@ -71,45 +70,42 @@ class BodyLimits:
 
 
 class FrontDoor:
-    """ASGI middleware checking names, length and credentials before the body (see the module docstring)."""
+    """The checks before the body (see the module docstring); the gateway (``api/gateway.py``) asks
+    :meth:`admit` of every request but the KMS door's and answers a refusal with :meth:`refusal`."""
 
     def __init__(
         self,
-        app: ASGIApp,
         *,
         services: Callable[[], Services],
         throttle: AuthThrottle,
         limits: BodyLimits,
-        error_app: ErrorResponder,
         methods: Callable[[Scope], list[str]],
     ) -> None:
-        self.app = app
         self.methods = methods
         self.services = services
         self.throttle = throttle
         self.limits = limits
-        self.error_app = error_app
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        request_id: str = scope.setdefault("state", {}).get("request_id", "")
+    async def admit(self, scope: Scope, headers: Mapping[bytes, bytes]) -> int | None:
+        """The body limit of the request ``scope`` (None: unlimited) once its names, length and
+        credential passed; the refusal (a KeyManagerError) otherwise. ``headers``: the request's,
+        names in lower case, the first of each name."""
         limit = self.limits.of(scope["method"], scope["path"])
-        try:
-            self._check_names(scope)
-            length = _content_length(scope)
-            if limit is not None and length is not None and length > limit:
-                raise PayloadTooLarge("request body too large")
-            if scope["path"] not in PUBLIC_PATHS:
-                await self._authenticate(scope)
-        except KeyManagerError as exc:
-            await self._refuse(exc, request_id, scope, receive, send)
-            return
-        if limit is None:
-            await self.app(scope, receive, send)
-            return
-        await self._limited(limit, scope, receive, send)
+        self._check_names(scope)
+        length = headers.get(b"content-length")
+        if limit is not None and length is not None and length.isdigit() and int(length) > limit:
+            raise PayloadTooLarge("request body too large")
+        if scope["path"] not in PUBLIC_PATHS:
+            await self._authenticate(scope, headers)
+        return limit
+
+    def refusal(self, exc: KeyManagerError, request_id: str, headers: Mapping[bytes, bytes]) -> Response:
+        """The answer to a request :meth:`admit` refused with ``exc``: it closes the connection when
+        a body may be on its way, so the rest of the body is never read."""
+        response = render(exc, request_id)
+        if b"transfer-encoding" in headers or headers.get(b"content-length", b"0") != b"0":
+            response.headers["connection"] = "close"
+        return response
 
     def _check_names(self, scope: Scope) -> None:
         """The name rules, for a method the path serves (any other method is 405, not a bad name)."""
@@ -119,57 +115,25 @@ class FrontDoor:
             if scope["method"] in self.methods(scope):
                 raise
 
-    async def _limited(self, limit: int, scope: Scope, receive: Receive, send: Send) -> None:
-        """Run the app with a body cut at ``limit`` (PayloadTooLarge from ``receive`` past it)."""
-        received = 0
-        cut = False
-
-        async def limited_receive() -> Message:
-            nonlocal received, cut
-            message = await receive()
-            if message["type"] == "http.request":
-                received += len(message.get("body", b""))
-                if received > limit:
-                    cut = True
-                    raise PayloadTooLarge("request body too large")
-            return message
-
-        async def closing_send(message: Message) -> None:
-            if cut and message["type"] == "http.response.start":  # the rest of the body is never read
-                message["headers"] = [*message.get("headers", []), (b"connection", b"close")]
-            await send(message)
-
-        await self.app(scope, limited_receive, closing_send)
-
-    async def _authenticate(self, scope: Scope) -> None:
+    async def _authenticate(self, scope: Scope, headers: Mapping[bytes, bytes]) -> None:
         """Put the caller's credential in the scope; Unauthenticated, RateLimited or a store error otherwise."""
         client = scope.get("client")
         address = str(client[0]) if client else ""
-        credential = credential_of(scope)
+        credential = credential_of(scope, headers.get(b"authorization"))
         services = self.services()
         wait = self.throttle.retry_after(address)
         if wait is not None and not (credential is not None and services.cache.knows(credential)):
-            await self._summarise(self.throttle.refused(address), scope, 429)
+            await write_summary(services, self.throttle.refused(address), scope, 429)
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
             if credential is None:
                 raise Unauthenticated()
-            await services.cache.snapshot(fresh=False).principal(credential)
+            if not services.cache.knows(credential):
+                await services.cache.snapshot(fresh=False).principal(credential)
         except Unauthenticated:
-            await self._summarise(self.throttle.failed(address), scope, 401)
+            await write_summary(services, self.throttle.failed(address), scope, 401)
             raise
         scope["state"][CREDENTIAL] = credential
-
-    async def _summarise(self, summary: FailureSummary | None, scope: Scope, status: int) -> None:
-        await write_summary(self.services(), summary, scope, status)
-
-    async def _refuse(self, exc: KeyManagerError, request_id: str, scope: Scope, receive: Receive, send: Send) -> None:
-        response = self.error_app(exc, request_id)
-        if isinstance(exc, RateLimited):
-            response.headers["retry-after"] = str(exc.retry_after)
-        if _announces_body(scope):
-            response.headers["connection"] = "close"
-        await response(scope, receive, send)
 
 
 async def write_summary(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:
@@ -196,16 +160,16 @@ def summary_entry(summary: FailureSummary, request_id: str, status: int, details
     )
 
 
-def credential_of(scope: Scope) -> Credential | None:
-    """The credential the request presents: a bearer token, else a verified client certificate; None
-    when there is none or it cannot be one (a malformed header, an overlong token)."""
-    for name, value in scope["headers"]:
-        if name == b"authorization":
-            scheme, _, token = value.decode("latin-1").partition(" ")
-            token = token.strip()
-            if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_CHARS:
-                return None
-            return Credential.of_token(token)
+def credential_of(scope: Scope, authorization: bytes | None) -> Credential | None:
+    """The credential the request presents: a bearer token (``authorization``: its first
+    ``Authorization`` header), else a verified client certificate; None when there is none or it
+    cannot be one (a malformed header, an overlong token)."""
+    if authorization is not None:
+        scheme, _, token = authorization.decode("latin-1").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token or len(token) > MAX_TOKEN_CHARS:
+            return None
+        return Credential.of_token(token)
     subject = scope.get("extensions", {}).get("tls", {}).get(CLIENT_SUBJECT)
     if subject and len(subject) <= MAX_SUBJECT_CHARS:
         return Credential(subject=subject)
@@ -221,17 +185,3 @@ def _check_names(path: str) -> None:
         match = _PRINCIPAL.fullmatch(path)
         if match is not None and not is_principal_name(match.group(1)):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
-
-
-def _content_length(scope: Scope) -> int | None:
-    for name, value in scope["headers"]:
-        if name == b"content-length" and value.isdigit():
-            return int(value)
-    return None
-
-
-def _announces_body(scope: Scope) -> bool:
-    for name, value in scope["headers"]:
-        if name == b"transfer-encoding" or (name == b"content-length" and value != b"0"):
-            return True
-    return False

@@ -1,17 +1,17 @@
 """The AWS KMS API door: ``POST /`` with ``X-Amz-Target: TrentService.<Operation>`` (JSON 1.1).
 
-An ASGI middleware in front of the REST routes: it serves ``POST /`` itself and passes every
-other request on. Per request: the body is read up to 64 KiB (a larger one is refused before
-parsing), the SigV4 signature is verified with the access key's secret, the operation runs
-through the same services as its REST twin, and the answer takes AWS's shape — 200 with the
-operation's JSON, or ``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId``
-header. Every call writes one audit record ``kms.<Operation>`` in the same chain (success or
-refusal) and is counted in the request metrics under the route ``kms.<Operation>`` — except a
-call refused before its caller authenticated (no, malformed or wrong signature, unknown access
-key, and anything refused before the signature could be checked: an unknown operation, a body
-over the limit, malformed JSON), which shares the REST door's per-address throttle: counted,
-summarised in one ``auth.failed`` record per address and interval, and once an address's burst
-is spent refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read.
+The gateway (``api/gateway.py``) sends it every ``POST /``; the REST routes never see one. Per
+request: the body is read up to 64 KiB (a larger one is refused before parsing), the SigV4
+signature is verified with the access key's secret, the operation runs through the same
+services as its REST twin, and the answer takes AWS's shape — 200 with the operation's JSON, or
+``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId`` header. Every call
+writes one audit record ``kms.<Operation>`` in the same chain (success or refusal) and is
+counted in the request metrics under the route ``kms.<Operation>`` — except a call refused
+before its caller authenticated (no, malformed or wrong signature, unknown access key, and
+anything refused before the signature could be checked: an unknown operation, a body over the
+limit, malformed JSON), which shares the REST door's per-address throttle: counted, summarised
+in one ``auth.failed`` record per address and interval, and once an address's burst is spent
+refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import write_summary
@@ -91,17 +91,14 @@ class _Exchange:
 
 
 class KmsDoor:
-    """ASGI middleware serving the AWS KMS API on ``POST /`` (see the module docstring)."""
+    """ASGI app serving the AWS KMS API (see the module docstring); the gateway (``api/gateway.py``)
+    sends it every ``POST /``."""
 
-    def __init__(self, app: ASGIApp, *, services: Callable[[], Services], throttle: AuthThrottle) -> None:
-        self.app = app
+    def __init__(self, *, services: Callable[[], Services], throttle: AuthThrottle) -> None:
         self.services = services
         self.throttle = throttle
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"] != "/" or scope["method"] != "POST":
-            await self.app(scope, receive, send)
-            return
         state = scope.setdefault("state", {})
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]

@@ -4,8 +4,8 @@ Every record logged while a request runs carries that request's ``request_id``, 
 (when the client sent a valid one), ``principal_id`` (once authenticated), ``method`` and
 ``route`` (the route template; for a request refused before routing, the first ``MAX_PATH``
 characters of its ``path``; never the query), read from the request's ASGI scope
-through a context variable set by :class:`~keymanager.api.middleware.RequestContext`. With
-``KM_ACCESS_LOG=true`` that middleware also writes one line per request on the
+through a context variable set by the gateway (``api/gateway.py``). With
+``KM_ACCESS_LOG=true`` the gateway also writes one line per request on the
 ``keymanager.access`` logger with its ``status`` and ``duration_ms``.
 
 Nothing secret is put on a log line here: no header but the two ids above, no body, no query.
@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,14 +33,21 @@ MAX_PATH = 128
 _REQUEST: ContextVar[Scope | None] = ContextVar("km_request", default=None)
 
 
-@contextmanager
-def request_scope(scope: Scope) -> Iterator[None]:
-    """Within the block, records logged carry the fields of the request ``scope``."""
-    token = _REQUEST.set(scope)
-    try:
-        yield
-    finally:
-        _REQUEST.reset(token)
+class request_scope:  # a class, as contextlib's suppress: cheaper than a generator, once per request
+    """Within the block ``with request_scope(scope):``, records logged carry the fields of the request ``scope``."""
+
+    __slots__ = ("scope", "token")
+
+    def __init__(self, scope: Scope) -> None:
+        self.scope = scope
+        self.token: Token[Scope | None] | None = None
+
+    def __enter__(self) -> None:
+        self.token = _REQUEST.set(self.scope)
+
+    def __exit__(self, *exc_info: object) -> None:
+        assert self.token is not None
+        _REQUEST.reset(self.token)
 
 
 def request_fields(scope: Scope | None = None) -> dict[str, Any]:

@@ -45,13 +45,14 @@ from prometheus_client import (
 from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.samples import Sample
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keymanager import __version__
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 _FAST = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0)
 
+MAX_REQUEST_SERIES = 1000
+"""How many (route, method, status) series of the request metrics keep their children at hand."""
 SAMPLE_SECONDS = 5.0
 """How often each worker samples its database pool and its garbage collector."""
 KEY_COUNT_SECONDS = 10.0
@@ -66,7 +67,7 @@ _PID_FILE = re.compile(r"_(\d+)\.db$")
 
 class Metrics:
     """The collectors of one application, and what records into them (the services' observer,
-    :class:`RequestMetrics`, the authentication throttle)."""
+    the gateway, the authentication throttle)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -115,10 +116,26 @@ class Metrics:
             field: Gauge(name, doc, ["generation"], registry=None, multiprocess_mode="all")
             for field, name, doc in _GC_FIELDS
         }
+        self._request_series: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
         if self.multiprocess_dir is None:
             ProcessCollector(registry=self.registry)
             PlatformCollector(registry=self.registry)
             GCCollector(registry=self.registry)
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """Count one request answered with ``status`` by route template and method, and time it.
+
+        The labelled children of each (route, method, status) are looked up once: prometheus_client's
+        ``labels()`` costs more than the sample it leads to. Routes are templates, methods those the
+        HTTP parser knows, so the series are few; past :data:`MAX_REQUEST_SERIES` they are looked up
+        each time."""
+        children = self._request_series.get((route, method, status))
+        if children is None:
+            children = (self.requests.labels(route, method, str(status)), self.request_seconds.labels(route))
+            if len(self._request_series) < MAX_REQUEST_SERIES:
+                self._request_series[(route, method, status)] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def observe_hsm(self, operation: str, seconds: float, failed: bool) -> None:
         """Record one HSM call."""
@@ -233,31 +250,3 @@ def _as_counter(family: Metric, pids: set[str]) -> Metric:
         Sample(s.name + "_total", s.labels, s.value) for s in family.samples if s.labels.get("pid") in pids
     ]
     return counter
-
-
-class RequestMetrics:
-    """ASGI middleware counting requests by route template, method and status, and timing them."""
-
-    def __init__(self, app: ASGIApp, *, metrics: Metrics) -> None:
-        self.app = app
-        self.metrics = metrics
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        start = time.perf_counter()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            route = getattr(scope.get("route"), "path", "unmatched")
-            self.metrics.requests.labels(route, scope["method"], str(status)).inc()
-            self.metrics.request_seconds.labels(route).observe(time.perf_counter() - start)

@@ -1,5 +1,5 @@
-"""ASGI middleware: a request id (and W3C trace context) on every request, response and log line
-(body limits: see ``front_door.py``).
+"""The request context: a request id (and W3C trace context) on every request, response and log
+line, and the access log line (used by the one ASGI layer, ``api/gateway.py``).
 
 A client's ``X-Request-ID`` is kept when it is 1-64 characters of ``[A-Za-z0-9._-]``, else
 replaced by one of ours; a ``traceparent`` is kept when it is valid per W3C Trace Context
@@ -15,14 +15,11 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Mapping
 
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Scope
 
-from keymanager.api.logs import ACCESS_LOGGER, request_fields, request_scope
-from keymanager.errors import KeyManagerError
-
-ErrorResponder = Callable[[KeyManagerError, str], ASGIApp]
+from keymanager.api.logs import ACCESS_LOGGER, request_fields
 
 _PROCESS_PREFIX = secrets.token_hex(8)
 _SEQUENCE = itertools.count()
@@ -75,69 +72,23 @@ def valid_traceparent(value: bytes | None) -> str | None:
     return value[:55].decode()
 
 
-class RequestContext:
-    """Give each request an id (``scope["state"]["request_id"]``, header ``X-Request-ID``) and its
-    trace context (``scope["state"]["traceparent"]``); set the log fields of the request; with
-    ``access_log``, log one line per request; answer an unexpected error with the JSON error body
-    and those headers."""
-
-    def __init__(self, app: ASGIApp, *, error_app: ErrorResponder, access_log: bool = False) -> None:
-        self.app = app
-        self.error_app = error_app
-        self.access_log = access_log
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started_at = time.perf_counter()
-        incoming = dict(_ids_of(scope["headers"]))
-        request_id = client_request_id(incoming.get(REQUEST_ID_HEADER)) or next_request_id()
-        traceparent = valid_traceparent(incoming.get(TRACEPARENT_HEADER))
-        state = scope.setdefault("state", {})
-        state["request_id"] = request_id
-        headers = [(REQUEST_ID_HEADER, request_id.encode())]
-        if traceparent is not None:
-            state["traceparent"] = traceparent
-            headers.append((TRACEPARENT_HEADER, traceparent.encode()))
-        status = 500
-        started = logged = False
-
-        async def send_with_id(message: Message) -> None:
-            nonlocal started, status, logged
-            if message["type"] == "http.response.start":
-                started, status = True, message["status"]
-                message["headers"] = [*message.get("headers", []), *headers]
-            elif self.access_log and not message.get("more_body", False):
-                logged = True  # before the last of the body leaves: the line is there when the client has the answer
-                self._log(scope, status, started_at)
-            await send(message)
-
-        with request_scope(scope):
-            try:
-                await self.app(scope, receive, send_with_id)
-            except Exception:
-                # An unexpected error would be answered by Starlette's outermost middleware,
-                # outside this one, so without the X-Request-ID header: answer it here instead
-                # and let the error go on to be logged.
-                if not started:
-                    await self.error_app(KeyManagerError(), request_id)(scope, receive, send_with_id)
-                raise
-            finally:
-                if self.access_log and not logged:
-                    self._log(scope, status, started_at)
-
-    @staticmethod
-    def _log(scope: Scope, status: int, started_at: float) -> None:
-        duration_ms = round((time.perf_counter() - started_at) * 1000, 3)
-        fields = {**request_fields(scope), "status": status, "duration_ms": duration_ms}
-        access_log.info("%s %s %d", scope["method"], fields.get("route") or fields.get("path"), status, extra=fields)
+def request_ids(headers: Mapping[bytes, bytes]) -> tuple[str, str | None]:
+    """The request's id (the client's when valid, else a new one) and its valid ``traceparent``
+    (or None), from its ``headers`` (names in lower case, the first of each name)."""
+    request_id = client_request_id(headers.get(REQUEST_ID_HEADER)) or next_request_id()
+    return request_id, valid_traceparent(headers.get(TRACEPARENT_HEADER))
 
 
-def _ids_of(headers: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
-    """The request-id and traceparent headers among ``headers`` (the first of each wins)."""
-    found: list[tuple[bytes, bytes]] = []
-    for name, value in headers:
-        if name in (REQUEST_ID_HEADER, TRACEPARENT_HEADER) and all(name != n for n, _ in found):
-            found.append((name, value))
-    return found
+def response_ids(request_id: str, traceparent: str | None) -> list[tuple[bytes, bytes]]:
+    """The headers echoing the request's ids on its answer."""
+    if traceparent is None:
+        return [(REQUEST_ID_HEADER, request_id.encode())]
+    return [(REQUEST_ID_HEADER, request_id.encode()), (TRACEPARENT_HEADER, traceparent.encode())]
+
+
+def log_access(scope: Scope, status: int, started_at: float) -> None:
+    """The access log line of the request ``scope``, answered with ``status`` (``started_at``: its
+    ``time.perf_counter()`` when it came)."""
+    duration_ms = round((time.perf_counter() - started_at) * 1000, 3)
+    fields = {**request_fields(scope), "status": status, "duration_ms": duration_ms}
+    access_log.info("%s %s %d", scope["method"], fields.get("route") or fields.get("path"), status, extra=fields)

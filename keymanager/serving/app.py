@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import logging
 
-from fastapi import FastAPI
-
 from keymanager.api import logs
 from keymanager.api.app import create_app
+from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.serving.affinity import pin_worker
 
 log = logging.getLogger(__name__)
 
 
-def worker_app() -> FastAPI:
+def worker_app() -> Gateway:
     """uvicorn's app factory (``--factory``), run in each worker process: settings from the
     environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true."""
     settings = Settings()

@@ -10,6 +10,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
+from keymanager.domain.audit import AuditQuery, Outcome
 from keymanager.domain.credentials import new_id
 from keymanager.services.container import Services
 from tests.api.support import assert_error, b64, use_policy
@@ -401,3 +402,30 @@ def test_unexpected_error_is_a_plain_500(
     response = lenient_client.get("/v1/keys", headers=admin)
     assert_error(response, 500, "internal_error", "internal error")
     assert "4111111111111111" not in response.text and "RuntimeError" not in response.text
+
+
+@pytest.mark.parametrize("fast_path", [True, False], ids=["fast path", "through FastAPI"])
+def test_an_unexpected_error_in_a_hot_route_is_a_plain_500_recorded_once(
+    services: Services,
+    billing: dict[str, str],
+    cards: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+    fast_path: bool,
+) -> None:
+    async def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("internal detail 4111111111111111")
+
+    monkeypatch.setattr(services.crypto, "encrypt", broken)
+    settings = services.settings.model_copy(update={"fast_path": fast_path})
+    strict = TestClient(create_app(settings, services=services), base_url="https://testserver")
+    with strict, pytest.raises(RuntimeError):  # after the answer, on to the server, which logs it
+        strict.post("/v1/keys/cards/encrypt", json={"plaintext": b64(CARD)}, headers=billing)
+    with TestClient(
+        create_app(settings, services=services), base_url="https://testserver", raise_server_exceptions=False
+    ) as client:
+        response = client.post("/v1/keys/cards/encrypt", json={"plaintext": b64(CARD)}, headers=billing)
+    assert_error(response, 500, "internal_error", "internal error")
+    assert "4111111111111111" not in response.text and "RuntimeError" not in response.text
+    records = [r.entry for r in services.audit_records.query(AuditQuery(action="key.encrypt", limit=100))]
+    assert [(r.status, r.outcome) for r in records] == [(500, Outcome.ERROR)] * 2
+    assert records[-1].request_id == response.headers["x-request-id"]
