@@ -10,7 +10,9 @@ serves them ``separately`` (the HSM thread). Results reach a waiting thread thro
 ``concurrent.futures.Future``, and each event loop through one ``call_soon_threadsafe`` per
 batch: one wake-up of the loop for every job served meanwhile, instead of one per job. A batch
 served separately holds its results back at most :data:`SETTLE_WITHIN` (plus the job running
-then), so a slow job does not hold up the answers of the quick ones before it for long.
+then), so a slow job does not hold up the answers of the quick ones before it for long; a job
+that never returns keeps the results it held back, whose callers then meet their deadlines as
+its own caller does (the HSM being stuck, every caller of that moment answers 503).
 
 Deadlines. Every wait ends by its deadline with :class:`DeadlineExceeded`, whatever the thread
 does. A job whose deadline passed while it was still queued is never started (its caller has
