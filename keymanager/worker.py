@@ -3,17 +3,25 @@
 Some work must stay on one thread: every PKCS#11 call of a process (:mod:`keymanager.hsm.dispatch`)
 and the audit writer's group commits (:mod:`keymanager.services.audit`). A :class:`Worker` owns
 that thread. Callers hand it jobs from any thread (:meth:`Worker.call`) or await them from an
-event loop (:meth:`Worker.acall`); the thread takes up to ``max_batch`` waiting jobs at a time
-and gives them to ``serve``, which returns one result (or :class:`Failure`) per job. Results
-reach a waiting thread through a ``concurrent.futures.Future``, and each event loop through one
-``call_soon_threadsafe`` per batch (lighter than an executor's chained futures per request).
+event loop (:meth:`Worker.acall`); the thread takes every job waiting at that moment (at most
+``max_batch``) and gives them to ``serve``, which returns one result (or :class:`Failure`) per
+job: all in one call (the audit writer's group commit), or one job per call when the worker
+serves them ``separately`` (the HSM thread). Results reach a waiting thread through a
+``concurrent.futures.Future``, and each event loop through one ``call_soon_threadsafe`` per
+batch: one wake-up of the loop for every job served meanwhile, instead of one per job. A batch
+served separately holds its results back at most :data:`SETTLE_WITHIN` (plus the job running
+then), so a slow job does not hold up the answers of the quick ones before it for long; a job
+that never returns keeps the results it held back, whose callers then meet their deadlines as
+its own caller does (the HSM being stuck, every caller of that moment answers 503).
 
 Deadlines. Every wait ends by its deadline with :class:`DeadlineExceeded`, whatever the thread
 does. A job whose deadline passed while it was still queued is never started (its caller has
 already been told it failed); a job that is running cannot be stopped — a thread stuck in C
 code cannot be interrupted — so :meth:`Worker.overdue` tells the owner how long the running
-batch is past its deadline, and the owner decides (the HSM adapter refuses new calls at once
-and fails the queued ones with :meth:`Worker.fail_queued` instead of leaving them behind a stuck one).
+batch (or, served separately, the running job) is past its deadline, and the owner decides (the
+HSM adapter refuses new calls at once and fails the waiting ones, queued or taken but not
+started, with :meth:`Worker.fail_queued` instead of leaving them behind a stuck one). A job
+served separately is checked against its deadline when it starts, not only when it is taken.
 
 Shutdown. :meth:`Worker.close` serves what was queued before it, then stops the thread, waiting
 at most its timeout. :class:`LastOutcome` keeps whether the last operation of a part failed, for
@@ -28,6 +36,7 @@ import contextlib
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, NamedTuple, TypeVar
@@ -36,6 +45,10 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 _Waiter = concurrent.futures.Future[Any] | asyncio.Future[Any]
+
+SETTLE_WITHIN = 0.001
+"""Seconds a batch served separately may hold back results before it settles them (checked as each
+job starts): one loop wake-up per millisecond at most, and answers late by at most that much."""
 
 
 class DeadlineExceeded(TimeoutError):
@@ -59,15 +72,26 @@ class Worker(Generic[J, R]):
     """A thread named ``name`` that runs ``serve`` on batches of jobs (see the module docstring).
 
     ``serve`` runs on the worker thread only and returns one result or :class:`Failure` per
-    job, in order; an exception escaping ``serve`` fails every job of the batch with it. The
-    thread starts with the first job.
+    job, in order; an exception escaping ``serve`` fails every job it was given with it. It is
+    given up to ``max_batch`` jobs at once, or one at a time when ``separately``. The thread
+    starts with the first job.
     """
 
-    def __init__(self, name: str, serve: Callable[[Sequence[J]], Sequence[R | Failure]], *, max_batch: int = 1) -> None:
+    def __init__(
+        self,
+        name: str,
+        serve: Callable[[Sequence[J]], Sequence[R | Failure]],
+        *,
+        max_batch: int = 1,
+        separately: bool = False,
+    ) -> None:
         self._name = name
         self._serve = serve
         self._max_batch = max_batch
+        self._separately = separately
         self._queue: queue.SimpleQueue[_Job[J] | None] = queue.SimpleQueue()
+        self._taken: deque[_Job[J]] = deque()
+        """Jobs of the batch being served separately that have not started (popped by one side only)."""
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._running_deadline: float | None = None
@@ -78,11 +102,12 @@ class Worker(Generic[J, R]):
         return threading.current_thread() is self._thread
 
     def pending(self) -> int:
-        """Jobs waiting in the queue (approximate)."""
-        return self._queue.qsize()
+        """Jobs waiting in the queue or taken and not started (approximate)."""
+        return self._queue.qsize() + len(self._taken)
 
     def overdue(self) -> float:
-        """Seconds the running batch is past its last caller's deadline; 0.0 when none is."""
+        """Seconds the running batch is past its last caller's deadline (a job served separately: past
+        its own); 0.0 when none is."""
         deadline = self._running_deadline
         return 0.0 if deadline is None else max(0.0, time.monotonic() - deadline)
 
@@ -111,12 +136,18 @@ class Worker(Generic[J, R]):
             expiry.cancel()
 
     def fail_queued(self) -> int:
-        """Fail every job still waiting in the queue with DeadlineExceeded; returns how many.
+        """Fail every job still waiting (queued, or taken and not started) with DeadlineExceeded;
+        returns how many.
 
         For an owner that found the thread stuck (:meth:`overdue`): its callers need not wait for
         their own deadlines behind a job that may never end.
         """
         failed: list[_Job[J]] = []
+        while True:
+            try:
+                failed.append(self._taken.popleft())
+            except IndexError:
+                break
         stop = False
         while True:
             try:
@@ -156,20 +187,16 @@ class Worker(Generic[J, R]):
             first = self._queue.get()
             if first is None:
                 return
-            if self._max_batch == 1:  # the HSM thread's case, kept short
-                if first.deadline > time.monotonic():
-                    self._serve_one(first)
-                else:
-                    _settle_one(first.waiter, Failure(DeadlineExceeded()))
-                continue
             batch, stop = self._take(first)
-            if batch:
+            if self._separately:
+                self._serve_separately(batch)
+            else:
                 self._serve_batch(batch)
             if stop:
                 return
 
     def _take(self, first: _Job[J]) -> tuple[list[_Job[J]], bool]:
-        """``first`` and the jobs waiting now (at most ``max_batch``), less the expired; and whether to stop."""
+        """``first`` and the jobs waiting now (at most ``max_batch``); and whether to stop after them."""
         taken, stop = [first], False
         while len(taken) < self._max_batch:
             try:
@@ -180,24 +207,51 @@ class Worker(Generic[J, R]):
                 stop = True
                 break
             taken.append(item)
-        now = time.monotonic()
-        expired = [job for job in taken if job.deadline <= now]
-        if expired:
-            _settle([(job.waiter, Failure(DeadlineExceeded())) for job in expired])
-            taken = [job for job in taken if job.deadline > now]
         return taken, stop
 
-    def _serve_one(self, job: _Job[J]) -> None:
-        self._running_deadline = job.deadline
-        try:
-            outcome: R | Failure = self._serve((job.work,))[0]
-        except BaseException as exc:  # handed to the caller, whatever it is
-            outcome = Failure(exc)
-        finally:
-            self._running_deadline = None
-        _settle_one(job.waiter, outcome)
+    def _serve_separately(self, batch: list[_Job[J]]) -> None:
+        """Serve each job on its own, unless its deadline has passed; settle the results together."""
+        taken = self._taken
+        taken.extend(batch)
+        outcomes: list[tuple[_Waiter, Any]] = []
+        settle_by = 0.0
+        while True:
+            try:
+                job = taken.popleft()
+            except IndexError:
+                break
+            now = time.monotonic()
+            if outcomes and now >= settle_by:
+                _settle(outcomes)
+                outcomes = []
+            if job.deadline <= now:
+                outcome: R | Failure = Failure(DeadlineExceeded())
+            else:
+                self._running_deadline = job.deadline
+                try:
+                    outcome = self._serve((job.work,))[0]
+                except BaseException as exc:  # handed to the caller, whatever it is
+                    outcome = Failure(exc)
+                finally:
+                    self._running_deadline = None
+            if not isinstance(job.waiter, asyncio.Future):  # a waiting thread gains nothing by waiting longer
+                _settle(((job.waiter, outcome),))
+                continue
+            if not outcomes:
+                settle_by = now + SETTLE_WITHIN
+            outcomes.append((job.waiter, outcome))
+        if outcomes:
+            _settle(outcomes)
 
     def _serve_batch(self, batch: list[_Job[J]]) -> None:
+        """Serve the jobs whose deadline has not passed in one call; settle every waiter."""
+        now = time.monotonic()
+        expired = [job for job in batch if job.deadline <= now]
+        if expired:
+            _settle([(job.waiter, Failure(DeadlineExceeded())) for job in expired])
+            batch = [job for job in batch if job.deadline > now]
+            if not batch:
+                return
         self._running_deadline = max(job.deadline for job in batch)
         try:
             results: Sequence[R | Failure] = self._serve([job.work for job in batch])
@@ -219,15 +273,6 @@ def serve_each(jobs: Sequence[Callable[[], R]]) -> list[R | Failure]:
     return results
 
 
-def _settle_one(waiter: _Waiter, outcome: Any) -> None:
-    """:func:`_settle` for one waiter."""
-    if isinstance(waiter, asyncio.Future):
-        with contextlib.suppress(RuntimeError):  # that loop is closed: nobody waits any more
-            waiter.get_loop().call_soon_threadsafe(_set_on_loop, waiter, outcome)
-    elif not waiter.done():
-        _set(waiter, outcome)
-
-
 def _settle(outcomes: Sequence[tuple[_Waiter, Any]]) -> None:
     """Settle every waiter: thread futures directly, each event loop's futures in one call on that loop."""
     by_loop: dict[asyncio.AbstractEventLoop, list[tuple[asyncio.Future[Any], Any]]] = {}
@@ -243,13 +288,12 @@ def _settle(outcomes: Sequence[tuple[_Waiter, Any]]) -> None:
 
 def _settle_on_loop(settled: list[tuple[asyncio.Future[Any], Any]]) -> None:
     for future, outcome in settled:
-        if not future.done():
-            _set(future, outcome)
-
-
-def _set_on_loop(future: asyncio.Future[Any], outcome: Any) -> None:
-    if not future.done():
-        _set(future, outcome)
+        if future.done():  # expired meanwhile
+            continue
+        if isinstance(outcome, Failure):
+            future.set_exception(outcome.error)
+        else:
+            future.set_result(outcome)
 
 
 def _set(waiter: _Waiter, outcome: Any) -> None:

@@ -21,7 +21,6 @@ Parsing never says *why* a string is not a ciphertext: every problem raises
 
 from __future__ import annotations
 
-import base64
 import binascii
 import json
 import re
@@ -37,10 +36,10 @@ MAC_BYTES = 32
 NONCE_BYTES = 12
 TAG_BYTES = 16
 
-_CIPHERTEXT = re.compile(r"km:1:([0-9a-f]{32}):([1-9][0-9]{0,8}):([A-Za-z0-9+/]*={0,2})")
+_HEADER = re.compile(r"km:1:([0-9a-f]{32}):([1-9][0-9]{0,8}):")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ciphertext:
     key_id: str
     key_version: int
@@ -51,7 +50,12 @@ class Ciphertext:
         return header(self.key_id, self.key_version)
 
     def encode(self) -> str:
-        return f"{PREFIX}:{FORMAT_VERSION}:{self.key_id}:{self.key_version}:" + base64.b64encode(self.body).decode()
+        return encode(self.key_id, self.key_version, self.body)
+
+
+def encode(key_id: str, key_version: int, body: bytes) -> str:
+    """The ciphertext string of ``body`` under ``key_id`` version ``key_version``."""
+    return f"{PREFIX}:{FORMAT_VERSION}:{key_id}:{key_version}:" + binascii.b2a_base64(body, newline=False).decode()
 
 
 def header(key_id: str, key_version: int) -> bytes:
@@ -61,15 +65,20 @@ def header(key_id: str, key_version: int) -> bytes:
 
 def parse(text: str) -> Ciphertext:
     """Parse a ciphertext string; any deviation from the format raises ``DecryptionFailed``."""
-    match = _CIPHERTEXT.fullmatch(text) if isinstance(text, str) else None
+    match = _HEADER.match(text) if isinstance(text, str) else None
     if match is None:
         raise DecryptionFailed()
+    encoded = text[match.end() :]
+    # Canonical standard base64 only, so one body has one spelling: whole quanta, the alphabet,
+    # padding only at the end (strict mode) and no unused bits set in the last quantum.
+    if len(encoded) % 4:
+        raise DecryptionFailed()
     try:
-        body = base64.b64decode(match.group(3), validate=True)
-    except (binascii.Error, ValueError):
+        body = binascii.a2b_base64(encoded, strict_mode=True)
+    except ValueError:  # binascii.Error, or text that is not ASCII
         raise DecryptionFailed() from None
-    # Reject non-canonical encodings (unused low bits), so one body has one spelling.
-    if base64.b64encode(body).decode() != match.group(3):
+    tail = len(body) % 3
+    if tail and binascii.b2a_base64(body[-tail:], newline=False) != encoded[-4:].encode():
         raise DecryptionFailed()
     return Ciphertext(key_id=match.group(1), key_version=int(match.group(2)), body=body)
 

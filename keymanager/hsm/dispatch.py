@@ -75,7 +75,7 @@ def _hsm_worker() -> Worker[Callable[[], Any], Any]:
     global _worker
     with _worker_lock:
         if _worker is None:
-            _worker = Worker("hsm", serve_each)
+            _worker = Worker("hsm", serve_each, max_batch=256, separately=True)
         return _worker
 
 

@@ -330,7 +330,7 @@ def _parsed_for(key: Key, text: str) -> ct.Ciphertext:
 
 
 def _encrypted(key: Key, version: KeyVersion, body: bytes) -> Encrypted:
-    return Encrypted(key.id, version.version, ct.Ciphertext(key.id, version.version, body).encode())
+    return Encrypted(key.id, version.version, ct.encode(key.id, version.version, body))
 
 
 def _decryption_version(key: Key, number: int) -> KeyVersion:

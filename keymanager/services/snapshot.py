@@ -197,16 +197,22 @@ class Snapshot:
 
     async def principal(self, credential: Credential) -> Principal:
         """The principal holding ``credential``; Unauthenticated otherwise."""
-        found = await self._lookup(self.cache._principals, credential.cache_name, lambda s: _principal(s, credential))
+        table, name = self.cache._principals, credential.cache_name
+        found = self._hit(table, name)
         if found is None:
-            raise Unauthenticated()
+            found = await self._load(table, name, lambda s: _principal(s, credential))
+            if found is None:
+                raise Unauthenticated()
         return found
 
     async def key(self, ref: str) -> Key:
         """The key named or identified by ``ref``; KeyNotFound otherwise."""
-        found = await self._lookup(self.cache._keys, ref, lambda s: s.get_key(ref))
+        table = self.cache._keys
+        found = self._hit(table, ref)
         if found is None:
-            raise KeyNotFound()
+            found = await self._load(table, ref, lambda s: s.get_key(ref))
+            if found is None:
+                raise KeyNotFound()
         return found
 
     async def access_key(self, access_key_id: str, load: Callable[[str], AccessKey | None]) -> AccessKey | None:
@@ -215,7 +221,11 @@ class Snapshot:
         Unknown ids are not remembered (a flood of made-up ids costs database reads, never memory);
         known ones live in a bounded LRU table like the other two.
         """
-        return await self._lookup(self.cache._access_keys, access_key_id, lambda _store: load(access_key_id))
+        table = self.cache._access_keys
+        found = self._hit(table, access_key_id)
+        if found is None:
+            found = await self._load(table, access_key_id, lambda _store: load(access_key_id))
+        return found
 
     async def confirm_current(self) -> None:
         """Before work a rerun could not repeat (reading a request's body): raise StaleSnapshot unless
@@ -223,14 +233,19 @@ class Snapshot:
         if self.used_cache and (self.mixed or not await self.cache.is_current(self.version)):
             raise StaleSnapshot()
 
-    async def _lookup(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
-        if not self.fresh:
-            cached: tuple[T | None, int | None] = self.cache._cached(table, name)
-            value, version = cached
-            if value is not None:
-                self.used_cache = True
-                self._note(version)
-                return value
+    def _hit(self, table: _Table[T], name: str) -> T | None:
+        """``name`` from the cache (None: not there, or this snapshot reads fresh)."""
+        if self.fresh:
+            return None
+        cached: tuple[T | None, int | None] = self.cache._cached(table, name)
+        value, version = cached
+        if value is not None:
+            self.used_cache = True
+            self._note(version)
+        return value
+
+    async def _load(self, table: _Table[T], name: str, load: Callable[[Store], T | None]) -> T | None:
+        """``name`` read from the database (``load``), remembered when it exists."""
         store = self.cache._store
         loaded_version, loaded = await asyncio.to_thread(lambda: _load(store, load))
         self._note(loaded_version)

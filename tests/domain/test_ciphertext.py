@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import random
 
 import pytest
 
@@ -129,3 +130,35 @@ def test_a_context_utf8_cannot_carry_is_an_invalid_request() -> None:
     # json.loads lets a lone surrogate in through a "\ud800" escape; it must not become a 500.
     with pytest.raises(InvalidRequest):
         ct.canonical_context({"tenant": "\ud800"})
+
+
+def _reference_parse(text: str) -> ct.Ciphertext | None:
+    """The parser as first written (one regular expression, then a re-encoding): the rule ``ct.parse`` keeps."""
+    import re
+
+    match = re.fullmatch(r"km:1:([0-9a-f]{32}):([1-9][0-9]{0,8}):([A-Za-z0-9+/]*={0,2})", text)
+    if match is None:
+        return None
+    try:
+        body = base64.b64decode(match.group(3), validate=True)
+    except ValueError:
+        return None
+    if base64.b64encode(body).decode() != match.group(3):
+        return None
+    return ct.Ciphertext(match.group(1), int(match.group(2)), body)
+
+
+def test_parse_accepts_exactly_what_the_reference_parser_accepts() -> None:
+    rng = random.Random(14)
+    alphabet = "AQgw+/=:\n é-_" + KEY_ID
+    for _ in range(20_000):
+        text = ct.Ciphertext(KEY_ID, rng.choice((1, 12)), rng.randbytes(rng.randrange(8))).encode()
+        for _ in range(rng.randrange(3)):
+            at = rng.randrange(len(text) + 1)
+            cut = rng.randrange(3)
+            text = text[:at] + "".join(rng.choice(alphabet) for _ in range(rng.randrange(3))) + text[at + cut :]
+        expected = _reference_parse(text)
+        try:
+            assert ct.parse(text) == expected, text
+        except DecryptionFailed:
+            assert expected is None, text

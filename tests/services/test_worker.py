@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
+from keymanager import worker as worker_module
 from keymanager.worker import DeadlineExceeded, Failure, LastOutcome, Worker, serve_each
 
 Job = Callable[[], object]
@@ -212,3 +213,76 @@ def test_a_batch_leaves_out_the_jobs_expired_in_the_queue(gate: threading.Event)
     assert held.result(10) == 0 and kept.result(10) == 2
     assert seen == [[0], [2]]
     assert batching.close(10)
+
+
+def _held_separate_worker(gate: threading.Event, name: str) -> tuple[Worker[Job, object], threading.Event]:
+    """A worker serving separately whose thread is held by a first job until ``gate`` is set."""
+    separate: Worker[Job, object] = Worker(name, serve_each, max_batch=100, separately=True)
+    started = threading.Event()
+    separate.submit(_blocker(gate, started), 30)
+    assert started.wait(10)
+    return separate, started
+
+
+def test_a_batch_served_separately_checks_each_deadline_as_the_job_starts(gate: threading.Event) -> None:
+    separate, _ = _held_separate_worker(gate, "separate-deadlines")
+    second_gate, second_started = threading.Event(), threading.Event()
+    ran: list[str] = []
+    slow = separate.submit(_blocker(second_gate, second_started), 30)
+    late = separate.submit(lambda: ran.append("late"), 0.2)  # taken with the slow one, expires behind it
+    kept = separate.submit(lambda: ran.append("kept"), 30)
+    gate.set()  # the thread takes the three queued jobs as one batch
+    assert second_started.wait(10)
+    time.sleep(0.3)  # past the late job's deadline, while the slow one still runs
+    second_gate.set()
+    with pytest.raises(DeadlineExceeded):
+        late.result(10)  # failed when its turn came, never started
+    assert slow.result(10) == "released" and kept.result(10) is None
+    assert ran == ["kept"]
+    assert separate.close(10)
+
+
+def test_fail_queued_also_releases_the_jobs_taken_but_not_started(gate: threading.Event) -> None:
+    separate, _ = _held_separate_worker(gate, "separate-stuck")
+    second_gate, second_started = threading.Event(), threading.Event()
+    stuck = separate.submit(_blocker(second_gate, second_started), 30)
+    behind = [separate.submit(lambda: "never", 30) for _ in range(3)]
+    gate.set()  # the thread takes the stuck job and the three behind it as one batch
+    assert second_started.wait(10)
+    assert separate.pending() == 3
+    assert separate.fail_queued() == 3
+    for future in behind:
+        with pytest.raises(DeadlineExceeded):
+            future.result(1)
+    second_gate.set()
+    assert stuck.result(10) == "released"
+    assert separate.close(10)
+
+
+def test_a_batch_served_separately_wakes_an_event_loop_once(
+    gate: threading.Event, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(worker_module, "SETTLE_WITHIN", 30.0)  # however slowly this machine runs the batch
+    separate, _ = _held_separate_worker(gate, "separate-wake-ups")
+    loop = asyncio.new_event_loop()
+    wake_ups: list[object] = []
+    plain = loop.call_soon_threadsafe
+
+    def counted(callback: Callable[..., object], *args: object) -> asyncio.Handle:
+        wake_ups.append(callback)
+        return plain(callback, *args)
+
+    loop.call_soon_threadsafe = counted  # type: ignore[method-assign]
+
+    async def scenario() -> list[object]:
+        calls = [asyncio.ensure_future(separate.acall(lambda n=n: n, 30)) for n in range(10)]
+        await asyncio.sleep(0)  # every job is queued behind the held one
+        gate.set()
+        return list(await asyncio.gather(*calls))
+
+    try:
+        assert loop.run_until_complete(scenario()) == list(range(10))
+    finally:
+        loop.close()
+    assert len(wake_ups) == 1  # ten results, one wake-up
+    assert separate.close(10)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import binascii
 from collections.abc import Awaitable, Callable, Sized
 from typing import Any
 
 from fastapi import APIRouter, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
@@ -41,7 +42,7 @@ router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSE
 
 @router.post("/keys/{key}/encrypt", response_model=EncryptResponse)
 @audited("key.encrypt")
-async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
+async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> Response:
     """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
     crypto = services_of(request).crypto
     plaintext = body.plaintext_bytes()
@@ -51,24 +52,24 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
         lambda snapshot, principal: crypto.encrypt(snapshot, principal, key, plaintext, body.context),
         trail.success,
     )
-    return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
+    return _encrypted_answer(result)
 
 
 @router.post("/keys/{key}/decrypt", response_model=DecryptResponse)
 @audited("key.decrypt")
-async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
+async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, trail: AuditDep) -> Response:
     """Decrypt a ciphertext made with this key. Every cryptographic failure is 400 ``decryption_failed``."""
     return await _decrypt(request, body, trail, key)
 
 
 @router.post("/decrypt", response_model=DecryptResponse)
 @audited("key.decrypt")
-async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
+async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> Response:
     """Decrypt a ciphertext with the key it names. Every cryptographic failure is 400 ``decryption_failed``."""
     return await _decrypt(request, body, trail, None)
 
 
-async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, key: str | None) -> JSONResponse:
+async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, key: str | None) -> Response:
     crypto = services_of(request).crypto
     result = await run_authenticated(
         request,
@@ -76,7 +77,8 @@ async def _decrypt(request: Request, body: DecryptRequest, trail: AuditContext, 
         lambda snapshot, principal: crypto.decrypt(snapshot, principal, body.ciphertext, body.context, ref=key),
         trail.success,
     )
-    return JSONResponse({"plaintext": encode_base64(result.plaintext)})
+    # What JSONResponse would write, without its encoder: base64 is ASCII that JSON does not escape.
+    return Response(b'{"plaintext":"%s"}' % binascii.b2a_base64(result.plaintext, newline=False), media_type=_JSON)
 
 
 @router.post("/keys/{key}/datakey", response_model=DataKeyResponse, response_model_exclude_none=True)
@@ -100,7 +102,7 @@ async def generate_data_key(key: str, body: DataKeyRequest, request: Request, tr
 
 @router.post("/keys/{key}/reencrypt", response_model=EncryptResponse)
 @audited("key.reencrypt")
-async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: AuditDep) -> JSONResponse:
+async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: AuditDep) -> Response:
     """Re-encrypt a ciphertext of this key under its primary version, or under ``destination_key``."""
     crypto = services_of(request).crypto
     trail.details.update(destination_key=body.destination_key)
@@ -118,7 +120,7 @@ async def reencrypt(key: str, body: ReencryptRequest, request: Request, trail: A
         return encrypted
 
     result = await run_authenticated(request, trail, use, trail.success)
-    return JSONResponse({"ciphertext": result.ciphertext, "key_id": result.key_id, "key_version": result.key_version})
+    return _encrypted_answer(result)
 
 
 @router.post("/keys/{key}/encrypt/batch", response_model=EncryptBatchResponse)
@@ -174,6 +176,20 @@ async def verify_mac(key: str, body: MacVerifyRequest, request: Request, trail: 
         lambda c: trail.success(c, valid=c.valid),
     )
     return JSONResponse({"valid": checked.valid})
+
+
+_JSON = "application/json"
+
+
+def _encrypted_answer(result: Encrypted) -> Response:
+    """``{"ciphertext", "key_id", "key_version"}`` as JSONResponse would write it, without its encoder:
+    a ciphertext string (``km:1:<hex>:<digits>:<base64>``) and a key id (hex) are ASCII that JSON
+    does not escape."""
+    return Response(
+        b'{"ciphertext":"%s","key_id":"%s","key_version":%d}'
+        % (result.ciphertext.encode(), result.key_id.encode(), result.key_version),
+        media_type=_JSON,
+    )
 
 
 async def _batch(
