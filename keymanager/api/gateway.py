@@ -105,6 +105,9 @@ class Gateway:
                     log_access(scope, exchange.status, started_at)
             if exchange.hung_up:
                 await self.trail.hung_up(trail, recorded=exchange.recorded_hang_up)
+        # The audit context and the scope refer to each other: break the cycle, so that the
+        # request is freed by reference counting rather than left to the garbage collector.
+        del state["audit"]
 
     async def _dispatch(self, exchange: _Exchange, headers: dict[bytes, bytes]) -> None:
         """Steps 2-4 of the module docstring."""
