@@ -31,8 +31,8 @@ RESTRICTED = {
     "uvicorn": "serving",
     "uvloop": "serving",
 }
-SHARED = {("serving", "fastapi")}
-"""Exceptions to RESTRICTED: serving's app factory returns the API's FastAPI app."""
+SHARED: set[tuple[str, str]] = set()
+"""Exceptions to RESTRICTED (none: serving's app factory returns the API's gateway, not FastAPI's app)."""
 
 
 def _imports(path: Path) -> set[str]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import time
 from pathlib import Path
 
 from tests.e2e.conftest import running_server
@@ -21,16 +22,21 @@ def test_json_access_log_and_both_workers_process_metrics(tmp_path: Path) -> Non
             assert traced.headers["x-request-id"] == "lb-4711" and traced.headers["traceparent"] == TRACEPARENT
             denied = admin.get("/v1/keys", headers={"Authorization": "Bearer not-a-token"})
             assert denied.status_code == 401
-            scraped = admin.get("/metrics")
-            assert scraped.status_code == 200
-        workers = server.worker_pids()
+            workers = server.worker_pids()
+            # Ready means one worker answered; the other may register its samples a moment later.
+            deadline = time.monotonic() + 30
+            while True:
+                scraped = admin.get("/metrics")
+                assert scraped.status_code == 200
+                if _pids_of("process_cpu_seconds_total", scraped.text) == set(workers) or time.monotonic() > deadline:
+                    break
+                time.sleep(0.2)
         lines = server.log.read_text().splitlines()
 
     assert len(workers) == 2
     text = scraped.text
     for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total"):
-        pids = {int(p) for p in re.findall(rf'^{family}{{[^}}]*pid="(\d+)"', text, re.MULTILINE)}
-        assert pids == set(workers), (family, pids, workers)
+        assert _pids_of(family, text) == set(workers), (family, _pids_of(family, text), workers)
     assert "# TYPE process_cpu_seconds_total counter" in text and "# TYPE python_gc_collections_total counter" in text
     assert len([line for line in text.splitlines() if line.startswith("km_build_info{")]) == 1
     assert "# TYPE km_keys gauge" in text and "# TYPE km_db_pool_connections_in_use gauge" in text
@@ -46,3 +52,8 @@ def test_json_access_log_and_both_workers_process_metrics(tmp_path: Path) -> Non
     log_text = "\n".join(lines)
     for secret in (server.admin_token, token, "not-a-token"):
         assert secret not in log_text
+
+
+def _pids_of(family: str, text: str) -> set[int]:
+    """The worker pids of the samples of ``family`` in a scrape."""
+    return {int(p) for p in re.findall(rf'^{family}{{[^}}]*pid="(\d+)"', text, re.MULTILINE)}
