@@ -208,10 +208,6 @@ def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
         after = rows[-1].seq
 
 
-_ROWS_PER_INSERT = 64
-"""Most records one INSERT statement writes (64 x 14 parameters stay within any SQLite's limit of 999)."""
-
-
 @dataclass(frozen=True)
 class _RawSql:
     """The statements of an append, in the driver's own dialect and parameter style.
@@ -227,31 +223,23 @@ class _RawSql:
     head_and_version: str
     """The chain head and the metadata version in one read, for a transaction holding the
     chain's lock already (SQLite's ``BEGIN IMMEDIATE``)."""
+    insert: str
     advance_head: str
     sqlite: bool
-    inserts: tuple[str, ...]
-    """``inserts[n]`` writes ``n`` records (1 to :data:`_ROWS_PER_INSERT`) in one statement."""
 
     @classmethod
     def of(cls, dialect: str) -> _RawSql:
         mark = "?" if dialect == "sqlite" else "%s"
         columns = "seq, time, request_id, principal, action, key_id, key_version, outcome, status, client, details, "
-        values = f"({', '.join([mark] * 14)})"
         return cls(
             lock="UPDATE audit_head SET last_seq = last_seq WHERE id = 1 RETURNING last_seq, last_hash",
             version="SELECT version FROM metadata_version WHERE id = 1",
             head_and_version="SELECT last_seq, last_hash, version FROM audit_head, metadata_version "
             "WHERE audit_head.id = 1 AND metadata_version.id = 1",
             # Only parameter marks are formatted in, never values.
+            insert=f"INSERT INTO audit_records ({columns}prev_hash, hash, seal) VALUES ({', '.join([mark] * 14)})",  # noqa: S608
             advance_head=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
             sqlite=dialect == "sqlite",
-            inserts=(
-                "",
-                *(
-                    f"INSERT INTO audit_records ({columns}prev_hash, hash, seal) VALUES {', '.join([values] * n)}"  # noqa: S608
-                    for n in range(1, _ROWS_PER_INSERT + 1)
-                ),
-            ),
         )
 
     def row(self, record: AuditRecord) -> tuple[object, ...]:
@@ -332,9 +320,7 @@ def _append_after(
     records = chain(entries, last_seq, last_hash)
     if key is not None:
         records[-1] = seal(key, records[-1])
-    for start in range(0, len(records), _ROWS_PER_INSERT):
-        rows = records[start : start + _ROWS_PER_INSERT]
-        cursor.execute(sql.inserts[len(rows)], [value for record in rows for value in sql.row(record)])
+    cursor.executemany(sql.insert, [sql.row(record) for record in records])
     cursor.execute(sql.advance_head, (records[-1].seq, records[-1].hash))
     return records
 
