@@ -260,8 +260,11 @@ def bounded(entry: AuditEntry) -> AuditEntry:
 
     An entry within the bounds is returned unchanged, so bounding twice changes nothing.
     """
-    if _plainly_within_bounds(entry):
-        return entry
+    return entry if _plainly_within_bounds(entry) else _bounded_in_full(entry)
+
+
+def _bounded_in_full(entry: AuditEntry) -> AuditEntry:
+    """:func:`bounded`, every field checked and cut where it must be."""
     details = _bounded_value(dict(entry.details), depth=0)
     assert isinstance(details, dict)
     if len(_json(details)) > MAX_DETAILS_BYTES:
