@@ -1,7 +1,8 @@
 """The audit log in the database: appending to the hash chain, reading, verifying.
 
 Appending locks the chain head row (``UPDATE audit_head … WHERE id = 1`` is the first
-statement of the step), so appenders in other threads, processes or replicas wait for
+statement of the step; on SQLite the group commit takes the database's write lock with
+``BEGIN IMMEDIATE`` instead), so appenders in other threads, processes or replicas wait for
 each other and the chain stays single. An append can join a transaction that makes the
 change it records (:func:`append`), or run in its own (:meth:`AuditRecords.append_current`, the
 audit writer's group commit). Given the audit key, every append seals its last record in the
@@ -214,7 +215,8 @@ class _RawSql:
 
     Every request's record goes through here, and SQLAlchemy's per-statement work would cost
     more than the database does; the values are written exactly as SQLAlchemy writes them
-    (``test_audit`` reads them back through SQLAlchemy and verifies the chain on both databases).
+    (``test_audit`` compares them with the ORM's rows, reads them back through SQLAlchemy and
+    verifies the chain on both databases). ``RETURNING`` needs SQLite 3.35 or later.
     """
 
     lock: str
