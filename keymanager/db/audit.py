@@ -1,7 +1,8 @@
 """The audit log in the database: appending to the hash chain, reading, verifying.
 
 Appending locks the chain head row (``UPDATE audit_head … WHERE id = 1`` is the first
-statement of the step), so appenders in other threads, processes or replicas wait for
+statement of the step; on SQLite the group commit takes the database's write lock with
+``BEGIN IMMEDIATE`` instead), so appenders in other threads, processes or replicas wait for
 each other and the chain stays single. An append can join a transaction that makes the
 change it records (:func:`append`), or run in its own (:meth:`AuditRecords.append_current`, the
 audit writer's group commit). Given the audit key, every append seals its last record in the
@@ -48,7 +49,8 @@ def append(connection: Connection, entries: Sequence[AuditEntry], key: ChainKey 
         return []
     with _cursor(connection) as (cursor, sql):
         cursor.execute(sql.lock)
-        return _append_locked(cursor, sql, entries, key)
+        last_seq, last_hash = cursor.fetchone()
+        return _append_after(cursor, sql, entries, int(last_seq), str(last_hash), key)
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ class AuditRecords:
             if not entries:
                 return []
             with _cursor(connection) as (cursor, sql):
-                return _append_locked(cursor, sql, entries, self._key)
+                return _append_after(cursor, sql, entries, int(head.last_seq), str(head.last_hash), self._key)
 
 
 def _walk(session: Session, up_to: int, batch: int) -> Iterator[AuditRecord]:
@@ -213,12 +215,16 @@ class _RawSql:
 
     Every request's record goes through here, and SQLAlchemy's per-statement work would cost
     more than the database does; the values are written exactly as SQLAlchemy writes them
-    (``test_audit`` reads them back through SQLAlchemy and verifies the chain on both databases).
+    (``test_audit`` compares them with the ORM's rows, reads them back through SQLAlchemy and
+    verifies the chain on both databases). ``RETURNING`` needs SQLite 3.35 or later.
     """
 
     lock: str
+    """Locks the chain head and reads it (``last_seq``, ``last_hash``)."""
     version: str
-    head: str
+    head_and_version: str
+    """The chain head and the metadata version in one read, for a transaction holding the
+    chain's lock already (SQLite's ``BEGIN IMMEDIATE``)."""
     insert: str
     advance_head: str
     sqlite: bool
@@ -228,9 +234,10 @@ class _RawSql:
         mark = "?" if dialect == "sqlite" else "%s"
         columns = "seq, time, request_id, principal, action, key_id, key_version, outcome, status, client, details, "
         return cls(
-            lock="UPDATE audit_head SET last_seq = last_seq WHERE id = 1",
+            lock="UPDATE audit_head SET last_seq = last_seq WHERE id = 1 RETURNING last_seq, last_hash",
             version="SELECT version FROM metadata_version WHERE id = 1",
-            head="SELECT last_seq, last_hash FROM audit_head WHERE id = 1",
+            head_and_version="SELECT last_seq, last_hash, version FROM audit_head, metadata_version "
+            "WHERE audit_head.id = 1 AND metadata_version.id = 1",
             # Only parameter marks are formatted in, never values.
             insert=f"INSERT INTO audit_records ({columns}prev_hash, hash, seal) VALUES ({', '.join([mark] * 14)})",  # noqa: S608
             advance_head=f"UPDATE audit_head SET last_seq = {mark}, last_hash = {mark} WHERE id = 1",  # noqa: S608
@@ -238,14 +245,17 @@ class _RawSql:
         )
 
     def row(self, record: AuditRecord) -> tuple[object, ...]:
+        """The parameters of ``record``'s row, in the order of the insert's columns."""
         entry = record.entry
-        moment: object = entry.time.astimezone(UTC)
-        details: object = dict(entry.details)
+        utc = entry.time.astimezone(UTC)
+        moment: object = utc
+        details: object
         if self.sqlite:
-            moment = entry.time.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S.%f")
-            details = json.dumps(details)
+            # What SQLAlchemy's SQLite DATETIME stores: "YYYY-MM-DD HH:MM:SS.ffffff" in UTC, no offset.
+            moment = utc.isoformat(" ", "microseconds")[:26]
+            details = json.dumps(dict(entry.details))
         else:
-            details = Jsonb(details)
+            details = Jsonb(dict(entry.details))
         return (
             record.seq,
             moment,
@@ -265,6 +275,7 @@ class _RawSql:
 
 
 _SQLITE = _RawSql.of("sqlite")
+_POSTGRESQL = _RawSql.of("postgresql")
 
 
 @contextmanager
@@ -272,7 +283,7 @@ def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
     """The driver's cursor of ``connection`` (in its transaction) and the statements for its dialect."""
     cursor = connection.connection.cursor()
     try:
-        yield cursor, _RawSql.of(connection.dialect.name)
+        yield cursor, _SQLITE if connection.dialect.name == "sqlite" else _POSTGRESQL
     finally:
         cursor.close()
 
@@ -280,26 +291,38 @@ def _cursor(connection: Connection) -> Iterator[tuple[Any, _RawSql]]:
 def _append_current(
     cursor: Any, sql: _RawSql, items: Sequence[tuple[AuditEntry, int | None]], key: ChainKey | None
 ) -> tuple[int, list[bool]]:
-    """Lock the chain, then append each entry whose expected metadata version is None or current."""
-    cursor.execute(sql.lock)
-    cursor.execute(sql.version)
-    version = int(cursor.fetchone()[0])
+    """Lock the chain, then append each entry whose expected metadata version is None or current.
+
+    On SQLite the transaction holds the write lock already (``BEGIN IMMEDIATE``): one read gives
+    the head and the version. Elsewhere the version is read after the lock is taken, so that it
+    sees every change committed by a transaction that held the lock before.
+    """
+    if sql.sqlite:
+        cursor.execute(sql.head_and_version)
+        last_seq, last_hash, version = cursor.fetchone()
+    else:
+        cursor.execute(sql.lock)
+        last_seq, last_hash = cursor.fetchone()
+        cursor.execute(sql.version)
+        (version,) = cursor.fetchone()
+    version = int(version)
     accepted = [expected is None or expected == version for _, expected in items]
-    _append_locked(cursor, sql, [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok], key)
+    entries = [entry for (entry, _), ok in zip(items, accepted, strict=True) if ok]
+    _append_after(cursor, sql, entries, int(last_seq), str(last_hash), key)
     return version, accepted
 
 
-def _append_locked(cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry], key: ChainKey | None) -> list[AuditRecord]:
-    """Append ``entries`` after the chain head, which this transaction has locked, sealing the
-    last with ``key`` (one HMAC in the HSM per append)."""
+def _append_after(
+    cursor: Any, sql: _RawSql, entries: Sequence[AuditEntry], last_seq: int, last_hash: str, key: ChainKey | None
+) -> list[AuditRecord]:
+    """Append ``entries`` after the chain head ``last_seq``/``last_hash``, which this transaction
+    has locked, sealing the last with ``key`` (one HMAC in the HSM per append)."""
     if not entries:
         return []
-    cursor.execute(sql.head)
-    last_seq, last_hash = cursor.fetchone()
-    records = chain(entries, int(last_seq), str(last_hash))
+    records = chain(entries, last_seq, last_hash)
     if key is not None:
         records[-1] = seal(key, records[-1])
-    cursor.executemany(sql.insert, [sql.row(r) for r in records])
+    cursor.executemany(sql.insert, [sql.row(record) for record in records])
     cursor.execute(sql.advance_head, (records[-1].seq, records[-1].hash))
     return records
 

@@ -112,9 +112,13 @@ def canonical_fields(seq: int, prev_hash: str, entry: AuditEntry) -> dict[str, A
     }
 
 
+_CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
+"""``json.dumps(…, sort_keys=True, separators=(",", ":"))``, made once (it keeps no state between calls)."""
+
+
 def record_hash(seq: int, prev_hash: str, entry: AuditEntry) -> str:
     """SHA-256 (hex) of the canonical JSON of a record's fields other than its hash."""
-    data = json.dumps(canonical_fields(seq, prev_hash, entry), sort_keys=True, separators=(",", ":"))
+    data = _CANONICAL_JSON.encode(canonical_fields(seq, prev_hash, entry))
     return hashlib.sha256(data.encode()).hexdigest()
 
 
@@ -256,6 +260,11 @@ def bounded(entry: AuditEntry) -> AuditEntry:
 
     An entry within the bounds is returned unchanged, so bounding twice changes nothing.
     """
+    return entry if _plainly_within_bounds(entry) else _bounded_in_full(entry)
+
+
+def _bounded_in_full(entry: AuditEntry) -> AuditEntry:
+    """:func:`bounded`, every field checked and cut where it must be."""
     details = _bounded_value(dict(entry.details), depth=0)
     assert isinstance(details, dict)
     if len(_json(details)) > MAX_DETAILS_BYTES:
@@ -270,6 +279,44 @@ def bounded(entry: AuditEntry) -> AuditEntry:
         details=details,
     )
     return entry if cut == entry else cut
+
+
+def _plainly_within_bounds(entry: AuditEntry) -> bool:
+    """True when bounding ``entry`` certainly changes nothing, told without encoding it: short text
+    fields and flat details of short printable ASCII text and small scalars, whose JSON cannot
+    exceed :data:`MAX_DETAILS_BYTES`. False also when in doubt (:func:`bounded` then checks in full).
+    """
+    details = entry.details
+    if type(details) is not dict or len(details) > MAX_DETAILS_ITEMS:
+        return False
+    if len(entry.action) > MAX_TEXT or len(entry.request_id) > MAX_TEXT:
+        return False
+    for text in (entry.principal, entry.key_id, entry.client):
+        if text is not None and len(text) > MAX_TEXT:
+            return False
+    size = 1  # the braces, less the comma the first item does not have
+    for name, value in details.items():
+        if type(name) is not str or not _plain_text(name):
+            return False
+        if type(value) is str:
+            if not _plain_text(value):
+                return False
+            size += 2 * len(value) + 2  # at most: every character escaped, and the quotes
+        elif value is None or type(value) is bool or (type(value) is int and -_SMALL_INT < value < _SMALL_INT):
+            size += 20
+        else:
+            return False
+        size += 2 * len(name) + 4  # the quoted name, the colon and a comma
+    return size <= MAX_DETAILS_BYTES
+
+
+_SMALL_INT = 10**18
+"""Integers of fewer than 20 characters in JSON."""
+
+
+def _plain_text(text: str) -> bool:
+    """Text no longer than :data:`MAX_TEXT` of printable ASCII (in JSON, at most two characters each)."""
+    return len(text) <= MAX_TEXT and text.isascii() and text.isprintable()
 
 
 def _cut(text: str) -> str:

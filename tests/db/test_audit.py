@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from sqlalchemy import Engine, text
+from sqlalchemy.orm import Session
 
 from keymanager.db.audit import AuditRecords
+from keymanager.db.models import AuditRecordRow
 from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
@@ -129,6 +131,25 @@ def test_group_commit_batches_waiting_records(engine: Engine, audit_key: AuditKe
     sealed = [r.seq for r in AuditRecords(engine).query(AuditQuery(limit=1000)) if r.seal is not None]
     assert len(sealed) == log.batches  # one seal per group commit, on its last record
     assert sealed[-1] == 500
+
+
+def test_an_append_writes_its_values_as_sqlalchemy_does(engine: Engine) -> None:
+    """The append writes its rows without SQLAlchemy; what it stores must be what the ORM stores
+    (on SQLite, times and details are text: listings filter and order by that text)."""
+    moment = datetime(2026, 5, 17, 8, 9, 10, 11, tzinfo=timezone(timedelta(hours=2)))
+    details = {"b": 1, "a": 'quote " and é'}
+    written = AuditEntry(time=moment, action="key.read", outcome=Outcome.OK, status=200, details=details)
+    AuditRecords(engine).append_current([(written, None)])
+    with Session(engine) as session, session.begin():
+        session.add(
+            AuditRecordRow(
+                seq=2, time=moment, request_id="", action="key.read", outcome="ok", status=200,
+                details=details, prev_hash="", hash="",
+            )
+        )  # fmt: skip
+    with engine.connect() as connection:
+        raw = connection.execute(text("SELECT time, details FROM audit_records ORDER BY seq")).all()
+    assert raw[0] == raw[1]
 
 
 def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditRecords, engine: Engine) -> None:

@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from keymanager.domain.audit import (
     GENESIS_HASH,
     MAX_DETAILS_BYTES,
+    MAX_DETAILS_ITEMS,
     MAX_TEXT,
     AuditEntry,
     ChainVerifier,
     Outcome,
+    _bounded_in_full,
     bounded,
     chain,
 )
@@ -52,6 +55,29 @@ def test_long_text_and_large_details_are_cut() -> None:
     assert len(json.dumps(record.fields(), default=str)) <= 1536
     verifier = ChainVerifier(_UnusedKey(), unsealed_tail=True)  # an unsealed record: no seal to check
     assert verifier.feed(record) and verifier.finish(1, record.hash).ok
+
+
+def test_the_quick_check_keeps_only_what_full_bounding_keeps() -> None:
+    """Entries near every bound (long text, escapes, many items, big numbers): bounded() gives
+    what checking every field in full gives."""
+    rng = random.Random(14)
+    alphabet = 'ab"\\/ \x7f\x1fé\U0001f600'
+
+    def text(limit: int) -> str:
+        length = rng.choice([rng.randint(0, 12), rng.randint(0, limit)])
+        return "".join(rng.choice(alphabet[:3] if rng.random() < 0.7 else alphabet) for _ in range(length))
+
+    values = [
+        lambda: text(MAX_TEXT + 4),
+        lambda: rng.choice([None, True, 0, -(10**19), 10**18 - 1, 1.5, [1], {"a": 1}]),
+    ]
+    kept = 0
+    for _ in range(3000):
+        details = {text(MAX_TEXT + 4): rng.choice(values)() for _ in range(rng.randint(0, MAX_DETAILS_ITEMS + 2))}
+        sample = entry(request_id=text(MAX_TEXT + 2), principal=rng.choice([None, text(MAX_TEXT + 2)]), details=details)
+        assert bounded(sample) == _bounded_in_full(sample)
+        kept += bounded(sample) is sample
+    assert 300 < kept < 2700, kept  # both ways were taken
 
 
 class _UnusedKey:
