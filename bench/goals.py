@@ -4,7 +4,7 @@ this machine measured in the same run, with a verdict.
 The ceilings (``bench.ceilings``: raw ASGI and FastAPI HTTPS echo driven by wrk, SoftHSM per
 operation in one process per core, ``cryptography`` AES-GCM on one core) are measured at the
 start and at the end of the run; each target is judged against the **mean of the two** (both are
-in the JSON). Targets and their denominators:
+in the JSON; ``--fast`` measures them once, at the start). Targets and their denominators:
 
 | target | measured as | ceiling | goal |
 |---|---|---|---|
@@ -43,8 +43,10 @@ from bench.wrk import measure_wrk
 
 BATCH_CONCURRENCY = 8
 COMBINED = "mean of the ceilings measured at the start and at the end of the run"
-FAST = {"stream_size": 1_000_000, "duration": 1.0, "warmup": 0.5, "hsm_seconds": 0.2, "high_concurrency": 4}
-"""``--fast``: tiny sizes and short windows (smoke tests, a quick look); its figures judge nothing."""
+MEASURED_ONCE = "--fast: the ceilings measured once, at the start (start, end and used are that measurement)"
+FAST = {"stream_size": 1_000_000, "duration": 0.5, "warmup": 0.2, "hsm_seconds": 0.1, "high_concurrency": 4}
+"""``--fast``: tiny sizes, the shortest windows (wrk's one second, no wrk warm-up below 0.5 s) and the
+ceilings measured once, at the start (smoke tests, a quick look); its figures judge nothing."""
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,9 @@ def mean_of(start: Any, end: Any) -> Any:
 class Ceilings:
     """The start, end and combined ceilings; ``of(path)`` gives a figure of each."""
 
-    def __init__(self, start: dict[str, Any], end: dict[str, Any]) -> None:
+    def __init__(self, start: dict[str, Any], end: dict[str, Any], combined_as: str = COMBINED) -> None:
         self.start, self.end, self.used = start, end, mean_of(start, end)
+        self.combined_as = combined_as
 
     def of(self, *path: str) -> tuple[float, float, float]:
         """(used, start, end) of the figure at ``path``."""
@@ -125,7 +128,7 @@ class Ceilings:
         return figures[0], figures[1], figures[2]
 
     def as_json(self) -> dict[str, Any]:
-        return {"combined_as": COMBINED, "used": self.used, "start": self.start, "end": self.end}
+        return {"combined_as": self.combined_as, "used": self.used, "start": self.start, "end": self.end}
 
 
 # -- measurements ------------------------------------------------------------------------------
@@ -293,7 +296,8 @@ def goal_text(g: Goal) -> str:
 
 def goals_table(goals: list[Goal], errors: int, fast: bool) -> Table:
     """The targets block: measured / ceiling / fraction / goal / verdict."""
-    title = "targets, as fractions of ceilings measured in the same run (ceiling = " + COMBINED + ")"
+    title = "targets, as fractions of ceilings measured in the same run (ceiling = "
+    title += (MEASURED_ONCE if fast else COMBINED) + ")"
     if fast:
         title += " — [bold yellow]--fast: tiny sizes and windows, the verdicts judge nothing[/]"
     if errors:
@@ -309,8 +313,8 @@ def goals_table(goals: list[Goal], errors: int, fast: bool) -> Table:
     return table
 
 
-def ceilings_line(c: Ceilings) -> str:
-    """The main ceilings, start → end."""
+def ceilings_line(c: Ceilings, once: bool = False) -> str:
+    """The main ceilings, start → end (``once``: the one measurement of ``--fast``)."""
     parts = []
     for label, path, unit in (
         ("raw ASGI echo", ("raw_asgi_echo", "requests_per_s"), "req/s"),
@@ -322,8 +326,8 @@ def ceilings_line(c: Ceilings) -> str:
         ("AES-GCM one core", ("cryptography_aes_gcm_mb_per_s",), "MB/s"),
     ):
         _, start, end = c.of(*path)
-        parts.append(f"{label} {figure(start)} → {figure(end)} {unit}")
-    return "ceilings, start → end: " + "; ".join(parts)
+        parts.append(f"{label} {figure(start)} {unit}" if once else f"{label} {figure(start)} → {figure(end)} {unit}")
+    return ("ceilings (" + MEASURED_ONCE + "): " if once else "ceilings, start → end: ") + "; ".join(parts)
 
 
 def informational(m: dict[str, Measurement]) -> dict[str, Any]:
@@ -351,7 +355,8 @@ def informational_lines(extra: dict[str, Any]) -> list[str]:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Ceilings, measurements, ceilings again; print the targets block, write ``targets.json``; 1 on errors."""
+    """Ceilings, measurements, ceilings again (not with ``--fast``); print the targets block, write
+    ``targets.json``; 1 on errors."""
     if args.fast:
         for name, value in FAST.items():
             setattr(args, name, value)
@@ -362,14 +367,18 @@ def run(args: argparse.Namespace, console: Console) -> int:
         environment = output.environment(args, r)
         with console.status("measuring") as status:
             done = measurements(r, args, lambda name: status.update(f"measuring {name}"))
-    with console.status("ceilings (end)") as status:
-        end = measure_ceilings(args, lambda what: status.update(f"ceilings (end): {what}"))
-    bounds = Ceilings(start, end)
+    if args.fast:
+        end, bounds = start, Ceilings(start, start, MEASURED_ONCE)
+    else:
+        with console.status("ceilings (end)") as status:
+            end = measure_ceilings(args, lambda what: status.update(f"ceilings (end): {what}"))
+        bounds = Ceilings(start, end)
     goals = goals_of(done, bounds, args.stream_size, args.high_concurrency)
     errors = sum(m.error_count for m in done.values())
-    errors += sum(int(c[name]["errors"]) for c in (start, end) for name in ceilings.HTTP_SERVERS)
+    measured = (start,) if args.fast else (start, end)
+    errors += sum(int(c[name]["errors"]) for c in measured for name in ceilings.HTTP_SERVERS)
     console.print(goals_table(goals, errors, args.fast))
-    console.print(ceilings_line(bounds))
+    console.print(ceilings_line(bounds, once=args.fast))
     extra = informational(done)
     for line in informational_lines(extra):
         console.print(line)

@@ -1,31 +1,68 @@
-"""``kmctl`` as a subprocess against the real service: every command, JSON and tables, exit codes."""
+"""``kmctl`` against the real service: every command, JSON and tables, exit codes.
+
+The commands run in this process (``keymanager_sdk.cli.main`` with its own environment, standard
+input and captured standard output and error: what a shell gives the installed script); the
+installed ``kmctl`` entry point itself runs as a real process in :func:`test_version` and in the
+concurrent policy edits.
+"""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from keymanager_sdk import KeyManager
+from keymanager_sdk.cli import main
 
 from tests.e2e.conftest import Server
 from tests.sdk.conftest import App, unique
 
+KMCTL = Path(sys.executable).parent / "kmctl"
+"""The installed entry point (``make test`` installs the SDK and kmctl into the venv)."""
 
-def kmctl(
-    server: Server, *args: str, token: str | None = None, stdin: bytes = b"", env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[bytes]:
-    """Run kmctl with KM_URL / KM_TOKEN / KM_CA pointing at ``server`` (admin unless ``token``)."""
+
+@dataclass(frozen=True)
+class Ran:
+    """One kmctl command's exit code and output, as a process would have given them."""
+
+    returncode: int
+    stdout: bytes
+    stderr: bytes
+
+
+def environment(server: Server, token: str | None = None, env: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment less any KM_/KMCTL_ setting, pointing kmctl at ``server`` (admin unless ``token``)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
     base.update(KM_URL=server.url, KM_TOKEN=token or server.admin_token, KM_CA=str(server.ca))
     base["KMCTL_CONFIG"] = "/nonexistent/kmctl.toml"
-    base.update(env or {})
-    command = [sys.executable, "-m", "keymanager_sdk.cli", *args]
-    return subprocess.run(command, input=stdin, capture_output=True, env=base, timeout=60, check=False)
+    return base | (env or {})
+
+
+def _text(data: bytes = b"") -> io.TextIOWrapper:
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", write_through=True)
+
+
+def kmctl(
+    server: Server, *args: str, token: str | None = None, stdin: bytes = b"", env: dict[str, str] | None = None
+) -> Ran:
+    """Run one kmctl command in this process with KM_URL / KM_TOKEN / KM_CA pointing at ``server``
+    (admin unless ``token``), ``stdin`` as its input; its exit code (argparse's ``SystemExit`` too)."""
+    streams = {"stdin": _text(stdin), "stdout": _text(), "stderr": _text()}
+    with mock.patch.dict(os.environ, environment(server, token, env), clear=True), mock.patch.multiple(sys, **streams):
+        try:
+            code = main(list(args))
+        except SystemExit as exit_:
+            code = exit_.code if isinstance(exit_.code, int) else 0 if exit_.code is None else 1
+    out, err = (streams[name].buffer for name in ("stdout", "stderr"))
+    return Ran(code, out.getvalue(), err.getvalue())  # type: ignore[attr-defined]
 
 
 def ok_json(server: Server, *args: str, token: str | None = None) -> Any:
@@ -172,13 +209,18 @@ def test_help(server: Server, args: list[str]) -> None:
     assert kmctl(server, *args).returncode == 0
 
 
-def test_version() -> None:
+def test_version_and_a_command_through_the_installed_entry_point(server: Server) -> None:
     from keymanager_sdk import __version__
 
-    done = subprocess.run(
-        [sys.executable, "-m", "keymanager_sdk.cli", "--version"], capture_output=True, timeout=60, check=False
-    )
+    assert KMCTL.exists(), f"{KMCTL}: the SDK's kmctl is not installed (make setup-test)"
+    done = subprocess.run([str(KMCTL), "--version"], capture_output=True, timeout=60, check=False)
     assert (done.returncode, done.stdout.decode().strip()) == (0, f"kmctl {__version__} (keymanager-sdk)")
+    assert kmctl(server, "--version") == Ran(0, done.stdout, b"")
+    listed = subprocess.run(
+        [str(KMCTL), "keys", "list", "--json"], env=environment(server), capture_output=True, timeout=60, check=False
+    )
+    assert listed.returncode == 0, listed.stderr.decode()
+    assert isinstance(json.loads(listed.stdout), list)
 
 
 def test_bash_completion_completes_commands_and_options(server: Server, tmp_path: Path) -> None:
@@ -301,26 +343,6 @@ def test_audit_list_newest_first_with_key_names(server: Server) -> None:
 
 # --- keys policy add|remove: read-modify-write with If-Match ---------------------------------------
 
-CONCURRENT_EDIT = """
-import sys
-from keymanager_sdk import KeyManager
-from keymanager_sdk.cli import main
-
-original = KeyManager.get_key
-edits = []
-
-
-def get_key_then_edit(self, key):
-    found = original(self, key)
-    if not edits:  # right after kmctl's first read, another admin changes the key
-        edits.append(self.update_key(key, description="changed by someone else"))
-    return found
-
-
-KeyManager.get_key = get_key_then_edit
-sys.exit(main(sys.argv[1:]))
-"""
-
 
 def test_policy_add_and_remove_change_one_grant(server: Server, admin: KeyManager) -> None:
     key, first, second = unique("cli-pol"), unique("cli-a"), unique("cli-b")
@@ -351,16 +373,16 @@ def test_policy_add_after_a_concurrent_edit_retries_and_keeps_both_changes(serve
     key, principal = unique("cli-pol"), unique("cli-a")
     ok_json(server, "principals", "create", principal, "--role", "app")
     ok_json(server, "keys", "create", key)
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
-    base.update(KM_URL=server.url, KM_TOKEN=server.admin_token, KM_CA=str(server.ca), KMCTL_CONFIG="/nonexistent")
+    original, edits = KeyManager.get_key, []
 
-    done = subprocess.run(
-        [sys.executable, "-c", CONCURRENT_EDIT, "keys", "policy", "add", key, "encrypt", principal, "--json"],
-        capture_output=True,
-        env=base,
-        timeout=60,
-        check=False,
-    )
+    def get_key_then_edit(self: KeyManager, key: str) -> Any:
+        found = original(self, key)
+        if not edits:  # right after kmctl's first read, another admin changes the key
+            edits.append(self.update_key(key, description="changed by someone else"))
+        return found
+
+    with mock.patch.object(KeyManager, "get_key", get_key_then_edit):
+        done = kmctl(server, "keys", "policy", "add", key, "encrypt", principal, "--json")
 
     assert done.returncode == 0, done.stderr.decode()
     assert b"changed meanwhile; reading it again (attempt 2 of 5)" in done.stderr
@@ -376,10 +398,8 @@ def test_concurrent_policy_adds_lose_nothing(server: Server, admin: KeyManager) 
     for name in names:
         ok_json(server, "principals", "create", name, "--role", "app")
     ok_json(server, "keys", "create", key)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("KM_", "KMCTL_"))}
-    env.update(KM_URL=server.url, KM_TOKEN=server.admin_token, KM_CA=str(server.ca), KMCTL_CONFIG="/nonexistent")
-    command = [sys.executable, "-m", "keymanager_sdk.cli", "keys", "policy", "add", key, "mac"]
-    running = [subprocess.Popen([*command, name], env=env, stderr=subprocess.PIPE) for name in names]
+    command = [str(KMCTL), "keys", "policy", "add", key, "mac"]  # the installed entry point, four processes at once
+    running = [subprocess.Popen([*command, name], env=environment(server), stderr=subprocess.PIPE) for name in names]
     for process in running:
         _, stderr = process.communicate(timeout=60)
         assert process.returncode == 0, stderr.decode()
