@@ -20,7 +20,7 @@ import functools
 import json
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import uvloop
 from cryptography import x509
@@ -64,7 +64,8 @@ class ClientCertProtocol(HttpToolsProtocol):
     _refused = False
 
     def connection_made(self, transport: Any) -> None:
-        super().connection_made(transport)
+        # Duck-typed: what it does not define itself is the wrapped transport's.
+        super().connection_made(cast(asyncio.Transport, OneWritePerTurn(transport, self.loop)))
         self.client_subject = None
         self._start_head()
         ssl_object = transport.get_extra_info("ssl_object")
@@ -157,6 +158,55 @@ class ClientCertProtocol(HttpToolsProtocol):
         )
         self.transport.close()
         self.loop.call_later(CLOSE_GRACE_SECONDS, self.transport.abort)
+
+
+HELD_AT_MOST = 16 * 1024
+"""Bytes :class:`OneWritePerTurn` holds back at most (one TLS record's worth)."""
+
+
+class OneWritePerTurn:
+    """A transport that sends the small writes of one turn of the event loop in one write.
+
+    uvicorn writes an answer's head and its body separately: over TLS, two records and two
+    ``send`` calls for one small answer. Held until the loop's next turn, they leave as one. What
+    is held is sent at once when it reaches :data:`HELD_AT_MOST` bytes (a stream's chunks pass
+    straight through, so the transport's flow control sees them as it always did); closing sends
+    what is held first; everything else is the wrapped transport's.
+    """
+
+    __slots__ = ("_held", "_held_bytes", "_loop", "_transport")
+
+    def __init__(self, transport: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._transport = transport
+        self._loop = loop
+        self._held: list[bytes] | None = None
+        self._held_bytes = 0
+
+    def write(self, data: bytes) -> None:
+        if self._held is None:
+            self._held, self._held_bytes = [data], len(data)
+            self._loop.call_soon(self._send)
+        else:
+            self._held.append(data)
+            self._held_bytes += len(data)
+        if self._held_bytes >= HELD_AT_MOST:
+            self._send()
+
+    def close(self) -> None:
+        self._send()
+        self._transport.close()
+
+    def abort(self) -> None:
+        self._held = None
+        self._transport.abort()
+
+    def _send(self) -> None:
+        held, self._held = self._held, None
+        if held:
+            self._transport.write(held[0] if len(held) == 1 else b"".join(held))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
 
 
 class _BoundedHandshakeLoop(uvloop.Loop):
