@@ -484,7 +484,10 @@ def test_the_audit_chain_stays_single_with_both_writing_under_load(cluster: Clus
     for thread in workers_:
         thread.join(timeout=120)
     busy = {pid: cpu_seconds(pid) - spent for pid, spent in before.items()}
-    assert all(seconds >= 0.3 for seconds in busy.values()), f"not every worker of B took a share: {busy}"
+    # A share, not a figure in seconds (the CPU a request costs changes with the code and the host):
+    # an idle worker spends a few hundredths of what the one serving everything does.
+    total = sum(busy.values())
+    assert all(seconds >= 0.2 * total for seconds in busy.values()), f"not every worker of B took a share: {busy}"
     assert not failures
     assert len(sent) == threads_count * per_thread
 
