@@ -8,6 +8,8 @@ config, with an access key pair and a CA bundle, points boto3 at keymanager's ow
 
 from __future__ import annotations
 
+import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -125,6 +127,28 @@ def with_key(config: AwsConfig, key_id: str | None) -> tuple[AwsConfig, bool]:
         return replace(config, key_id=key_id), False
     created = config.client().create_key(Description="keymanager bench (safe to delete)", KeySpec="SYMMETRIC_DEFAULT")
     return replace(config, key_id=created["KeyMetadata"]["KeyId"]), True
+
+
+def key_arn(config: AwsConfig) -> str:
+    """The ARN of ``config``'s key, as the KMS names it (``DescribeKey``)."""
+    client = config.client()
+    try:
+        return str(client.describe_key(KeyId=config.key_id)["KeyMetadata"]["Arn"])
+    finally:
+        client.close()
+
+
+def network_round_trip_ms(config: AwsConfig, tries: int = 5) -> float | None:
+    """The median TCP connect time to real AWS KMS's regional endpoint, ms; None for a local endpoint."""
+    if config.endpoint_url is not None:
+        return None
+    host = f"kms.{config.region}.amazonaws.com"
+    times = []
+    for _ in range(tries):
+        started = time.perf_counter()
+        with socket.create_connection((host, 443), timeout=10):
+            times.append((time.perf_counter() - started) * 1e3)
+    return statistics.median(times)
 
 
 def retire_key(config: AwsConfig) -> None:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from bench import output
 from bench.clients import SMALL_LIMIT
 from bench.measure import Measurement, Window, measure
 from bench.plots import plot_blobs
+from bench.progress import steps
 from bench.report import blob_document, human_size, print_blob_tables, rows_of
 from bench.rig import Rig, rig
 from bench.wrk import measure_wrk
@@ -42,15 +40,6 @@ def plan(targets: list[str], sizes: list[int], concurrency: list[int]) -> list[S
     return steps
 
 
-@contextmanager
-def progress_bar(console: Console, total: int) -> Iterator[Progress]:
-    """A progress bar of measurements."""
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=False) as progress:
-        progress.add_task("measuring", total=total)
-        yield progress
-
-
 def measure_step(r: Rig, step: Step, window: Window, repeat: int, driver: str) -> Measurement:
     """Measure one step (encrypt then decrypt every iteration; wrk for the small ``km`` fields when asked)."""
     target, size, concurrency = step
@@ -63,17 +52,18 @@ def measure_step(r: Rig, step: Step, window: Window, repeat: int, driver: str) -
 
 def run(args: argparse.Namespace, console: Console) -> int:
     """Measure, print the tables, write JSON and plots to ``--out``; 1 when any operation failed."""
-    steps = plan(args.targets, args.sizes, args.concurrency)
+    planned = plan(args.targets, args.sizes, args.concurrency)
     window = Window(args.warmup, None if args.requests else args.duration, args.requests)
     measurements = []
-    with rig(args, args.targets) as r, progress_bar(console, len(steps) * args.repeat) as progress:
+    with rig(args, args.targets) as r, steps(console, len(planned) * args.repeat) as progress:
         environment = output.environment(args, r)
         for repeat in range(args.repeat):
-            for step in steps:
+            for step in planned:
                 description = f"{step[0]} {human_size(step[1])} x{step[2]} (run {repeat + 1}/{args.repeat})"
-                progress.update(progress.task_ids[0], description=description)
-                measurements.append(measure_step(r, step, window, repeat, args.driver))
-                progress.advance(progress.task_ids[0])
+                progress.starting(description)
+                measured = measure_step(r, step, window, repeat, args.driver)
+                measurements.append(measured)
+                progress.finished(description, f"{measured.ops_per_s:,.1f} ops/s, {measured.error_count} errors")
     rows = rows_of(measurements)
     print_blob_tables(console, rows)
     out = output.directory(args)

@@ -295,21 +295,24 @@ def goal_text(g: Goal) -> str:
 
 
 def goals_table(goals: list[Goal], errors: int, fast: bool) -> Table:
-    """The targets block: measured / ceiling / fraction / goal / verdict."""
+    """The targets block: measured / ceiling / fraction / goal / verdict (``fast``: no verdicts, since
+    tiny sizes and windows judge nothing)."""
     title = "targets, as fractions of ceilings measured in the same run (ceiling = "
     title += (MEASURED_ONCE if fast else COMBINED) + ")"
     if fast:
-        title += " — [bold yellow]--fast: tiny sizes and windows, the verdicts judge nothing[/]"
+        title += " — [bold yellow]--fast: tiny sizes and windows, a smoke run: no verdicts[/]"
     if errors:
         title += f" — [bold red]{errors} ERRORS: not valid[/]"
     table = Table(title=title, title_justify="left")
-    for column in ("target", "measured", "ceiling", "of", "fraction", "goal", "met"):
+    columns = ("target", "measured", "ceiling", "of", "fraction", "goal", *(() if fast else ("met",)))
+    for column in columns:
         table.add_column(column, justify="left" if column in ("target", "of") else "right")
     for g in goals:
-        verdict = {True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[g.met]
         ceiling = figure(g.ceiling, g.unit) if g.ceiling is not None else "—"
-        table.add_row(g.name, figure(g.measured, g.unit), ceiling, g.ceiling_name, fraction_text(g), goal_text(g),
-                      verdict)  # fmt: skip
+        cells = [g.name, figure(g.measured, g.unit), ceiling, g.ceiling_name, fraction_text(g), goal_text(g)]
+        if not fast:
+            cells.append({True: "[green]yes[/]", False: "[red]no[/]", None: "?"}[g.met])
+        table.add_row(*cells)
     return table
 
 

@@ -6,7 +6,7 @@ import argparse
 import os
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from bench import aws
@@ -20,7 +20,11 @@ KM_LABELS = {
     "km": "keymanager on board (/encrypt; stream above 64 KiB)",
     "km-batch": "keymanager batches (encrypt_many/decrypt_many)",
     "km-envelope": "keymanager envelope (data key + local AES-256-GCM)",
+    "km-gcm": "keymanager on board, AES-256-GCM key (/encrypt; stream above 64 KiB)",
+    "km-esdk": "AWS Encryption SDK through keymanager's KMS door",
 }
+DOOR_TARGETS = ("km-kms-api", "km-gcm", "km-esdk")
+"""Targets that use the door's ``AES_256_GCM`` key (and, but for ``km-gcm``, its access key)."""
 
 
 @dataclass
@@ -38,12 +42,19 @@ class Rig:
     """boto3's config for ``km-kms-api``: the service's KMS door, an access key, a GCM key."""
 
     def target(self, name: str) -> TargetSpec:
-        """The spec of target ``name`` (``km``, ``km-batch``, ``km-envelope``, ``aws-kms`` or ``km-kms-api``)."""
+        """The spec of target ``name`` (one of ``bench.clients.TARGET_NAMES``)."""
         if name in BOTO3_TARGETS:
             config = self.aws if name == "aws-kms" else self.door
             assert config is not None
             return TargetSpec(name, f"{name} — {config.label}", aws=config)
-        return TargetSpec(name, KM_LABELS[name], endpoint=self.endpoint, batch=self.batch)
+        if name == "km-esdk":
+            assert self.door is not None
+            return TargetSpec(name, KM_LABELS[name], aws=replace(self.door, key_id=aws.key_arn(self.door)))
+        endpoint = self.endpoint
+        if name == "km-gcm":
+            assert endpoint is not None and self.door is not None
+            endpoint = replace(endpoint, key=self.door.key_id)
+        return TargetSpec(name, KM_LABELS[name], endpoint=endpoint, batch=self.batch)
 
     def probe_of(self, target: str) -> ServerProbe:
         """Whose processes serve ``target``: the emulator's for ``aws-kms``, else the service's."""
@@ -112,7 +123,7 @@ def rig(args: argparse.Namespace, targets: list[str]) -> Iterator[Rig]:
         if any(t != "aws-kms" for t in targets):
             service = stack.enter_context(service_from(args))
             endpoint = provision(service)
-            door = provision_door(service, endpoint) if "km-kms-api" in targets else None
+            door = provision_door(service, endpoint) if set(DOOR_TARGETS) & set(targets) else None
         kms = stack.enter_context(kms_from(args)) if "aws-kms" in targets else None
         pool = LoadPool(client_processes(args))
         stack.callback(pool.close)
