@@ -4,9 +4,12 @@ Shaped like a sysbench OLTP run on a ``bench_customers`` table (id, name, card n
 (default) or PostgreSQL (``--db-url``). A read transaction selects ``--fields`` random rows and
 decrypts their card numbers; a write transaction encrypts that many card numbers and updates
 the rows. Modes: ``plain`` (no encryption), ``onboard`` (one service call per field), ``batch``
-(one ``encrypt_many``/``decrypt_many`` per transaction) and ``envelope`` (local AES-256-GCM per
-field under a data key fetched once and cached by the application). Every decrypted card number
-is compared with the one expected for its row.
+(one ``encrypt_many``/``decrypt_many`` per transaction), ``envelope`` (local AES-256-GCM per
+field under a data key fetched once and cached by the application) and ``token`` (the card
+number replaced by an FF1 token, one ``tokenize``/``detokenize`` call per field). Every decrypted
+card number is compared with the one expected for its row. Beside transactions/s and latency,
+the CPU of the application (this process), the key manager and the database's backends over
+each window, in % of one core.
 """
 
 from __future__ import annotations
@@ -15,28 +18,33 @@ import argparse
 import base64
 import os
 import random
+import secrets
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from contextlib import ExitStack
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import psutil
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from keymanager_sdk import KeyManager
 from rich.console import Console
 from rich.table import Table
-from sqlalchemy import Column, Engine, Integer, MetaData, String, create_engine, select, update
+from sqlalchemy import Column, Engine, Integer, MetaData, String, create_engine, make_url, select, text, update
 from sqlalchemy import Table as SqlTable
 
 from bench import environment, output
 from bench.clients import unwrap
 from bench.rig import service_from
-from bench.service import Endpoint, provision
-from bench.stats import Distribution
+from bench.service import Endpoint, Service, provision
+from bench.stats import Distribution, percentile
+from bench.tokenize import luhn_residue, provision_tokens
 
-MODES = ("plain", "onboard", "batch", "envelope")
+MODES = ("plain", "onboard", "batch", "envelope", "token")
+CpuReader = Callable[[], dict[int, float]]
+"""CPU seconds used so far per process of one party (application, key manager, database)."""
 AAD = b"bench_customers.card"
 metadata = MetaData()
 customers = SqlTable(
@@ -49,8 +57,9 @@ customers = SqlTable(
 
 
 def card_of(row_id: int) -> bytes:
-    """The card number of a row (known, so decryptions can be checked)."""
-    return f"4{row_id:015d}".encode()
+    """The card number of a row: 16 digits, Luhn-valid (known, so decryptions can be checked)."""
+    body = f"4{row_id:014d}"
+    return (body + str((10 - luhn_residue(body + "0")) % 10)).encode()
 
 
 class Cipher:
@@ -70,6 +79,8 @@ class Cipher:
         assert self.km is not None
         if self.mode == "batch":
             return [unwrap(r).ciphertext for r in self.km.encrypt_many(self.key, cards)]
+        if self.mode == "token":
+            return [self.km.tokenize(self.key, c.decode()).token for c in cards]
         return [self.km.encrypt(self.key, c) for c in cards]
 
     def open(self, stored: Sequence[str]) -> list[bytes]:
@@ -83,6 +94,8 @@ class Cipher:
         assert self.km is not None
         if self.mode == "batch":
             return [unwrap(r) for r in self.km.decrypt_many(self.key, stored)]
+        if self.mode == "token":
+            return [self.km.detokenize(self.key, s).encode() for s in stored]
         return [self.km.decrypt(s) for s in stored]
 
     def local_seal(self, card: bytes) -> str:
@@ -102,14 +115,26 @@ class Tps:
     elapsed: float = 0.0
     latencies: list[float] = field(default_factory=list)
     errors: Counter[str] = field(default_factory=Counter)
+    cpu_s: dict[str, float] = field(default_factory=dict)
+    """CPU seconds over the window per party (``app``, ``keymanager``, ``database``) that was measured."""
 
     @property
     def tps(self) -> float:
         """Transactions per second."""
         return len(self.latencies) / self.elapsed if self.elapsed else 0.0
 
+    @property
+    def p95(self) -> float:
+        """The 95th percentile latency, seconds (NaN without transactions)."""
+        return percentile(sorted(self.latencies), 95.0)
+
+    def cpu_pct(self, party: str) -> float | None:
+        """``party``'s CPU over the window in % of one core; None when it was not measured."""
+        seconds = self.cpu_s.get(party)
+        return None if seconds is None or not self.elapsed else seconds / self.elapsed * 100
+
     def as_json(self) -> dict[str, Any]:
-        """Figures for the report."""
+        """Figures for the report, with every latency (ms)."""
         return {
             "mode": self.mode,
             "kind": self.kind,
@@ -117,8 +142,10 @@ class Tps:
             "tps": self.tps,
             "transactions": len(self.latencies),
             "elapsed_s": self.elapsed,
-            "latency": Distribution.of(self.latencies).as_ms(),
+            "latency": {**Distribution.of(self.latencies).as_ms(), "p95_ms": self.p95 * 1e3},
+            "cpu_pct_of_one_core": {party: self.cpu_pct(party) for party in self.cpu_s},
             "errors": dict(self.errors),
+            "latencies_ms": [round(x * 1e3, 3) for x in self.latencies],
         }
 
 
@@ -171,27 +198,41 @@ def drive(
             result.latencies.append(time.perf_counter() - start)
 
 
-def run_kind(make: Callable[[], Callable[[list[int]], None]], result: Tps, args: argparse.Namespace) -> Tps:
-    """Warm up, then ``result.concurrency`` threads for ``--duration`` seconds."""
+def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
+    """CPU seconds between two readings (a process that appeared in between counts whole)."""
+    return sum(seconds - before.get(pid, 0.0) for pid, seconds in after.items())
+
+
+def run_kind(
+    make: Callable[[], Callable[[list[int]], None]],
+    result: Tps,
+    args: argparse.Namespace,
+    cpu: dict[str, CpuReader] | None = None,
+) -> Tps:
+    """Warm up, then ``result.concurrency`` threads for ``--duration`` seconds; ``cpu``'s parties are
+    read before and after the window."""
     lock = threading.Lock()
     warm = Tps(result.mode, result.kind, result.concurrency)
     drive(make(), warm, args.rows, args.fields, time.monotonic() + args.warmup, lock)
-    end = time.monotonic() + args.duration
+    txns = [make() for _ in range(result.concurrency)]
+    before = {party: read() for party, read in (cpu or {}).items()}
     start = time.monotonic()
-    threads = [
-        threading.Thread(target=drive, args=(make(), result, args.rows, args.fields, end, lock))
-        for _ in range(result.concurrency)
-    ]
+    end = start + args.duration
+    threads = [threading.Thread(target=drive, args=(txn, result, args.rows, args.fields, end, lock)) for txn in txns]
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
     result.elapsed = time.monotonic() - start
+    result.cpu_s = {party: cpu_used(before[party], read()) for party, read in (cpu or {}).items()}
     return result
 
 
-def run_mode(engine: Engine, endpoint: Endpoint, mode: str, args: argparse.Namespace) -> list[Tps]:
-    """Populate for ``mode``, then read and write transactions at every concurrency."""
+def run_mode(
+    engine: Engine, endpoint: Endpoint, mode: str, args: argparse.Namespace, cpu: dict[str, CpuReader] | None = None
+) -> list[Tps]:
+    """Populate for ``mode``, then read and write transactions at every concurrency (``endpoint``: the
+    FF1 key's for ``token``, the encryption key's otherwise)."""
     with ExitStack() as stack:
         data_key = None
         if mode == "envelope":
@@ -215,14 +256,62 @@ def run_mode(engine: Engine, endpoint: Endpoint, mode: str, args: argparse.Names
                     c = cipher()
                     return lambda ids: txn(engine, c, ids)
 
-                results.append(run_kind(make, Tps(mode, kind, concurrency), args))
+                results.append(run_kind(make, Tps(mode, kind, concurrency), args, cpu))
         return results
+
+
+def process_cpu(pids: Sequence[int]) -> dict[int, float]:
+    """User + system CPU seconds so far of each of ``pids`` that still runs."""
+    found = {}
+    for pid in pids:
+        try:
+            times = psutil.Process(pid).cpu_times()
+        except psutil.NoSuchProcess:
+            continue
+        found[pid] = times.user + times.system
+    return found
+
+
+def database_backends(engine: Engine) -> list[int]:
+    """The PostgreSQL backends connected to ``engine``'s database (this query's own included)."""
+    with engine.connect() as conn:
+        query = text("SELECT pid FROM pg_stat_activity WHERE datname = current_database()")
+        return [int(pid) for (pid,) in conn.execute(query)]
+
+
+def cpu_readers(engine: Engine, service: Service) -> dict[str, CpuReader]:
+    """The parties whose CPU a workload reports: this process, the key manager's processes when known,
+    and the database's backends when it is a PostgreSQL server on this machine."""
+    readers: dict[str, CpuReader] = {"app": lambda: process_cpu([os.getpid()])}
+    if service.pid is not None:
+        readers["keymanager"] = lambda: process_cpu(service.pids())
+    if engine.dialect.name == "postgresql" and engine.url.host in ("127.0.0.1", "localhost", "::1", None):
+        readers["database"] = lambda: process_cpu(database_backends(engine))
+    return readers
+
+
+@contextmanager
+def scratch_database(server_url: str) -> Iterator[str]:
+    """A new PostgreSQL database ``km_bench_app_<hex>`` on ``server_url``'s server for the block; its URL.
+    Dropped afterwards (its connections closed by force)."""
+    name = f"km_bench_app_{secrets.token_hex(4)}"
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    try:
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}"'))
+        try:
+            yield make_url(server_url).set(database=name).render_as_string(hide_password=False)
+        finally:
+            with admin.connect() as conn:
+                conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+    finally:
+        admin.dispose()
 
 
 def app_table(results: Sequence[Tps]) -> Table:
     """TPS per mode, kind and concurrency, with the loss against ``plain``."""
     table = Table(title="application scenario (sysbench-like): transactions per second", title_justify="left")
-    for column in ("mode", "kind", "clients", "TPS", "overhead", "p50 ms", "p99 ms", "errors"):
+    for column in ("mode", "kind", "clients", "TPS", "overhead", "p50 ms", "p95 ms", "p99 ms", "errors"):
         table.add_column(column, justify="right")
     for r in results:
         base = next(
@@ -238,6 +327,7 @@ def app_table(results: Sequence[Tps]) -> Table:
             f"{r.tps:,.1f}",
             overhead,
             f"{dist.p50 * 1e3:.2f}",
+            f"{r.p95 * 1e3:.2f}",
             f"{dist.p99 * 1e3:.2f}",
             f"[bold red]{errors}[/]" if errors else "0",
         )
@@ -252,10 +342,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
     results: list[Tps] = []
     try:
         with service_from(args) as service:
-            endpoint = provision(service)
+            endpoint, tokens = provision(service), provision_tokens(service)
+            cpu = cpu_readers(engine, service)
             for mode in MODES:
                 console.print(f"app: {mode} …")
-                results += run_mode(engine, endpoint, mode, args)
+                results += run_mode(engine, tokens if mode == "token" else endpoint, mode, args, cpu)
             env = environment.describe(service.url, service.ca, database=engine.dialect.name)
     finally:
         metadata.drop_all(engine)
