@@ -1,4 +1,5 @@
-"""Command line of ``python -m bench``: subcommands ``blobs`` (default), ``transport``, ``app``, ``targets``,
+"""Command line of ``python -m bench``: subcommands ``report`` (what ``make bench`` runs), ``blobs``
+(the default), ``transport``, ``app``, ``targets``,
 ``client``, ``envelope``, ``ceilings``, ``fastpath`` and ``tokenize``."""
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from rich.console import Console
 
 from bench.clients import DEFAULT_TARGETS, TARGET_NAMES
 
-SUBCOMMANDS = ("blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath", "tokenize")
+SUBCOMMANDS = ("report", "blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath",
+               "tokenize")  # fmt: skip
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -68,8 +70,8 @@ class BenchParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def common_options() -> argparse.ArgumentParser:
-    """Options every subcommand takes: the service, the window, the load generator, the output."""
+def service_options() -> argparse.ArgumentParser:
+    """Options of the service under test, the KMS to compare with and the output directory."""
     p = BenchParser(add_help=False)
     service = p.add_argument_group("service under test")
     service.add_argument("--spawn", action="store_true", help="start keymanager locally on SoftHSM in a temp dir")
@@ -83,6 +85,17 @@ def common_options() -> argparse.ArgumentParser:
     service.add_argument("--token", help="an ADMIN token of --url (or @FILE); the bench creates its own principal")
     service.add_argument("--ca", help="CA bundle of --url (e.g. var/tls/ca.pem)")
     service.add_argument("--server-pid", type=int, help="PID of --url's `keymanager serve` (CPU and RSS probes)")
+    kms = p.add_argument_group("AWS KMS (default: a local KMS-API emulator, moto)")
+    kms.add_argument("--aws-region", help="run aws-kms against real AWS KMS in this region")
+    kms.add_argument("--aws-profile", help="AWS profile for real AWS KMS")
+    kms.add_argument("--aws-key-id", help="existing KMS key (default: create one, scheduled for deletion after)")
+    p.add_argument("--out", help="output directory (default bench-out/<timestamp>)")
+    return p
+
+
+def common_options() -> argparse.ArgumentParser:
+    """Options most subcommands take: ``service_options`` and the window and load generator."""
+    p = BenchParser(add_help=False, parents=[service_options()])
     load = p.add_argument_group("load")
     load.add_argument("--concurrency", type=comma_list(int), default=[1], help="client counts, e.g. 1,8,32")
     load.add_argument("--duration", type=float, default=5.0, help="seconds per measurement")
@@ -92,17 +105,12 @@ def common_options() -> argparse.ArgumentParser:
     load.add_argument("--client-procs", type=int, help="load processes (default: one per core, at least 2)")
     load.add_argument("--driver", choices=("python", "wrk"), default="python", help="load generator for km fields")
     load.add_argument("--batch", type=int, default=100, help="fields per batch of km-batch")
-    kms = p.add_argument_group("AWS KMS (default: a local KMS-API emulator, moto)")
-    kms.add_argument("--aws-region", help="run aws-kms against real AWS KMS in this region")
-    kms.add_argument("--aws-profile", help="AWS profile for real AWS KMS")
-    kms.add_argument("--aws-key-id", help="existing KMS key (default: create one, scheduled for deletion after)")
-    p.add_argument("--out", help="output directory (default bench-out/<timestamp>)")
     return p
 
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, tokenize, transport
+    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, suite, tokenize, transport
 
     common = common_options()
     top = BenchParser(prog="python -m bench", description=__doc__)
@@ -137,6 +145,7 @@ def parser() -> argparse.ArgumentParser:
     e.add_argument("--size", type=parse_size, default=70_000_000, help="blob size")
     e.add_argument("--segment-size", type=parse_size, default=256 * 1024, help="segment size")
     e.set_defaults(func=envelope.run)
+    suite.add_parser(commands, service_options())
     ceilings.add_parser(commands)
     fastpath.add_parser(commands)
     tokenize.add_parser(commands)
