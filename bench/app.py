@@ -173,7 +173,9 @@ def read_txn(engine: Engine, cipher: Cipher, ids: list[int]) -> None:
 
 
 def write_txn(engine: Engine, cipher: Cipher, ids: list[int]) -> None:
-    """Encrypt the rows' cards and update them in one transaction."""
+    """Encrypt the rows' cards and update them in one transaction, in id order (so that concurrent
+    writers wait for each other's row locks instead of deadlocking)."""
+    ids = sorted(ids)
     stored = cipher.seal([card_of(i) for i in ids])
     with engine.begin() as conn:
         for row_id, value in zip(ids, stored, strict=True):

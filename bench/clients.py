@@ -42,8 +42,8 @@ WHERE_AES_RUNS = {
     "km-gcm": "in the HSM (GCM)",
     "km-batch": "in the HSM (CBC+HMAC), 100 fields per request",
     "km-envelope": "in the client (data key from the HSM)",
-    "km-kms-api": "in the HSM (GCM) up to 4 KB; above, in the client (data key from the HSM)",
-    "aws-kms": "in the KMS up to 4 KB; above, in the client (data key from the KMS)",
+    "km-kms-api": "in the HSM (GCM) up to 4 KiB; above, in the client (data key from the HSM)",
+    "aws-kms": "in the KMS up to 4 KiB; above, in the client (data key from the KMS)",
     "km-esdk": "in the client (AWS Encryption SDK; data key from the HSM through the KMS door)",
 }
 """Where the AES of each target runs, as every report names it."""

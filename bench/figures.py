@@ -61,13 +61,13 @@ def finish(fig: Figure, ax: Axes) -> bytes:
 
 
 def small_latency(rows: Sequence[Row]) -> bytes:
-    """Mean latency per item against field size, one client; the seed's 48-55 ms band; the 4 KB switch."""
+    """Mean latency per item against field size, one client; the seed's 48-55 ms band; the 4 KiB switch."""
     fig, ax = plt.subplots(figsize=(9, 6.4))
     draw_bands(ax, rows, lambda r: r.first.size, per_item_ms)
     low, high = seeds.SMALL.latency_ms
     ax.axhspan(low, high, color="grey", alpha=0.25, label=f"Townsend on-board appliance (seed): {low:g}-{high:g} ms")
-    ax.axvline(KMS_DIRECT_LIMIT, color="black", linestyle="--", linewidth=1,
-               label="4 KB: km-kms-api and aws-kms switch from Encrypt to envelope (data key + local AES)")  # fmt: skip
+    switch = "4 KiB: km-kms-api and aws-kms switch from Encrypt to envelope (data key + local AES)"
+    ax.axvline(KMS_DIRECT_LIMIT, color="black", linestyle="--", linewidth=1, label=switch)
     ax.set(xscale="log", yscale="log", xlabel="field size (bytes, log scale)")
     ax.set(ylabel="ms per encrypt or decrypt of one field (mean; log)")
     ax.set_title("Small fields, one client: latency per field (lower is better)")

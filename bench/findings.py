@@ -20,6 +20,14 @@ from bench.clients import KMS_DIRECT_LIMIT, SMALL_LIMIT, WHERE_AES_RUNS
 from bench.document import Block, Figure, Heading, Paragraph, Report, Table, cell
 from bench.report import Row, human_size
 
+SWITCH = "4 KiB (4,096 B)"
+"""Where the KMS targets switch from ``Encrypt`` to envelope encryption, as the text names it."""
+WORKLOAD_DOING = {
+    "plain": "in clear",
+    "onboard": "encrypted per field on board",
+    "envelope": "under the SDK envelope with a cached data key",
+    "token": "as FF1 tokens",
+}
 WORKLOAD_NAMES = {
     "plain": "(a) card number in clear",
     "onboard": "(b) per-field on-board encryption",
@@ -30,7 +38,7 @@ TARGET_TEXT = {
     "km": "REST /encrypt and /decrypt on the CBC+HMAC key; the on-board stream above 64 KiB",
     "km-gcm": "REST /encrypt and /decrypt on an AES-256-GCM key",
     "km-batch": "encrypt_many / decrypt_many, 100 fields per request (figures per field)",
-    "km-kms-api": "boto3 Encrypt / Decrypt through keymanager's AWS KMS API door up to 4 KB; GenerateDataKey + local AES above",  # noqa: E501
+    "km-kms-api": "boto3 Encrypt / Decrypt through keymanager's AWS KMS API door up to 4 KiB; GenerateDataKey + local AES above",  # noqa: E501
     "aws-kms": "the same boto3 code against AWS KMS (or its local emulator)",
     "km-envelope": "the SDK's encrypt_stream: a data key per blob from the service, framed AES-256-GCM locally",
     "km-esdk": "the unmodified AWS Encryption SDK (aws-encryption-sdk) with a key of ours, through the KMS door",
@@ -103,6 +111,12 @@ def per_field_ms(row: Row, which: str) -> float:
     return row.latencies(which).mean / row.first.items * 1e3
 
 
+def size_span(rows: Sequence[Row]) -> str:
+    """``512 B to 16 KB`` (or the one size)."""
+    first, last = human_size(rows[0].first.size), human_size(rows[-1].first.size)
+    return first if first == last else f"{first} to {last}"
+
+
 def span(values: Sequence[float], digits: int = 1) -> str:
     """``2.1 to 3.4`` (or one figure when they agree at that precision)."""
     low, high = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
@@ -131,9 +145,9 @@ def small_sentence(results: Results) -> str:
     if not cbc:
         return ""
     top = top_clients(results)
-    first, last = cbc[0].first.size, cbc[-1].first.size
+    first = cbc[0].first.size
     text = (
-        f"Small fields through the HSM: with one client, a {human_size(first)} to {human_size(last)} field took "
+        f"Small fields through the HSM: with one client, a {size_span(cbc)} field took "
         f"{span([per_field_ms(r, 'encrypt') for r in cbc])} ms to encrypt and "
         f"{span([per_field_ms(r, 'decrypt') for r in cbc])} ms to decrypt on the CBC+HMAC key (mean)"
     )
@@ -181,7 +195,7 @@ def large_sentence(results: Results) -> str:
         return ""
     last = stream[-1]
     text = (
-        f"Large blobs ({human_size(stream[0].first.size)} to {human_size(last.first.size)}): the on-board stream "
+        f"Large blobs ({size_span(stream)}): the on-board stream "
         f"(AES in the HSM) ran at {span([mb_per_s(r, 'encrypt') for r in stream], 0)} MB/s to encrypt "
         f"({human_size(last.first.size)} in {last.latencies('encrypt').mean:.2f} s)"
     )
@@ -189,7 +203,7 @@ def large_sentence(results: Results) -> str:
         text += f", the SDK envelope (AES in the client) at {span([mb_per_s(r, 'encrypt') for r in envelope], 0)} MB/s"
     if esdk:
         text += (
-            f", the AWS Encryption SDK through our KMS door at {span([mb_per_s(r, 'encrypt') for r in esdk], 0)} MB/s"  # noqa: E501
+            f", the AWS Encryption SDK through our KMS door at {span([mb_per_s(r, 'encrypt') for r in esdk], 0)} MB/s"
         )
     first, final = seeds.LARGE.first, seeds.LARGE.last
     return text + (
@@ -227,7 +241,7 @@ def door_sentence(results: Results) -> str:
     return (
         f"The KMS door (boto3, SigV4, the same GCM key) took {d:.2f} ms per {human_size(size)} Encrypt or Decrypt "
         f"against {n:.2f} ms through the native REST API with the SDK: {d - n:+.2f} ms ({(d / n - 1) * 100:+.0f} %) "
-        f"per operation, most of it boto3's own client work; above {human_size(KMS_DIRECT_LIMIT)} both KMS targets "
+        f"per operation, most of it boto3's own client work; above {SWITCH} both KMS targets "
         f"switch to envelope encryption (GenerateDataKey plus local AES), as AWS KMS requires."
     )
 
@@ -270,7 +284,7 @@ def application_sentence(results: Results) -> str:
         for t in found:
             loss = overhead_pct(results, t)
             extra = "" if t.mode == "plain" or loss is None else f" ({-loss:+.0f} %)"
-            named.append(f"{t.tps:,.0f} tx/s {WORKLOAD_NAMES[t.mode].split(') ', 1)[1]}{extra}")
+            named.append(f"{t.tps:,.0f} tx/s {WORKLOAD_DOING[t.mode]}{extra}")
         parts.append(f"{kind}s: " + ", ".join(named))
     clients = results.workload[0].concurrency
     return (
@@ -281,8 +295,10 @@ def application_sentence(results: Results) -> str:
 
 def seed_application_sentence() -> str:
     """The seeds' before/after figures, quoted with their sources."""
-    quoted = [f"{s.source}: {s.what} {s.before:,g} to {s.after:,g} ({s.change_pct:+.1f} %)" for s in seeds.APPLICATION]
-    return "For comparison, " + "; ".join(quoted) + "."
+    by_source: dict[str, list[str]] = {}
+    for s in seeds.APPLICATION:
+        by_source.setdefault(s.source, []).append(f"{s.what} {s.before:,g} → {s.after:,g} ({s.change_pct:+.1f} %)")
+    return "For comparison, " + "; ".join(f"{source}: {', '.join(said)}" for source, said in by_source.items()) + "."
 
 
 # -- tables ----------------------------------------------------------------------------------------
@@ -366,7 +382,7 @@ def workload_table(results: Results) -> Table:
 def seed_application_table() -> Table:
     """The seeds' before/after tables, as published."""
     rows = [
-        [s.source, s.what, cell(s.before, 1), cell(s.after, 1), f"{s.change_pct:+.1f} %"] for s in seeds.APPLICATION
+        [s.source, s.what, f"{s.before:,g}", f"{s.after:,g}", f"{s.change_pct:+.1f} %"] for s in seeds.APPLICATION
     ]
     return Table("Published before/after figures (the seeds)", ["source", "figure", "before", "after", "change"],
                  rows, "", set(range(len(rows))))  # fmt: skip
@@ -436,7 +452,7 @@ def small_figures(results: Results) -> list[Block]:
     if rows:
         caption = (
             "Each line is one target's mean over the rounds, the band its lowest to highest round; read how far "
-            "each path sits below the grey seed band, and the jump of the KMS targets past the dashed 4 KB line, "
+            "each path sits below the grey seed band, and the jump of the KMS targets past the dashed 4 KiB line, "
             "where they turn to envelope encryption."
         )
         made.append(Figure("latency-small.png", figures.small_latency(rows), "Latency per field", caption))
