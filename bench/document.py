@@ -32,12 +32,16 @@ def cell(value: object, digits: int = 1) -> str:
 
 @dataclass
 class Heading:
+    """A section title (level 2 under the report's title)."""
+
     text: str
     level: int = 2
 
 
 @dataclass
 class Paragraph:
+    """A paragraph of plain text."""
+
     text: str
     emphasis: bool = False
     """A notice (the quick mode's, an emulator's): set apart on the page."""
@@ -45,16 +49,22 @@ class Paragraph:
 
 @dataclass
 class Table:
+    """A captioned table of text cells (see ``cell``), with a note under it."""
+
     title: str
     columns: list[str]
     rows: list[list[str]]
     note: str = ""
     reference_rows: set[int] = field(default_factory=set)
     """Rows that quote a published figure rather than a measurement (shown in italics)."""
+    text_columns: int = 2
+    """Leading columns of words (left-aligned); the others hold figures (right-aligned)."""
 
 
 @dataclass
 class Figure:
+    """A plot: its PNG, its title and the sentence under it."""
+
     name: str
     """File name of the PNG beside the Markdown (``latency-small.png``)."""
     png: bytes
@@ -68,6 +78,8 @@ Block = Heading | Paragraph | Table | Figure
 
 @dataclass
 class Report:
+    """A titled sequence of blocks."""
+
     title: str
     blocks: list[Block]
 
@@ -80,7 +92,7 @@ p.notice { background: #fff4d6; border-left: 4px solid #d89b00; padding: .5rem .
 table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .85rem; }
 caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 th, td { border: 1px solid #ccc; padding: .2rem .45rem; text-align: right; vertical-align: top; }
-th:first-child, td:first-child, th.text, td.text { text-align: left; }
+th.text, td.text { text-align: left; }
 thead th { background: #f0f0f0; }
 tr.reference td { font-style: italic; background: #f7f7ff; }
 p.note { font-size: .85rem; color: #444; margin-top: -.6rem; }
@@ -119,10 +131,14 @@ def html_block(block: Block) -> str:
             f"<figcaption><strong>{html.escape(block.title)}.</strong> {html.escape(block.caption)}</figcaption>"
             "</figure>"
         )
-    head = "".join(f"<th>{html.escape(c)}</th>" for c in block.columns)
+
+    def kind(column: int) -> str:
+        return "text" if column < block.text_columns else "figure"
+
+    head = "".join(f'<th class="{kind(j)}">{html.escape(c)}</th>' for j, c in enumerate(block.columns))
     body = []
     for i, row in enumerate(block.rows):
-        cells = "".join(f"<td>{html.escape(v)}</td>" for v in row)
+        cells = "".join(f'<td class="{kind(j)}">{html.escape(v)}</td>' for j, v in enumerate(row))
         body.append(f'<tr class="{"reference" if i in block.reference_rows else "measured"}">{cells}</tr>')
     note = f'<p class="note">{html.escape(block.note)}</p>' if block.note else ""
     return (
@@ -149,7 +165,7 @@ def markdown_block(block: Block, directory: Path) -> list[str]:
         (directory / block.name).write_bytes(block.png)
         return [f"![{block.title}]({block.name})", "", f"*{block.title}.* {block.caption}"]
     lines = [f"**{block.title}**", "", "| " + " | ".join(block.columns) + " |"]
-    lines.append("|" + "|".join("---" if i == 0 else "---:" for i in range(len(block.columns))) + "|")
+    lines.append("|" + "|".join("---" if i < block.text_columns else "---:" for i in range(len(block.columns))) + "|")
     for i, row in enumerate(block.rows):
         shown = [f"*{v}*" if i in block.reference_rows and v else v for v in row]
         lines.append("| " + " | ".join(v.replace("|", "\\|") for v in shown) + " |")

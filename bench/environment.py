@@ -14,7 +14,8 @@ from urllib.parse import urlsplit
 
 import psutil
 
-PACKAGES = ("keymanager", "keymanager-sdk", "boto3", "botocore", "moto", "httpx", "cryptography", "uvicorn")
+PACKAGES = ("keymanager", "keymanager-sdk", "boto3", "botocore", "moto", "aws-encryption-sdk", "httpx", "cryptography",
+            "uvicorn")  # fmt: skip
 
 
 def cpu_model() -> str:

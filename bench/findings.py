@@ -7,7 +7,6 @@ a batch's latency is divided by its fields, so that every row reads per field.
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from bench.aws import AwsConfig, network_round_trip_ms
 from bench.clients import KMS_DIRECT_LIMIT, SMALL_LIMIT, WHERE_AES_RUNS
 from bench.document import Block, Figure, Heading, Paragraph, Report, Table, cell
 from bench.report import Row, human_size
+from bench.stats import percentile
 
 SWITCH = "4 KiB (4,096 B)"
 """Where the KMS targets switch from ``Encrypt`` to envelope encryption, as the text names it."""
@@ -117,6 +117,11 @@ def size_span(rows: Sequence[Row]) -> str:
     return first if first == last else f"{first} to {last}"
 
 
+def duration(seconds: float) -> str:
+    """``16 ms`` below a second, ``2.41 s`` from there."""
+    return f"{seconds * 1e3:,.0f} ms" if seconds < 1 else f"{seconds:,.2f} s"
+
+
 def span(values: Sequence[float], digits: int = 1) -> str:
     """``2.1 to 3.4`` (or one figure when they agree at that precision)."""
     low, high = f"{min(values):,.{digits}f}", f"{max(values):,.{digits}f}"
@@ -197,7 +202,7 @@ def large_sentence(results: Results) -> str:
     text = (
         f"Large blobs ({size_span(stream)}): the on-board stream "
         f"(AES in the HSM) ran at {span([mb_per_s(r, 'encrypt') for r in stream], 0)} MB/s to encrypt "
-        f"({human_size(last.first.size)} in {last.latencies('encrypt').mean:.2f} s)"
+        f"({human_size(last.first.size)} in {duration(last.latencies('encrypt').mean)})"
     )
     if envelope:
         text += f", the SDK envelope (AES in the client) at {span([mb_per_s(r, 'encrypt') for r in envelope], 0)} MB/s"
@@ -222,10 +227,11 @@ def stream_or_envelope_sentence(results: Results) -> str:
     ratio = mb_per_s(e, "encrypt") / mb_per_s(s, "encrypt")
     return (
         f"Stream through the HSM when no data key may ever reach the application (a {human_size(s.first.size)} blob "
-        f"then takes {s.latencies('encrypt').mean:.2f} s, the key manager's CPU doing the AES); use envelope "
-        f"encryption when throughput matters: the key manager only makes and wraps the data key, the client's AES "
-        f"ran {ratio:,.1f}x faster at {human_size(s.first.size)} ({e.latencies('encrypt').mean:.2f} s), and the "
-        f"service's work per blob stays one data-key call whatever the size."
+        f"then takes {duration(s.latencies('encrypt').mean)} to encrypt, the key manager's CPU doing the AES); use "
+        f"envelope encryption when throughput matters: the key manager only makes and wraps the data key, the "
+        f"client's AES ran {ratio:,.1f}x faster at {human_size(s.first.size)} "
+        f"({duration(e.latencies('encrypt').mean)}), and the service's work per blob stays one data-key call "
+        "whatever the size."
     )
 
 
@@ -362,12 +368,11 @@ def workload_table(results: Results) -> Table:
                "CPU key manager %", "CPU database %", "tx/s lost vs clear", "errors"]  # fmt: skip
     rows = []
     for t in results.workload:
-        dist = t.latencies
+        ordered = sorted(t.latencies)
         loss = overhead_pct(results, t)
         rows.append([
             WORKLOAD_NAMES[t.mode], t.kind, cell(t.concurrency), cell(t.tps, 1),
-            cell(statistics.median(dist) * 1e3 if dist else None, 2), cell(t.p95 * 1e3, 2),
-            cell(sorted(dist)[max(0, int(len(dist) * 0.99) - 1)] * 1e3 if dist else None, 2),
+            *(cell(percentile(ordered, p) * 1e3, 2) for p in (50.0, 95.0, 99.0)),
             cell(t.cpu_pct("app"), 0), cell(t.cpu_pct("keymanager"), 0), cell(t.cpu_pct("database"), 0),
             "—" if t.mode == "plain" or loss is None else f"{loss:.1f} %", cell(sum(t.errors.values())),
         ])  # fmt: skip
@@ -381,9 +386,7 @@ def workload_table(results: Results) -> Table:
 
 def seed_application_table() -> Table:
     """The seeds' before/after tables, as published."""
-    rows = [
-        [s.source, s.what, f"{s.before:,g}", f"{s.after:,g}", f"{s.change_pct:+.1f} %"] for s in seeds.APPLICATION
-    ]
+    rows = [[s.source, s.what, f"{s.before:,g}", f"{s.after:,g}", f"{s.change_pct:+.1f} %"] for s in seeds.APPLICATION]
     return Table("Published before/after figures (the seeds)", ["source", "figure", "before", "after", "change"],
                  rows, "", set(range(len(rows))))  # fmt: skip
 
@@ -391,7 +394,7 @@ def seed_application_table() -> Table:
 def targets_table() -> Table:
     """What each target does and where its AES runs."""
     rows = [[name, text, WHERE_AES_RUNS[name]] for name, text in TARGET_TEXT.items()]
-    return Table("What was measured", ["target", "what it does", "where the AES runs"], rows)
+    return Table("What was measured", ["target", "what it does", "where the AES runs"], rows, text_columns=3)
 
 
 def environment_table(results: Results) -> Table:
