@@ -63,6 +63,7 @@ if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
 fi
 if [ "$purpose" = test ]; then
   command -v jq >/dev/null || missing+=(jq)  # the README's curl examples, run by the e2e tests
+  command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing the Debian packages ${missing[*]}" "20-60 s"
