@@ -266,10 +266,13 @@ def aws_sentence(results: Results) -> str:
             f"{p50:.2f} ms p50 per {human_size(size)} operation is not AWS KMS's latency: a real region adds the "
             f"network round trip and its HSM fleet. Run with --aws-region to measure AWS KMS itself."
         )
-    rtt = network_round_trip_ms(kms)
+    try:
+        rtt = f"{network_round_trip_ms(kms):.1f} ms"
+    except OSError as exc:
+        rtt = f"not measured ({type(exc).__name__})"
     return (
-        f"AWS KMS ({kms.label}): {p50:.2f} ms p50 per {human_size(size)} Encrypt or Decrypt, of which the "
-        f"network round trip (TCP connect to the regional endpoint, median) is {rtt:.1f} ms."
+        f"AWS KMS ({kms.label}): {p50:.2f} ms p50 per {human_size(size)} Encrypt or Decrypt over the network; "
+        f"its round trip (TCP connect to the regional endpoint, median of 5): {rtt}."
     )
 
 

@@ -22,7 +22,7 @@ from bench.clients import Operation, TargetSpec
 
 WARMUP_BYTES = 256 * 1024
 """Warm-up operations use at most this payload (a 70 MB warm-up would take longer than the run)."""
-START_MARGIN = 0.5
+START_MARGIN = 0.3
 
 
 @dataclass(frozen=True)

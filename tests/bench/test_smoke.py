@@ -31,6 +31,7 @@ def test_blobs_writes_json_and_plots(tmp_path: Path) -> None:
     done = bench("blobs", "--spawn", "--sizes", "1K,100K", "--concurrency", "2", "--out", str(tmp_path), *QUICK)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "AWS KMS API (local emulator)" in done.stdout
+    assert "[1/10 " in done.stdout and "[10/10 " in done.stdout  # a line per measurement (stdout is a pipe)
     report = json.loads((tmp_path / "blobs.json").read_text())
     assert report["ok"] is True and report["errors_total"] == 0
     assert {"cpu_model", "logical_cores", "python", "versions", "tls", "load_generator"} <= report["environment"].keys()
@@ -56,8 +57,9 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     done = bench("targets", "--spawn", "--fast", "--out", str(tmp_path), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     once = "ceilings (--fast: the ceilings measured once, at the start"
-    for text in ("fraction", once, "KMS API CPU per Encrypt vs native REST", "km-kms-api p50"):
+    for text in ("fraction", once, "KMS API CPU per Encrypt vs native REST", "km-kms-api p50", "no verdicts"):
         assert text in done.stdout, text
+    assert " met " not in done.stdout  # --fast judges nothing: no verdict column
     report = json.loads((tmp_path / "targets.json").read_text())
     assert report["ok"] is True and report["fast"] is True and report["errors_total"] == 0
     ceilings = report["ceilings"]
