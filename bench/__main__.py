@@ -2,7 +2,7 @@
 
 import sys
 
-EXTRA = ("rich", "matplotlib", "boto3", "botocore", "moto", "psutil", "aws_encryption_sdk", "flask", "keymanager_sdk")
+EXTRA = ("rich", "boto3", "botocore", "moto", "psutil", "aws_encryption_sdk", "flask", "keymanager_sdk")
 """Top-level modules of the ``bench`` extra (and the SDK) that the bench imports."""
 
 

@@ -1,8 +1,8 @@
 """A report as blocks (headings, paragraphs, tables, figures) and its two renderings.
 
-``html`` is one self-contained page: the plots inline as base64 PNG, the style inline, no script
+``html`` is one self-contained page: the plots inline as base64 SVG images, the style inline, no script
 and nothing fetched from the network; it prints on A4 or Letter. ``markdown`` is the same text
-with the plots as PNG files beside it. A cell is always text: a figure that is unknown shows as
+with the plots as SVG files beside it. A cell is always text: a figure that is unknown shows as
 ``—`` (never ``None`` or ``NaN``).
 """
 
@@ -63,11 +63,11 @@ class Table:
 
 @dataclass
 class Figure:
-    """A plot: its PNG, its title and the sentence under it."""
+    """A plot: its SVG document, its title and the sentence under it."""
 
     name: str
-    """File name of the PNG beside the Markdown (``latency-small.png``)."""
-    png: bytes
+    """File name of the SVG beside the Markdown (``latency-small.svg``)."""
+    svg: bytes
     title: str
     caption: str
     """One sentence saying what to read from the plot."""
@@ -125,9 +125,9 @@ def html_block(block: Block) -> str:
     if isinstance(block, Paragraph):
         return f'<p class="{"notice" if block.emphasis else "text"}">{html.escape(block.text)}</p>'
     if isinstance(block, Figure):
-        data = base64.b64encode(block.png).decode()
+        data = base64.b64encode(block.svg).decode()
         return (
-            f'<figure><img alt="{html.escape(block.title)}" src="data:image/png;base64,{data}">'
+            f'<figure><img alt="{html.escape(block.title)}" src="data:image/svg+xml;base64,{data}">'
             f"<figcaption><strong>{html.escape(block.title)}.</strong> {html.escape(block.caption)}</figcaption>"
             "</figure>"
         )
@@ -162,7 +162,7 @@ def markdown_block(block: Block, directory: Path) -> list[str]:
     if isinstance(block, Paragraph):
         return [f"> **{block.text}**" if block.emphasis else block.text]
     if isinstance(block, Figure):
-        (directory / block.name).write_bytes(block.png)
+        (directory / block.name).write_bytes(block.svg)
         return [f"![{block.title}]({block.name})", "", f"*{block.title}.* {block.caption}"]
     lines = [f"**{block.title}**", "", "| " + " | ".join(block.columns) + " |"]
     lines.append("|" + "|".join("---" if i < block.text_columns else "---:" for i in range(len(block.columns))) + "|")

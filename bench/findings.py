@@ -461,7 +461,7 @@ def small_figures(results: Results) -> list[Block]:
             "each path sits below the grey seed band, and the jump of the KMS targets past the dashed 4 KiB line, "
             "where they turn to envelope encryption."
         )
-        made.append(Figure("latency-small.png", figures.small_latency(rows), "Latency per field", caption))
+        made.append(Figure("latency-small.svg", figures.small_latency(rows), "Latency per field", caption))
     levels = results.plan["concurrency"]
     size = min(results.plan["small_sizes"])
     at = [r for r in results.rows if r.first.size == size]
@@ -470,7 +470,7 @@ def small_figures(results: Results) -> list[Block]:
             "Fields per second as clients are added (band: lowest to highest round); a line that flattens has met "
             "the machine's cores, not a limit of the key manager alone, since clients and service share them."
         )
-        made.append(Figure("ops-vs-concurrency.png", figures.concurrency(at), "Fields per second by clients", caption))
+        made.append(Figure("ops-vs-concurrency.svg", figures.concurrency(at), "Fields per second by clients", caption))
     else:
         made.append(Paragraph(
             f"No concurrency plot: {len(levels)} levels were measured ({', '.join(map(str, levels))}); a plot needs "
@@ -489,7 +489,7 @@ def large_figures(results: Results) -> list[Block]:
         "the key manager only wrapping one data key per blob; the on-board stream's line is the key manager's "
         "own AES. The dotted line is the seed appliance's 6.5 MB/s."
     )
-    return [Figure("throughput-large.png", figures.large_throughput(rows), "Large-blob throughput", caption)]
+    return [Figure("throughput-large.svg", figures.large_throughput(rows), "Large-blob throughput", caption)]
 
 
 def application_figures(results: Results) -> list[Block]:
@@ -501,11 +501,11 @@ def application_figures(results: Results) -> list[Block]:
     def tps(mode: str, kind: str) -> float:
         return next((t.tps for t in results.workload if t.mode == mode and t.kind == kind), 0.0)
 
-    png = figures.application([WORKLOAD_NAMES[m] for m in modes], [tps(m, "read") for m in modes],
+    svg = figures.application([WORKLOAD_NAMES[m] for m in modes], [tps(m, "read") for m in modes],
                               [tps(m, "write") for m in modes])  # fmt: skip
     caption = (
         "The gap between (a) and each other pair of bars is what that way of protecting the card number costs "
         "this workload; per-field calls pay a round trip to the key manager per card number, the cached data key "
         "only local AES."
     )
-    return [Figure("application.png", png, "Transactions per second by protection", caption)]
+    return [Figure("application.svg", svg, "Transactions per second by protection", caption)]

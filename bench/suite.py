@@ -2,7 +2,7 @@
 costs an application, measured in one run and written as a report a security team can pass on.
 
 Into ``--out`` (default ``bench-out/<time>/``): ``report.html`` (self-contained: tables, plots
-inline, printable), ``report.md`` with its plots as PNG files, and ``report.json`` with every
+inline, printable), ``report.md`` with its plots as SVG files, and ``report.json`` with every
 sample. ``--quick`` measures a subset (fewer sizes, rounds and clients, shorter windows; under two
 minutes on a 2-core machine) and says so at the top of the report; the full run prints its
 estimate before it starts. Every option left unset takes the full or the quick plan's value.
@@ -251,7 +251,7 @@ def application(r: Rig, plan: Plan, server: str, out: Path, progress: Steps) -> 
 
 
 def write(out: Path, report: document.Report, results: findings.Results, measurements: list[Measurement]) -> None:
-    """``report.html``, ``report.md`` (+ its PNGs) and ``report.json`` (every sample) into ``out``."""
+    """``report.html``, ``report.md`` (+ its SVG plots) and ``report.json`` (every sample) into ``out``."""
     (out / "report.html").write_text(document.html_page(report), encoding="utf-8")
     (out / "report.md").write_text(document.markdown(report, out), encoding="utf-8")
     body = {

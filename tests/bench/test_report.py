@@ -146,8 +146,8 @@ def test_markdown_and_json_beside_the_page(run: tuple[Path, str]) -> None:
     assert re.search(r"^\[1/\d+ \d+ s\] km 512 B x1 round 1/2: ", stdout, re.MULTILINE)  # a line per measurement
     assert stdout.startswith("report: quick run")  # the estimate comes first
     md = (out / "report.md").read_text()
-    for name in ("latency-small.png", "throughput-large.png", "application.png"):
-        assert f"]({name})" in md and (out / name).read_bytes()[:4] == b"\x89PNG"
+    for name in ("latency-small.svg", "throughput-large.svg", "application.svg"):
+        assert f"]({name})" in md and (out / name).read_text().startswith("<svg ")
     document = json.loads((out / "report.json").read_text())
     assert document["ok"] is True and document["quick"] is True and document["database"].startswith("PostgreSQL")
     assert document["summary"] and document["seeds"]["large"]["mb_per_s"] == 6.5
