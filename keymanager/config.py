@@ -88,6 +88,10 @@ class Settings(BaseSettings):
     auth_failure_summary_seconds: float = Field(default=60.0, gt=0)
     """At most one audit record per client address per this many seconds sums up its failed
     authentications and throttled requests."""
+    credential_index_max: int = Field(default=100_000, ge=1)
+    """Stored credentials of each kind (bearer tokens, certificate subjects, access keys) whose
+    digests each worker keeps so that a throttled address is still served for a valid credential
+    (``services/credential_index.py``); beyond it, the others are throttled as strangers' are."""
     cache_max_principals: int = Field(default=10_000, ge=1)
     """Principals (by credential) each worker caches; the least recently used are evicted."""
     cache_max_keys: int = Field(default=10_000, ge=1)
