@@ -2,10 +2,11 @@
 
 Against a real two-worker server over TLS: 60 bad bearer tokens a second for 10 s from 127.0.0.1,
 each on a connection of its own (so both workers throttle the address), while from the same
-address an existing token, a token made during the burst, and an access key signing with boto3
-(the KMS door) each make 20 requests, each on a connection of its own (so both workers serve
-each). Bound: 0 of the 60 good requests refused; the stranger is still throttled (most of its
-600 requests answered 429, at most one audit record per worker summing them up).
+address an existing token, a token made during the burst, an access key signing with boto3
+(the KMS door) and a client certificate each make 20 requests, each on a connection of its own
+(so both workers serve each). Bound: 0 of the 80 good requests refused; the stranger is still
+throttled (most of its 600 requests answered 429, at most one audit record per worker summing
+them up).
 """
 
 from __future__ import annotations
@@ -91,10 +92,12 @@ def test_a_stranger_flooding_bad_tokens_refuses_no_good_client_from_its_address(
         steady = new_app(server, "steady")
         with client(server, server.admin_token, ADMIN_ADDRESS) as admin:
             pair = admin.post("/v1/principals/steady/access-keys", json={}).json()
+            bound = {"name": "by-cert", "role": "app", "cert_subject": "CN=billing,O=keymanager"}
+            assert admin.post("/v1/principals", json=bound).status_code == 201
             before = admin.get("/v1/audit", params={"limit": 1000}).json()["records"]
         kms = kms_of(server, pair)
         stranger_statuses: list[int] = []
-        refused: dict[str, list[int]] = {"existing token": [], "new token": [], "access key": []}
+        refused: dict[str, list[int]] = {"existing token": [], "new token": [], "access key": [], "certificate": []}
         stop = threading.Event()
         flood = threading.Thread(target=stranger, args=(server, stranger_statuses, stop))
         flood_started = time.monotonic()
@@ -104,6 +107,13 @@ def test_a_stranger_flooding_bad_tokens_refuses_no_good_client_from_its_address(
 
         def existing() -> int:
             with client(server, steady["token"]) as app:
+                return app.get("/v1/keys", headers=CLOSE).status_code
+
+        tls = server.var_dir / "tls"  # the development client certificate of ``keymanager init``
+        certificate = (str(tls / "client-billing.pem"), str(tls / "client-billing-key.pem"))
+
+        def by_certificate() -> int:
+            with server.client(cert=certificate) as app:
                 return app.get("/v1/keys", headers=CLOSE).status_code
 
         def kms_call() -> int:
@@ -125,6 +135,7 @@ def test_a_stranger_flooding_bad_tokens_refuses_no_good_client_from_its_address(
         good_clients = [
             threading.Thread(target=good, args=(existing, refused["existing token"], 0.35)),
             threading.Thread(target=good, args=(kms_call, refused["access key"], 0.35)),
+            threading.Thread(target=good, args=(by_certificate, refused["certificate"], 0.35)),
             threading.Thread(target=fresh),
         ]
         for thread in good_clients:
