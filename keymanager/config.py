@@ -78,7 +78,7 @@ class Settings(BaseSettings):
     tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
     keepalive_timeout_seconds: int = Field(default=5, gt=0)
     """An idle keep-alive connection is closed after this long."""
-    # -- real client addresses behind a balancer (issue 20, item 1: serving/proxy.py) --
+    # -- real client addresses behind a balancer (issue 20, item 1: serving/client_address.py) --
     trusted_proxies: Annotated[list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode] = []
     """Balancers whose word on the client's address is taken: CIDRs, comma-separated (empty: none;
     every address is the TCP peer's). From these addresses only, the PROXY protocol header (v1 or

@@ -9,8 +9,8 @@ In this order, for every HTTP request (:class:`FrontDoor`):
    public routes (:data:`PUBLIC_PATHS`). An unknown credential is 401; an address that failed too
    often is 429 with ``Retry-After`` (see ``services/throttle.py``) unless its credential is a
    stored one (:func:`vouched_for`: cached, or in ``services/credential_index.py``), which is
-   then authenticated as any other. The principal's credential goes into ``scope["state"]["credential"]``, where
-   the route's own authentication (``api/deps.py``) reads it.
+   then authenticated as any other. The principal's credential goes into
+   ``scope["state"]["credential"]``, where the route's own authentication (``api/deps.py``) reads it.
 4. Only then is the body read, and cut at the route's limit: ``max_json`` for every route but
    the two batch routes (``max_batch``) and the two stream routes (no limit; they check the
    key's policy before they keep anything).

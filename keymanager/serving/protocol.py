@@ -42,7 +42,6 @@ from keymanager.serving.refusals import connection_refusals
 CLOSE_GRACE_SECONDS = 1.0
 """After a refusal, how long a TLS close may wait for the client's close_notify before the socket is dropped."""
 
-log = logging.getLogger(__name__)
 _REFUSALS = {400: "bad_request", 408: "head_timeout", 431: "head_too_large"}
 _REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
 
