@@ -7,7 +7,8 @@ trusted address without a header, and any other address with one, is refused; a 
 truncated, oversized or slow header closes the connection within the header timeout (2 s here),
 300 of them leave the worker's memory as it was (≤ 20 MB growth of its peak) and each is counted
 in the metrics; behind HAProxy run from ``deploy/haproxy.cfg``, clients from 127.0.0.2 and
-127.0.0.3 have their own ``client`` in the audit log and their own throttle buckets; with
+127.0.0.3 have their own ``client`` in the audit log and their own throttle buckets, and its health
+checks (with their PROXY header) keep the replica up; with
 ``KM_PROXY_PROTOCOL=false``, ``X-Forwarded-For`` is believed from the trusted address only.
 """
 
@@ -229,7 +230,9 @@ def haproxy(home: Path, server: Server) -> Iterator[str]:
     binary = shutil.which("haproxy") or "/usr/sbin/haproxy"
     port = free_port()
     config = home / "haproxy.cfg"
-    config.write_text(haproxy_config(port, port_of(server.url)))
+    checks_often = haproxy_config(port, port_of(server.url)).replace(" inter 5s ", " inter 200ms ")
+    assert " inter 200ms " in checks_often
+    config.write_text(checks_often)  # a failing health check shows within a second
     log = home / "haproxy.log"
     with log.open("ab") as out:
         process = subprocess.Popen([binary, "-db", "-f", str(config)], stdout=out, stderr=out)
@@ -237,9 +240,11 @@ def haproxy(home: Path, server: Server) -> Iterator[str]:
         url = f"https://127.0.0.1:{port}"
         wait_ready(url, server.ca, process, log)
         yield url
+        time.sleep(1.5)  # 7 health checks, each with its PROXY header; 3 failed ones mark a server DOWN
     finally:
         process.terminate()
         process.wait(timeout=20)
+    assert "is DOWN" not in log.read_text(), log.read_text()[-2000:]
 
 
 def client_from(server: Server, url: str, address: str, token: str) -> httpx.Client:
