@@ -56,6 +56,9 @@ from bench.service import Service, free_port, init_home, provision, serve, wait_
 
 FIELD_BYTES = 1_000
 HAPROXY_CFG = Path(__file__).resolve().parent.parent / "deploy" / "haproxy.cfg"
+PROXY_SOURCE = "127.0.0.9"
+"""HAProxy's address towards the replicas: the only one they trust (``KM_TRUSTED_PROXIES``) to send
+the PROXY header; the bench's direct connections come from 127.0.0.1 and send none."""
 SQLITE, POSTGRES_ONE, POSTGRES_TWO = "sqlite, 1 replica", "postgresql, 1 replica", "postgresql, 2 replicas"
 SETUPS = (SQLITE, POSTGRES_ONE, POSTGRES_TWO)
 
@@ -187,15 +190,17 @@ def audit_counts(installation: Installation) -> tuple[int, int]:
 # -- HAProxy from deploy/haproxy.cfg ----------------------------------------------------------
 def haproxy_config(port: int, replicas: list[int]) -> str:
     """``deploy/haproxy.cfg`` with the addresses of this machine: the listener on 127.0.0.1:``port``,
-    the replicas on 127.0.0.1, no Docker DNS resolver. Everything else (mode tcp, leastconn, the
-    ``/v1/ready`` checks, the timeouts) as deployed."""
+    the replicas on 127.0.0.1, reached from :data:`PROXY_SOURCE` (the one address the replicas
+    trust to send the PROXY header), no Docker DNS resolver. Everything else (mode tcp, leastconn,
+    the PROXY v2 header, the ``/v1/ready`` checks, the timeouts) as deployed."""
     text = HAPROXY_CFG.read_text()
     text = re.sub(r"(?ms)^resolvers docker\n.*?\n\n", "", text)
-    text = text.replace(" resolvers docker init-addr last,libc,none", "")
+    text = text.replace(" resolvers docker init-addr last,libc,none", f" source {PROXY_SOURCE}")
     text = re.sub(r"(?m)^(\s+bind) :8443$", rf"\1 127.0.0.1:{port}", text)
     for number, replica in enumerate(replicas, 1):
         text = re.sub(rf"(?m)^(\s+server keymanager-{number}) \S+$", rf"\1 127.0.0.1:{replica}", text)
-    if "resolvers" in text or ":8443" in text or text.count("server keymanager-") != len(replicas):
+    shape = "send-proxy-v2" in text and PROXY_SOURCE in text and text.count("server keymanager-") == len(replicas)
+    if "resolvers" in text or ":8443" in text or not shape:
         raise RuntimeError(f"{HAPROXY_CFG} changed shape: the bench cannot rewrite its addresses")
     return text
 
@@ -222,13 +227,13 @@ def haproxy(home: Path, replicas: list[Service]) -> Iterator[tuple[str, int]]:
 # -- one setup measured ----------------------------------------------------------------------
 @contextlib.contextmanager
 def replicas(installation: Installation, count: int, workers: int) -> Iterator[list[Service]]:
-    """``count`` replicas of ``workers`` processes each on ``installation`` until the block ends."""
+    """``count`` replicas of ``workers`` processes each on ``installation`` until the block ends,
+    trusting HAProxy (:data:`PROXY_SOURCE`) to name the clients."""
+    settings = {**installation.settings(), "KM_TRUSTED_PROXIES": f"{PROXY_SOURCE}/32"}
     with contextlib.ExitStack() as stack:
         yield [
             stack.enter_context(
-                serve(
-                    installation.home, installation.var_dir, installation.pin, workers, settings=installation.settings()
-                )
+                serve(installation.home, installation.var_dir, installation.pin, workers, settings=settings)
             )
             for _ in range(count)
         ]

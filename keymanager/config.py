@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEV_PIN = "km-dev-pin"
 DEV_SO_PIN = "km-dev-so-pin"
@@ -77,6 +78,19 @@ class Settings(BaseSettings):
     tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
     keepalive_timeout_seconds: int = Field(default=5, gt=0)
     """An idle keep-alive connection is closed after this long."""
+    # -- real client addresses behind a balancer (issue 20, item 1: serving/client_address.py) --
+    trusted_proxies: Annotated[list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode] = []
+    """Balancers whose word on the client's address is taken: CIDRs, comma-separated (empty: none;
+    every address is the TCP peer's). From these addresses only, the PROXY protocol header (v1 or
+    v2, in front of the TLS handshake: HAProxy ``send-proxy-v2``) or, with ``KM_PROXY_PROTOCOL``
+    false, ``Forwarded`` / ``X-Forwarded-For`` names the client."""
+    proxy_protocol: bool = True
+    """Connections from ``KM_TRUSTED_PROXIES`` must begin with a PROXY protocol header (refused
+    without one); false for a balancer that terminates TLS and names the client in ``Forwarded`` /
+    ``X-Forwarded-For`` instead. A PROXY header from any other address is always refused."""
+    refusal_log_seconds: float = Field(default=60.0, gt=0)
+    """Connections refused before a request (400, 408, 431, TLS failures, bad PROXY headers) log at
+    most one line per client address per this many seconds, with their count."""
     # -- front door (issue 10: authentication before the body, throttling, bounded caches) --
     auth_failures_per_second: float = Field(default=2.0, gt=0)
     """Failed authentications each client address may make per second, per worker process, once its
@@ -88,6 +102,10 @@ class Settings(BaseSettings):
     auth_failure_summary_seconds: float = Field(default=60.0, gt=0)
     """At most one audit record per client address per this many seconds sums up its failed
     authentications and throttled requests."""
+    credential_index_max: int = Field(default=100_000, ge=1)
+    """Stored credentials of each kind (bearer tokens, certificate subjects, access keys) whose
+    digests each worker keeps so that a throttled address is still served for a valid credential
+    (``services/credential_index.py``); beyond it, the others are throttled as strangers' are."""
     cache_max_principals: int = Field(default=10_000, ge=1)
     """Principals (by credential) each worker caches; the least recently used are evicted."""
     cache_max_keys: int = Field(default=10_000, ge=1)
@@ -124,6 +142,13 @@ class Settings(BaseSettings):
     """When set, every audit checkpoint line is also appended to this file (keep it off the database's host)."""
     audit_checkpoint_interval_seconds: float = Field(default=60.0, gt=0)
     """How often each process writes a checkpoint of the audit chain (when it moved) to its log; also at shutdown."""
+
+    @field_validator("trusted_proxies", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
 
     @field_validator("audit_key_label")
     @classmethod

@@ -7,9 +7,10 @@ In this order, for every HTTP request (:class:`FrontDoor`):
 2. A ``Content-Length`` over the route's limit is refused with 413.
 3. The caller authenticates — bearer token or verified TLS client certificate — except on the
    public routes (:data:`PUBLIC_PATHS`). An unknown credential is 401; an address that failed too
-   often is 429 with ``Retry-After`` (see ``services/throttle.py``) unless its credential is
-   already known. The principal's credential goes into ``scope["state"]["credential"]``, where
-   the route's own authentication (``api/deps.py``) reads it.
+   often is 429 with ``Retry-After`` (see ``services/throttle.py``) unless its credential is a
+   stored one (:func:`vouched_for`: cached, or in ``services/credential_index.py``), which is
+   then authenticated as any other. The principal's credential goes into
+   ``scope["state"]["credential"]``, where the route's own authentication (``api/deps.py``) reads it.
 4. Only then is the body read, and cut at the route's limit: ``max_json`` for every route but
    the two batch routes (``max_batch``) and the two stream routes (no limit; they check the
    key's policy before they keep anything).
@@ -122,7 +123,7 @@ class FrontDoor:
         credential = credential_of(scope, headers.get(b"authorization"))
         services = self.services()
         wait = self.throttle.retry_after(address)
-        if wait is not None and not (credential is not None and services.cache.knows(credential)):
+        if wait is not None and not await vouched_for(services, credential):
             await write_summary(services, self.throttle.refused(address), scope, 429)
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
@@ -134,6 +135,14 @@ class FrontDoor:
             await write_summary(services, self.throttle.failed(address), scope, 401)
             raise
         scope["state"][CREDENTIAL] = credential
+
+
+async def vouched_for(services: Services, credential: Credential | None) -> bool:
+    """Whether ``credential`` is a stored one (cached, or in the credential index): a throttled
+    address is served for it, since the throttle limits what strangers cost, not who may be served."""
+    if credential is None:
+        return False
+    return services.cache.knows(credential) or await services.credentials.holds(credential.cache_name)
 
 
 async def write_summary(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:

@@ -11,7 +11,9 @@ before its caller authenticated (no, malformed or wrong signature, unknown acces
 anything refused before the signature could be checked: an unknown operation, a body over the
 limit, malformed JSON), which shares the REST door's per-address throttle: counted, summarised
 in one ``auth.failed`` record per address and interval, and once an address's burst is spent
-refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read.
+refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read — unless the
+access key it claims is a stored one (``services/credential_index.py``): a valid signature is
+never refused for a stranger's failures from the same address.
 """
 
 from __future__ import annotations
@@ -30,9 +32,10 @@ from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import write_summary
 from keymanager.domain import kms
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.domain.sigv4 import ReceivedRequest, claimed_access_key_id
 from keymanager.errors import KeyManagerError
 from keymanager.services.container import Services
+from keymanager.services.credential_index import ACCESS_KEY
 from keymanager.services.kms import Call
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -113,7 +116,7 @@ class KmsDoor:
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []
         wait = self.throttle.retry_after(address)
-        if wait is not None:
+        if wait is not None and not await _vouched_for(svc, headers):
             await write_summary(svc, self.throttle.refused(address), scope, 400)
             status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
@@ -126,6 +129,14 @@ class KmsDoor:
         response_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": body})
+
+
+async def _vouched_for(svc: Services, headers: list[tuple[str, str]]) -> bool:
+    """Whether the access key the request claims is a stored one: a throttled address is served
+    for it (its signature is then verified as any other's)."""
+    authorization = next((v for k, v in headers if k.lower() == "authorization"), "")
+    key_id = claimed_access_key_id(authorization)
+    return key_id is not None and await svc.credentials.holds(ACCESS_KEY + key_id)
 
 
 async def _answer(

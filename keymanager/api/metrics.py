@@ -87,6 +87,11 @@ class Metrics:
         self.auth_throttled = counter(
             "km_auth_throttled_total", "Requests refused with 429 after too many failed authentications"
         )
+        self.connections_refused = counter(
+            "km_connections_refused_total",
+            "Connections refused before a whole request: bad HTTP, slow or large heads, TLS failures, PROXY headers",
+            ["reason"],
+        )
         self.cache_entries = gauge(
             "km_cache_entries", "Principals and keys cached by the workers", ["cache"], multiprocess_mode="livesum"
         )
@@ -168,6 +173,10 @@ class Metrics:
     def observe_auth_throttled(self) -> None:
         """Count one request refused after too many failed authentications of its address."""
         self.auth_throttled.inc()
+
+    def observe_connection_refused(self, reason: str) -> None:
+        """Count one connection refused before a whole request arrived (``serving/refusals.py``)."""
+        self.connections_refused.labels(reason).inc()
 
     def start_worker(self) -> None:
         """Record this worker's build information (which also makes it known to ``/metrics``)."""

@@ -144,6 +144,16 @@ def parse(request: ReceivedRequest, *, service: str, now: datetime) -> Credentia
     return Credential(key_id, date, region, scope_service, signed, match["signature"], timestamp)
 
 
+def claimed_access_key_id(authorization: str) -> str | None:
+    """The access key id an ``Authorization`` header of AWS4-HMAC-SHA256 claims (nothing checked
+    but its form), or None when it claims none."""
+    match = _AUTHORIZATION.fullmatch(authorization.strip())
+    if match is None:
+        return None
+    key_id = match["credential"].split("/")[0]
+    return key_id if 0 < len(key_id) <= _MAX_ACCESS_KEY_ID else None
+
+
 def verify(request: ReceivedRequest, credential: Credential, secret: str) -> None:
     """Raise :class:`SignatureRefused` unless ``credential``'s signature is the one ``secret`` makes."""
     expected = signature(secret, credential, canonical_request(request, credential.signed_headers))

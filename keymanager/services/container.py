@@ -8,6 +8,7 @@ from typing import Protocol
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditRecords
+from keymanager.db.credentials import CredentialReader
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.hsm import Hsm
@@ -15,6 +16,7 @@ from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
+from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
@@ -62,6 +64,7 @@ class Services:
     access_keys: AccessKeyService
     kms_crypto: KmsCrypto
     kms_keys: KmsKeys
+    credentials: CredentialIndex
     owns_hsm: bool = True
 
     @classmethod
@@ -119,6 +122,7 @@ class Services:
             access_keys=AccessKeyService(kms_store, hsm),
             kms_crypto=KmsCrypto(crypto, hsm),
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
+            credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
             owns_hsm=owns_hsm,
         )
 

@@ -2,7 +2,8 @@
 
 * :func:`serve` runs uvicorn with the service's protocol and event loop
   (:mod:`keymanager.serving.protocol`: client certificates, bounds on request heads and TLS
-  handshakes) and :func:`keymanager.serving.app.worker_app` as the app factory of every worker;
+  handshakes; :mod:`keymanager.serving.front`: the PROXY header of a trusted balancer before TLS)
+  and :func:`keymanager.serving.app.worker_app` as the app factory of every worker;
 * :func:`plan_workers` decides how many workers run and whether each is pinned to a CPU of its
   own (:mod:`keymanager.serving.affinity`);
 * :func:`~keymanager.serving.metrics_dir.replica_metrics_dir` gives the replica's workers one
@@ -97,7 +98,7 @@ def serve(options: ServeOptions) -> None:
         log_config=None,  # the service's own format (api/logs.py), set up in each process
         access_log=False,  # the access log is the service's own (KM_ACCESS_LOG)
         server_header=False,
-        proxy_headers=False,
+        proxy_headers=False,  # who may name the client: serving/client_address.py (KM_TRUSTED_PROXIES)
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         **tls,
     )

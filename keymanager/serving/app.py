@@ -9,16 +9,20 @@ from keymanager.api.app import create_app
 from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.serving.affinity import pin_worker
+from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
 
 
 def worker_app() -> Gateway:
     """uvicorn's app factory (``--factory``), run in each worker process: settings from the
-    environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true."""
+    environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true; refused
+    connections counted in the app's metrics."""
     settings = Settings()
     logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
     if settings.cpu_affinity:
         cpu = pin_worker(settings.run_dir)
         log.info("worker pinned to CPU %s", cpu)
-    return create_app(settings)
+    app = create_app(settings)
+    connection_refusals().observer = app.metrics.observe_connection_refused
+    return app

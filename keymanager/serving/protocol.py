@@ -10,7 +10,13 @@ head kept its connection open for minutes, and a 200 KB head was served. The pro
 each head ``KM_HEADER_TIMEOUT_SECONDS`` from its first byte (or from the connection's start)
 and ``KM_MAX_HEADER_BYTES``: past the time it answers 408 and closes, past the size 431.
 The TLS handshake gets ``KM_TLS_HANDSHAKE_TIMEOUT_SECONDS`` through the event loop's server
-(:func:`new_event_loop`); idle keep-alive connections close after ``KM_KEEPALIVE_TIMEOUT_SECONDS``.
+(:func:`new_event_loop`), whose connections pass ``serving/front.py`` first (the PROXY header of a
+trusted balancer, then TLS); idle keep-alive connections close after ``KM_KEEPALIVE_TIMEOUT_SECONDS``.
+
+Each request is known by its client's address (``scope["client"]``): the one the front was told
+(``announced_client``), or the one a trusted balancer's ``Forwarded`` / ``X-Forwarded-For`` names
+(``serving/client_address.py``). Refusals (400, 408, 431) are counted and logged in bounded volume
+(``serving/refusals.py``), never a line each.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import asyncio
 import functools
 import json
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,11 +35,28 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from keymanager.api.middleware import next_request_id
 from keymanager.config import Settings
+from keymanager.serving.client_address import proxy_trust
+from keymanager.serving.front import ConnectionFront
+from keymanager.serving.refusals import connection_refusals
 
 CLOSE_GRACE_SECONDS = 1.0
 """After a refusal, how long a TLS close may wait for the client's close_notify before the socket is dropped."""
 
-log = logging.getLogger(__name__)
+_REFUSALS = {400: "bad_request", 408: "head_timeout", 431: "head_too_large"}
+_REASONS = {400: b"Bad Request", 408: b"Request Timeout", 431: b"Request Header Fields Too Large"}
+
+
+class _CountedElsewhere(logging.Filter):
+    """Drops uvicorn's line for each malformed request: :class:`ClientCertProtocol` counts those
+    (``serving/refusals.py``)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Invalid HTTP request received."
+
+
+_HTTP_LOG = logging.getLogger("keymanager.serving.http")
+"""uvicorn's per-connection messages, less the ones :class:`_CountedElsewhere` drops."""
+_HTTP_LOG.addFilter(_CountedElsewhere())
 
 
 @dataclass(frozen=True)
@@ -59,13 +83,21 @@ class ClientCertProtocol(HttpToolsProtocol):
     """httptools protocol that exposes the TLS client certificate's subject to the app."""
 
     client_subject: str | None = None
+    announced_client: tuple[str, int] | None = None
+    """The client's address as the connection's front learnt it (``serving/front.py``)."""
     _head_bytes = 0
     _head_timer: asyncio.TimerHandle | None = None
     _refused = False
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.logger = _HTTP_LOG
+
     def connection_made(self, transport: Any) -> None:
         # Duck-typed: what it does not define itself is the wrapped transport's.
         super().connection_made(cast(asyncio.Transport, OneWritePerTurn(transport, self.loop)))
+        if self.announced_client is not None:
+            self.client = self.announced_client
         self.client_subject = None
         self._start_head()
         ssl_object = transport.get_extra_info("ssl_object")
@@ -113,7 +145,15 @@ class ClientCertProtocol(HttpToolsProtocol):
         if self._head_bytes > connection_limits().max_header_bytes:
             self._refuse(431, "the request head is larger than the limit")
             return
+        if self.client is not None:
+            client = proxy_trust().forwarded_client(self.client[0], self.headers)
+            if client != self.client[0]:
+                self.scope["client"] = (client, 0)
         super().on_headers_complete()
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn's answer to a request that is not valid HTTP: ours, counted (no line of its own)."""
+        self._refuse(400, "the request is not valid HTTP")
 
     def on_body(self, body: bytes) -> None:
         if not self._refused:
@@ -147,11 +187,11 @@ class ClientCertProtocol(HttpToolsProtocol):
         self._refused = True
         if self.transport.is_closing():
             return
-        log.warning("connection refused with %s: %s", status, message)
+        connection_refusals().refused(self.client[0] if self.client else "", _REFUSALS[status])
         body = json.dumps(
             {"error": {"code": "invalid_request", "message": message}, "request_id": next_request_id()}
         ).encode()
-        reason = {408: b"Request Timeout", 431: b"Request Header Fields Too Large"}[status]
+        reason = _REASONS[status]
         self.transport.write(
             b"HTTP/1.1 %d %s\r\ncontent-type: application/json\r\ncontent-length: %d\r\n"
             b"connection: close\r\n\r\n%s" % (status, reason, len(body), body)
@@ -209,15 +249,30 @@ class OneWritePerTurn:
         return getattr(self._transport, name)
 
 
-class _BoundedHandshakeLoop(uvloop.Loop):
-    """uvloop with a TLS handshake deadline of our own on every server it creates (60 s otherwise)."""
+class _FrontedLoop(uvloop.Loop):
+    """uvloop whose servers accept connections through a :class:`~keymanager.serving.front.ConnectionFront`
+    (the PROXY header, then TLS with a handshake deadline of our own: 60 s otherwise)."""
 
-    async def create_server(self, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("ssl") is not None:
-            kwargs.setdefault("ssl_handshake_timeout", connection_limits().handshake_timeout)
-        return await super().create_server(*args, **kwargs)
+    async def create_server(self, protocol_factory: Any, *args: Any, **kwargs: Any) -> Any:
+        tls: ssl.SSLContext | None = kwargs.pop("ssl", None)
+        trust = proxy_trust()
+        if tls is None and not trust.networks:
+            return await super().create_server(protocol_factory, *args, **kwargs)
+        limits = connection_limits()
+
+        def front() -> ConnectionFront:
+            return ConnectionFront(
+                protocol_factory,
+                tls=tls,
+                trust=trust,
+                header_timeout=limits.header_timeout,
+                handshake_timeout=limits.handshake_timeout,
+                loop=self,
+            )
+
+        return await super().create_server(front, *args, **kwargs)
 
 
 def new_event_loop() -> asyncio.AbstractEventLoop:
-    """uvicorn's ``loop`` hook (a custom loop factory): a :class:`_BoundedHandshakeLoop`."""
-    return _BoundedHandshakeLoop()
+    """uvicorn's ``loop`` hook (a custom loop factory): a :class:`_FrontedLoop`."""
+    return _FrontedLoop()
