@@ -82,6 +82,12 @@ class PrincipalCreate(Body):
         description="RFC 4514 subject of a TLS client certificate that authenticates this principal, "
         "e.g. 'CN=billing,O=keymanager'.",
     )
+    xks_uri_prefix: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Role xks only (an AWS External Key Store): the path prefix of its XKS requests, "
+        "e.g. 'keystores/prod'; AWS KMS's XksProxyUriPath is then '/keystores/prod/kms/xks/v1'.",
+    )
 
 
 class PrincipalOut(BaseModel):
@@ -90,6 +96,7 @@ class PrincipalOut(BaseModel):
     role: Role
     cert_subject: str | None
     created_at: datetime
+    xks_uri_prefix: str | None = None
 
     @classmethod
     def of(cls, principal: Principal) -> PrincipalOut:
@@ -99,6 +106,7 @@ class PrincipalOut(BaseModel):
             role=principal.role,
             cert_subject=principal.cert_subject,
             created_at=principal.created_at,
+            xks_uri_prefix=principal.xks_uri_prefix,
         )
 
 
