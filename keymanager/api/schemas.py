@@ -88,6 +88,12 @@ class PrincipalCreate(Body):
         description="Role xks only (an AWS External Key Store): the path prefix of its XKS requests, "
         "e.g. 'keystores/prod'; AWS KMS's XksProxyUriPath is then '/keystores/prod/kms/xks/v1'.",
     )
+    xks_region: str | None = Field(
+        default=None,
+        max_length=32,
+        description="Role xks only: the AWS region of the key store (e.g. 'eu-west-1'); requests signed "
+        "for another region are refused. Without it, any region's signature is accepted.",
+    )
 
 
 class PrincipalOut(BaseModel):
@@ -97,6 +103,7 @@ class PrincipalOut(BaseModel):
     cert_subject: str | None
     created_at: datetime
     xks_uri_prefix: str | None = None
+    xks_region: str | None = None
 
     @classmethod
     def of(cls, principal: Principal) -> PrincipalOut:
@@ -107,6 +114,7 @@ class PrincipalOut(BaseModel):
             cert_subject=principal.cert_subject,
             created_at=principal.created_at,
             xks_uri_prefix=principal.xks_uri_prefix,
+            xks_region=principal.xks_region,
         )
 
 

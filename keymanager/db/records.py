@@ -134,6 +134,7 @@ def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
         cert_subject=principal.cert_subject,
         created_at=principal.created_at,
         xks_uri_prefix=principal.xks_uri_prefix,
+        xks_region=principal.xks_region,
     )
 
 
@@ -146,4 +147,5 @@ def principal(row: PrincipalRow) -> Principal:
         created_at=row.created_at,
         cert_subject=row.cert_subject,
         xks_uri_prefix=row.xks_uri_prefix,
+        xks_region=row.xks_region,
     )

@@ -80,6 +80,8 @@ class Principal:
     cert_subject: str | None = None
     xks_uri_prefix: str | None = None
     """The path prefix of a key store's XKS requests (role ``xks`` only; see ``domain/xks.py``)."""
+    xks_region: str | None = None
+    """The AWS region a key store's requests must be signed for (role ``xks`` only; None: any)."""
 
 
 @dataclass(frozen=True)

@@ -26,9 +26,11 @@ from typing import Any
 from keymanager import errors
 
 API_PATH = "kms/xks/v1"
-PREFIX_RULE = "xks_uri_prefix is 1-115 characters of a-z, A-Z, 0-9, '_', '-' and '/' (not first, last or doubled)"
+PREFIX_RULE = "xks_uri_prefix is 1-116 characters of a-z, A-Z, 0-9, '_', '-' and '/' (not first, last or doubled)"
 MAX_URI_PATH = 128
-"""AWS's limit on ``XksProxyUriPath`` (``/<prefix>/kms/xks/v1``): so a prefix has at most 115 characters."""
+"""AWS's limit on ``XksProxyUriPath`` (``/<prefix>/kms/xks/v1``): so a prefix has at most 116 characters."""
+REGION_RULE = "xks_region is an AWS region such as eu-west-1"
+_REGION = re.compile(r"[a-z]{2}(?:-[a-z]+){1,2}-[0-9]{1,2}")
 _PREFIX = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*")
 _KEY_ID = r"[A-Za-z0-9._-]{1,128}"
 _PATH = re.compile(rf"/(?P<prefix>.+)/kms/xks/v1/(?:keys/(?P<key>{_KEY_ID})/(?P<op>metadata|encrypt|decrypt)|health)")
@@ -151,6 +153,11 @@ def is_prefix(prefix: str) -> bool:
         and _PREFIX.fullmatch(prefix) is not None
         and f"/{API_PATH}/" not in f"/{prefix}/"
     )
+
+
+def is_region(region: str) -> bool:
+    """Whether ``region`` has the form of an AWS region (``eu-west-1``, ``us-gov-east-1``)."""
+    return _REGION.fullmatch(region) is not None
 
 
 def uri_path(prefix: str) -> str:

@@ -112,7 +112,8 @@ class AccessKeyService:
 
         Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
         ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``
-        (also for a principal the door does not admit, :func:`~keymanager.domain.models.admits`).
+        (also for a principal the door does not admit, :func:`~keymanager.domain.models.admits`);
+        ``InvalidSignatureException`` for a key store's request signed for another than its ``xks_region``.
         """
         service, skew = _SIGNING[door]
         try:
@@ -127,6 +128,9 @@ class AccessKeyService:
             sigv4.verify(request, credential, secret)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
+        region = found.principal.xks_region
+        if region is not None and credential.region != region:
+            raise KmsError("InvalidSignatureException", f"Credential should be scoped to a valid region: '{region}'")
         return found.principal, credential
 
     async def _secret(self, key: ak.AccessKey) -> str:

@@ -1,4 +1,4 @@
-"""AWS External Key Stores: the URI path prefix of a principal of role ``xks``, unique.
+"""AWS External Key Stores: the URI path prefix (unique) and AWS region of a principal of role ``xks``.
 
 Revision ID: 0011
 Revises: 0009
@@ -21,10 +21,12 @@ depends_on: str | Sequence[str] | None = None
 def upgrade() -> None:
     with op.batch_alter_table("principals") as batch:
         batch.add_column(sa.Column("xks_uri_prefix", sa.String(128), nullable=True))
+        batch.add_column(sa.Column("xks_region", sa.String(32), nullable=True))
         batch.create_unique_constraint("uq_principals_xks_uri_prefix", ["xks_uri_prefix"])
 
 
 def downgrade() -> None:
     with op.batch_alter_table("principals") as batch:
         batch.drop_constraint("uq_principals_xks_uri_prefix", type_="unique")
+        batch.drop_column("xks_region")
         batch.drop_column("xks_uri_prefix")
