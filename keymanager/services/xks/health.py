@@ -80,6 +80,8 @@ class XksHealth:
         }
 
     async def _status(self) -> str:
+        # Readiness first: the round trip below, once it succeeds, clears a failure of the HSM it saw.
+        ready = await asyncio.to_thread(self._readiness.check)
         try:
             objects = HsmObjects(enc_label=await asyncio.to_thread(self._test_key), mac_label=None)
             sample = secrets.token_bytes(32)
@@ -88,7 +90,6 @@ class XksHealth:
                 return "UNAVAILABLE"
         except KeyManagerError:
             return "UNAVAILABLE"
-        ready = await asyncio.to_thread(self._readiness.check)
         if not ready["database"]:
             return "UNAVAILABLE"
         return "ACTIVE" if ready["hsm"] else "DEGRADED"
