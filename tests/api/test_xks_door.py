@@ -72,7 +72,7 @@ def call(client: TestClient, pair: tuple[str, str] | None, path: str, body: dict
 
 
 def meta(operation: str) -> dict[str, str]:
-    return {"awsPrincipalArn": "arn:aws:iam::1:root", "kmsKeyArn": "arn", "kmsOperation": operation, "kmsRequestId": "r"}
+    return {"awsPrincipalArn": "arn:aws:iam::1:root", "kmsKeyArn": "a", "kmsOperation": operation, "kmsRequestId": "r"}
 
 
 def test_round_trip_with_its_audit_records(client: TestClient, services: Services, store: tuple[str, str]) -> None:
