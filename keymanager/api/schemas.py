@@ -126,7 +126,7 @@ Grantees = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], F
 
 
 class PolicyBody(Body):
-    """Which principals (by name; app or admin principals that exist) may use the key for which
+    """Which principals (by name; app, admin or xks principals that exist) may use the key for which
     operation; anything not granted is denied."""
 
     encrypt: Grantees = []
