@@ -146,12 +146,12 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, body: bytes) -> 
     async def authenticated(snapshot: Snapshot) -> XksCall:
         principal, _ = await svc.access_keys.authenticate(snapshot, request, now, door=Door.XKS)
         trail.principal = principal.name
-        params = _params(body, lenient=path.operation == "GetHealthStatus")
-        exchange.call = XksCall(principal, path, params)
+        exchange.call = call = XksCall(principal, path, {})
         if principal.xks_uri_prefix != path.prefix:
             raise xks.XksError("InvalidUriPathException", "the URI path is not this key store's")
-        exchange.call.metadata = xks.request_metadata(params, path.operation)
-        return exchange.call
+        call.params = _params(body, lenient=path.operation == "GetHealthStatus")
+        call.metadata = xks.request_metadata(call.params, path.operation)
+        return call
 
     use = svc.xks.operations.get(path.operation)
     if use is None:  # the health check

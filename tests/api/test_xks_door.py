@@ -62,8 +62,8 @@ def store(client: TestClient, services: Services) -> tuple[str, str]:
     return pair["access_key_id"], pair["secret_access_key"]
 
 
-def call(client: TestClient, pair: tuple[str, str] | None, path: str, body: dict[str, Any]) -> tuple[int, Any]:
-    data = json.dumps(body).encode()
+def call(client: TestClient, pair: tuple[str, str] | None, path: str, body: dict[str, Any] | bytes) -> tuple[int, Any]:
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
     request = AWSRequest(method="POST", url=BASE + path, data=data, headers={"Content-Type": "application/json"})
     if pair is not None:
         SigV4Auth(Credentials(*pair), "kms-xks-proxy", "eu-west-1").add_auth(request)
@@ -110,3 +110,13 @@ def test_a_flood_of_unauthenticated_calls_is_bounded_and_throttled(client: TestC
     assert names[:BURST] == ["AuthenticationFailedException"] * BURST
     assert set(names[BURST:]) == {"ThrottlingException"} and {s for s, _ in answers[BURST:]} == {429}
     assert len(services.audit_records.query(AuditQuery(limit=1000))) - before <= 2
+
+
+def test_a_key_stores_bad_body_is_audited_as_its_refusal(
+    client: TestClient, services: Services, store: tuple[str, str]
+) -> None:
+    status, refused = call(client, store, f"/{PREFIX}/kms/xks/v1/keys/k/encrypt", b"not json")
+    assert (status, refused["errorName"]) == (400, "ValidationException")
+    last = services.audit_records.query(AuditQuery(principal="aws"))[-1].entry
+    assert (last.action, last.status, last.details["error"]) == ("xks.Encrypt", 400, "ValidationException")
+    assert last.details["externalKeyId"] == "k"
