@@ -75,7 +75,7 @@ class XksError(errors.KeyManagerError):
     ``message`` (the ``errorMessage``) is printable ASCII under 512 characters, as the spec requires."""
 
     def __init__(self, name: str, message: str) -> None:
-        super().__init__(message[:511])
+        super().__init__("".join(c if " " <= c <= "~" else "?" for c in message[:511]))
         self.name = name
         self.code = name
         self.status = _STATUS[name]

@@ -171,3 +171,9 @@ def test_service_errors_become_the_specs() -> None:
         mapped = xks.xks_error(error)
         assert (mapped.name, mapped.status) == expected, error
         assert mapped.message.isascii() and mapped.message.isprintable() and len(mapped.message) < 512
+
+
+def test_error_messages_are_printable_ascii_under_512_characters() -> None:
+    refused = xks.XksError("AuthenticationFailedException", "the signed header h\u00e9\n" + "x" * 600 + " is missing")
+    assert refused.message.isascii() and refused.message.isprintable() and len(refused.message) == 511
+    assert refused.message.startswith("the signed header h??")
