@@ -22,6 +22,7 @@ from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
 from keymanager.api.gateway import Gateway
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
+from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
@@ -121,6 +122,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         ),
         metrics=app_metrics,
         kms=KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
+        xks=XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
     )

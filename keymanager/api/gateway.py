@@ -7,7 +7,8 @@ what uvicorn serves. Each HTTP request passes, in this order:
 1. its context (``api/middleware.py``): the request id and trace context, in the scope's state,
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
-2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), which answers it;
+2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
+   External Key Store door (``api/xks.py``); each answers it;
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;
 4. a JSON request to a hot route (``api/fastpath.py``; all of them go to FastAPI with
@@ -47,6 +48,7 @@ from keymanager.api.front_door import FrontDoor
 from keymanager.api.logs import request_scope
 from keymanager.api.metrics import Metrics
 from keymanager.api.middleware import log_access, request_ids, response_ids
+from keymanager.api.xks import MARK as XKS_MARK
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 
 
@@ -61,6 +63,7 @@ class Gateway:
         trail: AuditTrail,
         metrics: Metrics,
         kms: ASGIApp,
+        xks: ASGIApp,
         fast: FastPath | None,
         access_log: bool,
     ) -> None:
@@ -69,6 +72,7 @@ class Gateway:
         self.trail = trail
         self.metrics = metrics
         self.kms = kms
+        self.xks = xks
         self.fast = fast
         self.access_log = access_log
 
@@ -114,6 +118,9 @@ class Gateway:
         scope = exchange.scope
         if scope["path"] == "/" and scope["method"] == "POST":
             await self.kms(scope, exchange.receive, exchange.send)
+            return
+        if XKS_MARK in scope["path"]:
+            await self.xks(scope, exchange.receive, exchange.send)
             return
         try:
             exchange.limit = await self.door.admit(scope, headers)

@@ -82,6 +82,18 @@ class PrincipalCreate(Body):
         description="RFC 4514 subject of a TLS client certificate that authenticates this principal, "
         "e.g. 'CN=billing,O=keymanager'.",
     )
+    xks_uri_prefix: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Role xks only (an AWS External Key Store): the path prefix of its XKS requests, "
+        "e.g. 'keystores/prod'; AWS KMS's XksProxyUriPath is then '/keystores/prod/kms/xks/v1'.",
+    )
+    xks_region: str | None = Field(
+        default=None,
+        max_length=32,
+        description="Role xks only: the AWS region of the key store (e.g. 'eu-west-1'); requests signed "
+        "for another region are refused. Without it, any region's signature is accepted.",
+    )
 
 
 class PrincipalOut(BaseModel):
@@ -90,6 +102,8 @@ class PrincipalOut(BaseModel):
     role: Role
     cert_subject: str | None
     created_at: datetime
+    xks_uri_prefix: str | None = None
+    xks_region: str | None = None
 
     @classmethod
     def of(cls, principal: Principal) -> PrincipalOut:
@@ -99,6 +113,8 @@ class PrincipalOut(BaseModel):
             role=principal.role,
             cert_subject=principal.cert_subject,
             created_at=principal.created_at,
+            xks_uri_prefix=principal.xks_uri_prefix,
+            xks_region=principal.xks_region,
         )
 
 
@@ -110,7 +126,7 @@ Grantees = Annotated[list[Annotated[str, Field(min_length=1, max_length=64)]], F
 
 
 class PolicyBody(Body):
-    """Which principals (by name; app or admin principals that exist) may use the key for which
+    """Which principals (by name; app, admin or xks principals that exist) may use the key for which
     operation; anything not granted is denied."""
 
     encrypt: Grantees = []

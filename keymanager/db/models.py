@@ -63,6 +63,8 @@ class PrincipalRow(Base):
     token_hash: Mapped[str] = mapped_column(String(128), unique=True, index=True)
     cert_subject: Mapped[str | None] = mapped_column(String(1024), unique=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    xks_uri_prefix: Mapped[str | None] = mapped_column(String(128), unique=True)
+    xks_region: Mapped[str | None] = mapped_column(String(32))
 
 
 class KeyRow(Base):

@@ -133,6 +133,8 @@ def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
         token_hash=token_hash,
         cert_subject=principal.cert_subject,
         created_at=principal.created_at,
+        xks_uri_prefix=principal.xks_uri_prefix,
+        xks_region=principal.xks_region,
     )
 
 
@@ -144,4 +146,6 @@ def principal(row: PrincipalRow) -> Principal:
         role=Role(row.role),
         created_at=row.created_at,
         cert_subject=row.cert_subject,
+        xks_uri_prefix=row.xks_uri_prefix,
+        xks_region=row.xks_region,
     )

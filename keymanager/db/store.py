@@ -65,7 +65,7 @@ class Store:
     def create_principal(self, principal: Principal, token_hash: str, *, record: AuditEntry | None = None) -> None:
         """Store ``principal`` with the hash of its bearer token (and ``record`` in the same transaction).
 
-        Raises ``Conflict`` when the name (or the certificate subject) is taken.
+        Raises ``Conflict`` when the name (or the certificate subject, or the key store's prefix) is taken.
         """
         try:
             with self._transaction() as session:
@@ -291,6 +291,10 @@ class Store:
             return None if row is None else records.principal(row)
 
     def _principal_conflict(self, principal: Principal) -> errors.Conflict:
+        if principal.xks_uri_prefix and self.principal_by_name(principal.name) is None:
+            taken = self._one_principal(PrincipalRow.xks_uri_prefix == principal.xks_uri_prefix)
+            if taken is not None:
+                return errors.Conflict(f"a key store with xks_uri_prefix {principal.xks_uri_prefix!r} exists")
         if principal.cert_subject and self.principal_by_name(principal.name) is None:
             return errors.Conflict(f"a principal with certificate subject {principal.cert_subject!r} exists")
         return errors.Conflict(f"a principal named {principal.name!r} exists")

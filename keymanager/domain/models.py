@@ -16,6 +16,25 @@ class Role(enum.StrEnum):
     ADMIN = "admin"
     APP = "app"
     AUDITOR = "auditor"
+    XKS = "xks"
+    """An AWS External Key Store: AWS KMS calling the XKS proxy API (see ``docs/xks.md``)."""
+
+
+class Door(enum.StrEnum):
+    """The protocols a principal authenticates through."""
+
+    REST = "rest"
+    """The native API: a bearer token or a TLS client certificate."""
+    KMS = "kms"
+    """The AWS KMS API: SigV4 with service ``kms``."""
+    XKS = "xks"
+    """The AWS External Key Store proxy API: SigV4 with service ``kms-xks-proxy``."""
+
+
+def admits(door: Door, role: Role) -> bool:
+    """Whether a principal of ``role`` may authenticate through ``door``: a key store (role ``xks``)
+    only through the XKS door, which admits nobody else."""
+    return (role is Role.XKS) == (door is Door.XKS)
 
 
 class Algorithm(enum.StrEnum):
@@ -59,6 +78,10 @@ class Principal:
     role: Role
     created_at: datetime
     cert_subject: str | None = None
+    xks_uri_prefix: str | None = None
+    """The path prefix of a key store's XKS requests (role ``xks`` only; see ``domain/xks.py``)."""
+    xks_region: str | None = None
+    """The AWS region a key store's requests must be signed for (role ``xks`` only; None: any)."""
 
 
 @dataclass(frozen=True)

@@ -92,8 +92,9 @@ class Credential:
         return f"{self.date}/{self.region}/{self.service}/aws4_request"
 
 
-def parse(request: ReceivedRequest, *, service: str, now: datetime) -> Credential:
-    """The credential a request claims, checked for form, service and time (not yet its signature).
+def parse(request: ReceivedRequest, *, service: str, now: datetime, max_skew: timedelta = MAX_CLOCK_SKEW) -> Credential:
+    """The credential a request claims, checked for form, service and time (``max_skew`` either way;
+    not yet its signature).
 
     Raises :class:`SignatureRefused`.
     """
@@ -132,11 +133,12 @@ def parse(request: ReceivedRequest, *, service: str, now: datetime) -> Credentia
         raise SignatureRefused(
             "InvalidSignatureException", f"Credential should be scoped to correct service: '{service}'"
         )
-    if signed_at < now - MAX_CLOCK_SKEW:
+    if signed_at < now - max_skew:
+        minutes = max_skew // timedelta(minutes=1)
         raise SignatureRefused(
-            "InvalidSignatureException", f"Signature expired: {timestamp} is more than 15 minutes old"
+            "InvalidSignatureException", f"Signature expired: {timestamp} is more than {minutes} minutes old"
         )
-    if signed_at > now + MAX_CLOCK_SKEW:
+    if signed_at > now + max_skew:
         raise SignatureRefused("InvalidSignatureException", f"Signature not yet current: {timestamp} is in the future")
     for name in signed:
         if request.header(name) is None:

@@ -71,6 +71,10 @@ class Hsm(Dispatcher):
         last wrote (SoftHSM keeps a view per process: its library is re-initialised first)."""
         return self.call(op.find_labels_afresh, prefix)
 
+    async def aidentity(self) -> tuple[str, str, str]:
+        """The token's manufacturer, model and serial number."""
+        return await self.acall(op.identity)
+
     def random(self, nbytes: int) -> bytes:
         """``nbytes`` random bytes from the HSM's generator."""
         return self.call(op.random, nbytes)

@@ -153,6 +153,13 @@ def find_labels_afresh(token: Token, prefix: str) -> list[str]:
     return find_labels(token, prefix)
 
 
+def identity(token: Token) -> tuple[str, str, str]:
+    """The token's manufacturer, model and serial number (``C_GetTokenInfo``), trimmed."""
+    found = token.session().token
+    serial = found.serial.decode("ascii", "replace") if isinstance(found.serial, bytes) else str(found.serial)
+    return str(found.manufacturer_id).strip(), str(found.model).strip(), serial.strip()
+
+
 def mac(token: Token, objects: HsmObjects, message: bytes, algorithm: Algorithm = Algorithm.HMAC_SHA256) -> bytes:
     key = token.key(_require(objects.mac_label))
     return bytes(key.sign(bytes(message), mechanism=_HMAC_MECHANISMS[algorithm]))

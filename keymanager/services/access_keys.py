@@ -17,14 +17,15 @@ from __future__ import annotations
 
 import logging
 import threading
-from datetime import datetime
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from keymanager.db.kms import KmsStore
 from keymanager.domain import access_keys as ak
 from keymanager.domain import sigv4
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
-from keymanager.domain.models import Algorithm, HsmObjects, Principal
+from keymanager.domain.models import Algorithm, Door, HsmObjects, Principal, Role, admits
 from keymanager.errors import DecryptionFailed, InvalidRequest, NotFound
 from keymanager.hsm import Hsm
 from keymanager.services.snapshot import Snapshot
@@ -36,14 +37,17 @@ WRAP_KEY_NAME = "access-keys"
 WRAP_KEY_PREFIX = f"km/{WRAP_KEY_NAME}/"
 """Labels of the sealing key: ``version_labels(WRAP_KEY_NAME, 1, AES_256_GCM, nonce)``."""
 _UNKNOWN = "The security token included in the request is invalid."
+_SIGNING = {Door.KMS: ("kms", sigv4.MAX_CLOCK_SKEW), Door.XKS: ("kms-xks-proxy", timedelta(minutes=5))}
+"""Each SigV4 door's service name and clock skew."""
 
 
 class AccessKeyService:
     """Access keys per principal, and the principal behind a SigV4-signed request."""
 
-    def __init__(self, store: KmsStore, hsm: Hsm) -> None:
+    def __init__(self, store: KmsStore, hsm: Hsm, principal: Callable[[str], Principal | None]) -> None:
         self._store = store
         self._hsm = hsm
+        self._principal = principal
         self._lock = threading.Lock()
         self._wrap_label: str | None = None
         self._secrets: dict[tuple[str, bytes], str] = {}
@@ -54,17 +58,21 @@ class AccessKeyService:
     ) -> tuple[str, str, datetime]:
         """A new access key of ``principal_name`` (or the ``given`` id and secret): id, secret, creation time.
 
+        A key store's (role ``xks``) follows AWS's rules for XKS credentials (``domain/access_keys.py``).
         InvalidRequest for a given pair out of form, NotFound for an unknown principal, Conflict
         for a taken id or too many keys.
         """
+        owner = self._principal(principal_name)
+        if owner is None:
+            raise NotFound("principal not found")
+        xks = owner.role is Role.XKS
         if given is None:
-            key_id, secret = ak.new_access_key_id(), ak.new_secret_access_key()
+            key_id, secret = ak.new_access_key_id(), ak.new_secret_access_key(xks=xks)
         else:
             key_id, secret = given
-            if not ak.ACCESS_KEY_ID.fullmatch(key_id):
-                raise InvalidRequest("access_key_id is 16-128 characters of A-Z and 0-9")
-            if not ak.SECRET_ACCESS_KEY.fullmatch(secret):
-                raise InvalidRequest("secret_access_key is 40-128 printable ASCII characters without spaces")
+            problem = ak.form_error(key_id, secret, xks=xks)
+            if problem is not None:
+                raise InvalidRequest(problem)
         label = self._wrap_key()
         sealed = self._hsm.encrypt(_wrap(label), Algorithm.AES_256_GCM, ak.sealing_header(key_id), secret.encode(), b"")
         created = self._store.add_access_key(principal_name, key_id, sealed, label, record=record)
@@ -97,25 +105,32 @@ class AccessKeyService:
 
     # -- authentication (the KMS door's hot path) ------------------------------------------
     async def authenticate(
-        self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime
+        self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime, *, door: Door = Door.KMS
     ) -> tuple[Principal, sigv4.Credential]:
-        """The principal whose access key signed ``request``, and the credential (region) it claims.
+        """The principal whose access key signed ``request`` for ``door`` (SigV4 service ``kms``, or
+        ``kms-xks-proxy`` with AWS's five minutes of clock skew), and the credential (region) it claims.
 
         Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
-        ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``.
+        ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``
+        (also for a principal the door does not admit, :func:`~keymanager.domain.models.admits`);
+        ``InvalidSignatureException`` for a key store's request signed for another than its ``xks_region``.
         """
+        service, skew = _SIGNING[door]
         try:
-            credential = sigv4.parse(request, service="kms", now=now)
+            credential = sigv4.parse(request, service=service, now=now, max_skew=skew)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
         found = await snapshot.access_key(credential.access_key_id, self._store.access_key)
-        if found is None:
+        if found is None or not admits(door, found.principal.role):
             raise KmsError("UnrecognizedClientException", _UNKNOWN)
         secret = await self._secret(found)
         try:
             sigv4.verify(request, credential, secret)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
+        region = found.principal.xks_region
+        if region is not None and credential.region != region:
+            raise KmsError("InvalidSignatureException", f"Credential should be scoped to a valid region: '{region}'")
         return found.principal, credential
 
     async def _secret(self, key: ak.AccessKey) -> str:

@@ -28,6 +28,7 @@ from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
 from keymanager.services.tokens import TokenService
+from keymanager.services.xks import XksHealth, XksService
 
 
 class ServiceObserver(Protocol):
@@ -65,6 +66,8 @@ class Services:
     kms_crypto: KmsCrypto
     kms_keys: KmsKeys
     credentials: CredentialIndex
+    xks: XksService
+    xks_health: XksHealth
     owns_hsm: bool = True
 
     @classmethod
@@ -95,6 +98,13 @@ class Services:
             orphan_grace_seconds=settings.orphan_grace_seconds,
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
+        readiness = Readiness(
+            hsm,
+            store,
+            audit_writer,
+            probe_interval=settings.ready_probe_interval_seconds,
+            timeout=settings.hsm_timeout_seconds,
+        )
         return cls(
             settings=settings,
             store=store,
@@ -110,19 +120,15 @@ class Services:
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
             audit_chain=AuditChain(audit_records, audit_key, checkpoint_file=settings.audit_checkpoint_file),
-            readiness=Readiness(
-                hsm,
-                store,
-                audit_writer,
-                probe_interval=settings.ready_probe_interval_seconds,
-                timeout=settings.hsm_timeout_seconds,
-            ),
+            readiness=readiness,
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),
-            access_keys=AccessKeyService(kms_store, hsm),
+            access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name),
             kms_crypto=KmsCrypto(crypto, hsm),
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
+            xks=XksService(crypto),
+            xks_health=XksHealth(hsm, readiness),
             owns_hsm=owns_hsm,
         )
 

@@ -8,11 +8,11 @@ or fresh database reads) and runs its HSM work on the HSM thread.
 from __future__ import annotations
 
 import hmac
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain.models import HsmObjects, Key, KeyVersion, Principal
+from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
@@ -52,6 +52,17 @@ class Encrypted(KeyUse):
 @dataclass(frozen=True)
 class Decrypted(KeyUse):
     plaintext: bytes
+
+
+@dataclass(frozen=True)
+class Sealed(KeyUse):
+    """AES-256-GCM output authenticating the caller's AAD alone (:meth:`CryptoService.seal_with_aad`)."""
+
+    iv: bytes
+    ciphertext: bytes
+    tag: bytes
+    objects: HsmObjects
+    """The key version's HSM objects (for :meth:`CryptoService.confirm_sealed`)."""
 
 
 @dataclass(frozen=True)
@@ -158,6 +169,38 @@ class CryptoService:
             target, opened.plaintext, context if destination_context is None else destination_context
         )
         return encrypted, KeyUse(opened.key_id, opened.key_version)
+
+    # -- AES-GCM with the caller's AAD (protocols that fix the AAD themselves: XKS) -----
+    async def seal_with_aad(
+        self, snapshot: KeyLookup, principal: Principal, ref: str, plaintext: bytes, aad_of: Callable[[int], bytes]
+    ) -> Sealed:
+        """AES-256-GCM of ``plaintext`` under the primary version ``v`` of key ``ref``, authenticating
+        ``aad_of(v)`` and nothing else (no ciphertext header). InvalidRequest for a key of another algorithm."""
+        self._check_size(plaintext)
+        key = _gcm(usable(await snapshot.key(ref), principal, Operation.ENCRYPT))
+        version = key.versions[key.primary_version]
+        body = await self._hsm.aencrypt(version.hsm, key.algorithm, b"", plaintext, aad_of(version.version))
+        iv, sealed = body[: ct.NONCE_BYTES], body[ct.NONCE_BYTES :]
+        return Sealed(
+            key.id, version.version, iv, sealed[: -ct.TAG_BYTES], sealed[-ct.TAG_BYTES :], objects=version.hsm
+        )
+
+    async def open_with_aad(
+        self, snapshot: KeyLookup, principal: Principal, ref: str, version: int, body: bytes, aad: bytes
+    ) -> Decrypted:
+        """The plaintext of IV ‖ ciphertext ‖ tag made by :meth:`seal_with_aad` with version ``version`` of
+        key ``ref``; DecryptionFailed for every failure of the ciphertext (VersionBelowMinimum below the key's
+        minimum), InvalidRequest for a key of another algorithm."""
+        key = _gcm(usable(await snapshot.key(ref), principal, Operation.DECRYPT))
+        found = _decryption_version(key, version)
+        plaintext = await self._hsm.adecrypt(found.hsm, key.algorithm, b"", body, aad)
+        return Decrypted(key.id, found.version, plaintext)
+
+    async def confirm_sealed(self, sealed: Sealed, aad: bytes) -> None:
+        """Open what :meth:`seal_with_aad` just made (the same principal's own result: no policy check);
+        DecryptionFailed if it does not open, so a corrupted ciphertext is never handed out."""
+        body = sealed.iv + sealed.ciphertext + sealed.tag
+        await self._hsm.adecrypt(sealed.objects, Algorithm.AES_256_GCM, b"", body, aad)
 
     # -- batches ----------------------------------------------------------------------
     async def encrypt_batch(
@@ -327,6 +370,12 @@ def _parsed_for(key: Key, text: str) -> ct.Ciphertext:
     if parsed.key_id != key.id:
         raise DecryptionFailed()
     return parsed
+
+
+def _gcm(key: Key) -> Key:
+    if key.algorithm is not Algorithm.AES_256_GCM:
+        raise InvalidRequest("this operation needs a key of algorithm AES_256_GCM")
+    return key
 
 
 def _encrypted(key: Key, version: KeyVersion, body: bytes) -> Encrypted:

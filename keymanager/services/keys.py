@@ -151,7 +151,7 @@ class KeyService:
 
         Admins see every key; others see a key whose policy names them, else Forbidden.
         """
-        return _visible(self.find(ref), principal)
+        return visible(self.find(ref), principal)
 
     async def read(self, snapshot: Snapshot, principal: Principal, ref: str) -> ShownKey:
         """:meth:`get` through ``snapshot`` (KeyNotFound, Forbidden), with the policy by name.
@@ -159,7 +159,7 @@ class KeyService:
         The key comes from the snapshot (validated at the audit commit, see ``run_validated``);
         names not seen before by this process cost one database read.
         """
-        key = _visible(await snapshot.key(ref), principal)
+        key = visible(await snapshot.key(ref), principal)
         ids = key.policy.principals()
         names = self._known_names(ids)
         if len(names) < len(ids):
@@ -245,7 +245,7 @@ def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> Au
     return replace(entry, key_id=key.id, key_version=version or entry.key_version)
 
 
-def _visible(key: Key, principal: Principal) -> Key:
+def visible(key: Key, principal: Principal) -> Key:
     """``key``, if ``principal`` may see it: an admin, or named by its policy; else Forbidden."""
     if principal.role is not Role.ADMIN and not key.policy.names(principal.id):
         raise Forbidden("the principal may not use this key")

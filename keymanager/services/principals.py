@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from keymanager.db import Store
+from keymanager.domain import xks
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential, new_id, new_token, token_hash
 from keymanager.domain.models import Principal, Role
@@ -27,11 +28,25 @@ class PrincipalService:
         self._store = store
 
     def create(
-        self, name: str, role: Role, cert_subject: str | None = None, *, record: AuditEntry | None = None
+        self,
+        name: str,
+        role: Role,
+        cert_subject: str | None = None,
+        *,
+        xks_uri_prefix: str | None = None,
+        xks_region: str | None = None,
+        record: AuditEntry | None = None,
     ) -> NewPrincipal:
-        """Create a principal (committing ``record`` with it); InvalidRequest: a bad name; Conflict: a taken one."""
+        """Create a principal (committing ``record`` with it); InvalidRequest: a bad name, or a key store
+        (role ``xks``) without a valid ``xks_uri_prefix`` or with an invalid ``xks_region`` (or either
+        given to another role, or a certificate subject given to a key store); Conflict: a taken name,
+        subject or prefix.
+
+        A key store authenticates only through its access keys at the XKS door (``domain/models.py``
+        ``admits``): its bearer token authenticates nothing."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
+        _check_key_store(role, cert_subject, xks_uri_prefix, xks_region)
         token = new_token()
         principal = Principal(
             id=new_id(),
@@ -39,6 +54,8 @@ class PrincipalService:
             role=role,
             created_at=datetime.now(UTC),
             cert_subject=cert_subject or None,
+            xks_uri_prefix=xks_uri_prefix,
+            xks_region=xks_region,
         )
         self._store.create_principal(principal, token_hash(token), record=record)
         return NewPrincipal(principal=principal, token=token)
@@ -68,3 +85,18 @@ class PrincipalService:
         if found is None:
             raise Unauthenticated()
         return found
+
+
+def _check_key_store(role: Role, cert_subject: str | None, prefix: str | None, region: str | None) -> None:
+    """InvalidRequest unless a key store has a valid prefix (and region, if any) and no certificate
+    subject, and nobody else either of the two."""
+    if role is not Role.XKS:
+        if prefix is not None or region is not None:
+            raise InvalidRequest("xks_uri_prefix and xks_region are for principals of role xks")
+        return
+    if prefix is None or not xks.is_prefix(prefix):
+        raise InvalidRequest(xks.PREFIX_RULE)
+    if region is not None and not xks.is_region(region):
+        raise InvalidRequest(xks.REGION_RULE)
+    if cert_subject:
+        raise InvalidRequest("a key store (role xks) authenticates with access keys, not a certificate")

@@ -27,7 +27,7 @@ from keymanager.db import Store
 from keymanager.domain.access_keys import AccessKey
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
-from keymanager.domain.models import Key, Principal
+from keymanager.domain.models import Door, Key, Principal, admits
 from keymanager.errors import (
     Forbidden,
     KeyDestroyed,
@@ -272,11 +272,13 @@ def _names(name: str, value: object) -> list[str]:
 
 
 def _principal(store: Store, credential: Credential) -> Principal | None:
+    """The principal a bearer token or certificate subject authenticates at the REST door (``admits``)."""
+    found = None
     if credential.token_hash is not None:
-        return store.principal_by_token_hash(credential.token_hash)
-    if credential.subject is not None:
-        return store.principal_by_cert_subject(credential.subject)
-    return None
+        found = store.principal_by_token_hash(credential.token_hash)
+    elif credential.subject is not None:
+        found = store.principal_by_cert_subject(credential.subject)
+    return found if found is not None and admits(Door.REST, found.role) else None
 
 
 async def run_validated(

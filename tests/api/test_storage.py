@@ -20,7 +20,16 @@ from tests.conftest import TEST_PIN, TEST_SO_PIN, auth
 CARD = b"4111111111111111"
 
 DOCUMENTED_COLUMNS = {
-    "principals": {"id", "name", "role", "token_hash", "cert_subject", "created_at"},
+    "principals": {
+        "id",
+        "name",
+        "role",
+        "token_hash",
+        "cert_subject",
+        "created_at",
+        "xks_uri_prefix",  # a key store's path prefix and AWS region: public configuration
+        "xks_region",
+    },
     "keys": {
         "id",
         "name",

@@ -16,7 +16,14 @@ router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR
 def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -> PrincipalCreated:
     """Create a principal. The response carries its bearer token, which is never shown again."""
     trail.details.update(name=body.name, role=body.role.value)
-    created = svc.principals.create(body.name, body.role, body.cert_subject, record=trail.success())
+    created = svc.principals.create(
+        body.name,
+        body.role,
+        body.cert_subject,
+        xks_uri_prefix=body.xks_uri_prefix,
+        xks_region=body.xks_region,
+        record=trail.success(),
+    )
     return PrincipalCreated(**PrincipalOut.of(created.principal).model_dump(), token=created.token)
 
 

@@ -1,0 +1,216 @@
+"""The AWS External Key Store door: ``POST /<prefix>/kms/xks/v1/keys/<externalKeyId>/{metadata,encrypt,decrypt}``
+and ``POST /<prefix>/kms/xks/v1/health`` (the XKS proxy API, ``docs/xks.md``).
+
+The gateway (``api/gateway.py``) sends it every request whose path holds ``/kms/xks/``. Per
+request: a path of another shape is ``InvalidUriPathException`` (404), a method other than POST
+405; the body is read up to 64 KiB; the SigV4 signature (service ``kms-xks-proxy``, five minutes
+of clock skew) is verified with the secret of one of a key store's access keys, and the path's
+prefix must be that key store's (else ``InvalidUriPathException``: its credential is valid, its
+path names another store); then the operation runs through ``services/xks/`` and the answer
+is the operation's JSON, or ``{"errorName", "errorMessage"}`` with the spec's status.
+
+Every key operation of an authenticated key store writes one audit record ``xks.<Operation>``
+(success or refusal, with the request's ``requestMetadata``, bounded, and the external key id) in
+the chain. A request refused before its key store authenticated shares the per-address throttle
+of the other doors: counted, summarised in one ``auth.failed`` record per address and interval,
+and once an address's burst is spent refused with ``ThrottlingException`` before its body is read.
+The health check writes no record (it touches no key of a key store).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+from starlette.types import Receive, Scope, Send
+
+from keymanager.api.audit_trail import AuditContext
+from keymanager.api.front_door import write_summary
+from keymanager.domain import xks
+from keymanager.domain.audit import AuditEntry
+from keymanager.domain.kms import KmsError
+from keymanager.domain.models import Door
+from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.errors import KeyManagerError
+from keymanager.services.container import Services
+from keymanager.services.snapshot import Snapshot, run_validated
+from keymanager.services.throttle import AuthThrottle
+from keymanager.services.xks import XksCall
+
+log = logging.getLogger(__name__)
+
+MARK = "/kms/xks/"
+"""What the path of every request of this door holds (and no REST path does)."""
+_HEADERS = [(b"content-type", b"application/json")]
+
+
+@dataclass(frozen=True)
+class _Route:
+    """What the request metrics label an XKS call with (``scope["route"].path``)."""
+
+    path: str
+
+
+@dataclass
+class _Exchange:
+    """One XKS request as the door sees it: its path, its audit context, the call once authenticated."""
+
+    svc: Services
+    trail: AuditContext
+    path: xks.XksPath | None
+    call: XksCall | None = None
+
+
+class XksDoor:
+    """ASGI app serving the XKS proxy API (see the module docstring)."""
+
+    def __init__(self, *, services: Callable[[], Services], throttle: AuthThrottle) -> None:
+        self.services = services
+        self.throttle = throttle
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = scope.setdefault("state", {})
+        trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
+        svc = self.services()
+        try:
+            path: xks.XksPath | None = xks.parse_path(scope["path"])
+        except xks.XksError:
+            path = None
+        exchange = _Exchange(svc, trail, path)
+        trail.declared = f"xks.{path.operation}" if path else "xks.unknown"
+        scope["route"] = _Route(trail.declared)
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        extra: list[tuple[bytes, bytes]] = []
+        wait = self.throttle.retry_after(address)
+        if wait is not None:
+            await write_summary(svc, self.throttle.refused(address), scope, 429)
+            status, answer = 429, _error(xks.XksError("ThrottlingException", "too many failed authentications"))
+            extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
+        else:
+            status, answer = await _answer(exchange, scope, receive)
+            if status != 200 and exchange.call is None:  # refused before the key store authenticated
+                await write_summary(svc, self.throttle.failed(address), scope, status)
+            if status == 405:
+                extra = [(b"allow", b"POST")]
+        body = json.dumps(answer, separators=(",", ":")).encode()
+        headers = [*_HEADERS, *extra, (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+
+async def _answer(exchange: _Exchange, scope: Scope, receive: Receive) -> tuple[int, dict[str, Any]]:
+    """The status and JSON of the answer. A success's audit record is written with it, a refusal's here."""
+    try:
+        if exchange.path is None:
+            raise xks.XksError("InvalidUriPathException", "the URI path is not one of the XKS proxy API")
+        if scope["method"] != "POST":
+            raise xks.XksError("MethodNotAllowed", "the XKS proxy API takes POST only")
+        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
+        body = await _read_body(headers, receive)
+        request = ReceivedRequest(
+            method="POST",
+            raw_path=scope.get("raw_path", b"").decode("latin-1") or scope["path"],
+            query=scope.get("query_string", b"").decode("latin-1"),
+            headers=headers,
+            body=body,
+        )
+        return 200, await _serve(exchange, request, body)
+    except KmsError as exc:  # the signature's refusal (the only KmsError here)
+        refusal = xks.XksError("AuthenticationFailedException", exc.message)
+    except KeyManagerError as exc:
+        refusal = xks.xks_error(exc)
+    except Exception as exc:  # never a stack trace to the client; the class name to the log
+        log.error("unhandled %s in XKS operation %s", type(exc).__name__, exchange.trail.action)
+        refusal = xks.XksError("InternalException", "internal error")
+    if exchange.call is None or exchange.call.path.operation == "GetHealthStatus":
+        return refusal.status, _error(refusal)
+    try:
+        await exchange.svc.audit_writer.awrite(_record(exchange.trail, exchange.call, refusal.status, refusal.name))
+    except Exception:
+        log.error("the audit record of a refused XKS call could not be written")
+        refusal = xks.XksError("DependencyTimeoutException", "the audit record could not be written")
+    return refusal.status, _error(refusal)
+
+
+async def _serve(exchange: _Exchange, request: ReceivedRequest, body: bytes) -> dict[str, Any]:
+    """Authenticate the key store and run the operation; a key operation's record is written on success."""
+    svc, trail, path = exchange.svc, exchange.trail, exchange.path
+    assert path is not None
+    now = datetime.now(UTC)
+
+    async def authenticated(snapshot: Snapshot) -> XksCall:
+        principal, _ = await svc.access_keys.authenticate(snapshot, request, now, door=Door.XKS)
+        trail.principal = principal.name
+        exchange.call = call = XksCall(principal, path, {})
+        if principal.xks_uri_prefix != path.prefix:
+            raise xks.XksError("InvalidUriPathException", "the URI path is not this key store's")
+        call.params = _params(body, lenient=path.operation == "GetHealthStatus")
+        call.metadata = xks.request_metadata(call.params, path.operation)
+        return call
+
+    use = svc.xks.operations.get(path.operation)
+    if use is None:  # the health check
+        await authenticated(svc.cache.snapshot(fresh=True))
+        return await svc.xks_health.status()
+
+    async def attempt(snapshot: Snapshot) -> dict[str, Any]:
+        return await use(snapshot, await authenticated(snapshot))
+
+    def entry(_: dict[str, Any]) -> AuditEntry:
+        assert exchange.call is not None
+        return _record(trail, exchange.call, 200, None)
+
+    return await run_validated(svc.cache, svc.audit_writer, attempt, entry)
+
+
+def _record(trail: AuditContext, call: XksCall, status: int, error: str | None) -> AuditEntry:
+    """The audit entry of a key store's request: the key it named, its ``requestMetadata`` and external key id."""
+    trail.key_id, trail.key_version = call.key_id, call.key_version
+    details: dict[str, Any] = {"error": error} if error else {}
+    details.update(call.metadata)
+    if call.path.key_id is not None:
+        details["externalKeyId"] = call.path.key_id
+    return replace(trail.entry(status), details={**trail.details, **details})
+
+
+def _error(refusal: xks.XksError) -> dict[str, Any]:
+    return {"errorName": refusal.name, "errorMessage": refusal.message}
+
+
+async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
+    """The body, refused (before parsing) beyond :data:`xks.MAX_BODY_BYTES`."""
+    too_large = xks.invalid(f"the request body is limited to {xks.MAX_BODY_BYTES} bytes")
+    for name, value in headers:
+        if name.lower() == "content-length" and (not value.isdigit() or int(value) > xks.MAX_BODY_BYTES):
+            raise too_large
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > xks.MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
+
+
+def _params(body: bytes, *, lenient: bool) -> dict[str, Any]:
+    """The JSON object of the body (ValidationException otherwise; ``lenient``: an empty one)."""
+    try:
+        params = json.loads(body)
+    except (ValueError, UnicodeDecodeError):
+        params = None
+    if isinstance(params, dict):
+        return params
+    if lenient:
+        return {}
+    raise xks.invalid("the body must be a JSON object")
