@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -68,7 +67,7 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         ca: str | None = None,
         client_cert: str | None = None,
         client_key: str | None = None,
-        verify: ssl.SSLContext | bool | None = None,
+        verify: _connection.Verify = None,
         timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
@@ -299,16 +298,20 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         since: datetime | str | None = None,
         action: str | None = None,
         page_size: int | None = None,
+        newest_first: bool = False,
     ) -> AsyncIterator[AuditRecord]:
-        """Audit records matching the filters, oldest first, following the pages lazily."""
-        after: int | None = None
+        """Audit records matching the filters, oldest first (newest first with ``newest_first``),
+        following the pages lazily."""
+        cursor: int | None = None
         while True:
-            page = await self._run(self._core.audit_page(key, principal, action, since, page_size, after))
+            page = await self._run(
+                self._core.audit_page(key, principal, action, since, page_size, cursor, newest_first)
+            )
             for record in page.records:
                 yield record
             if page.next is None or not page.records:
                 return
-            after = page.next
+            cursor = page.next
 
     async def audit(
         self,
@@ -317,10 +320,14 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         since: datetime | str | None = None,
         limit: int | None = None,
         action: str | None = None,
+        newest_first: bool = False,
     ) -> list[AuditRecord]:
-        """Up to ``limit`` (all when None) audit records matching the filters."""
+        """Up to ``limit`` (all when None) audit records matching the filters, oldest first (newest
+        first with ``newest_first``)."""
         records: list[AuditRecord] = []
-        async for record in self.iter_audit(key, principal, since, action, page_size=_core.audit_page_size(limit)):
+        async for record in self.iter_audit(
+            key, principal, since, action, page_size=_core.audit_page_size(limit), newest_first=newest_first
+        ):
             if limit is not None and len(records) >= limit:
                 break
             records.append(record)
@@ -414,7 +421,7 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
             async with self._http.stream("POST", path, content=upload(), headers=headers) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise _core.error_from(response)
+                    raise _core.error_from(response, key)
                 async for chunk in response.aiter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:

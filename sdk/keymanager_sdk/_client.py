@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -49,7 +48,9 @@ class KeyManager(TokenMethods, AccessKeyMethods):
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
     TLS client certificate (``client_cert`` / ``client_key`` PEM paths); ``ca`` is the CA bundle
-    that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead).
+    that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead, or
+    the CA bundle's path as httpx takes it; anything else is a ``TypeError``). ``http://`` URLs are
+    refused: the service speaks HTTPS.
     ``KeyManager.from_env()`` takes these from ``KM_*`` variables. The URL and the files are
     checked here: ``ConfigurationError`` (a ``ValueError``) names what is wrong.
 
@@ -75,7 +76,7 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         ca: str | None = None,
         client_cert: str | None = None,
         client_key: str | None = None,
-        verify: ssl.SSLContext | bool | None = None,
+        verify: _connection.Verify = None,
         timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
@@ -304,15 +305,17 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         since: datetime | str | None = None,
         action: str | None = None,
         page_size: int | None = None,
+        newest_first: bool = False,
     ) -> Iterator[AuditRecord]:
-        """Audit records matching the filters, oldest first, following the pages lazily."""
-        after: int | None = None
+        """Audit records matching the filters, oldest first (newest first with ``newest_first``),
+        following the pages lazily."""
+        cursor: int | None = None
         while True:
-            page = self._run(self._core.audit_page(key, principal, action, since, page_size, after))
+            page = self._run(self._core.audit_page(key, principal, action, since, page_size, cursor, newest_first))
             yield from page.records
             if page.next is None or not page.records:
                 return
-            after = page.next
+            cursor = page.next
 
     def audit(
         self,
@@ -321,10 +324,14 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         since: datetime | str | None = None,
         limit: int | None = None,
         action: str | None = None,
+        newest_first: bool = False,
     ) -> list[AuditRecord]:
-        """Up to ``limit`` (all when None) audit records matching the filters. Auditor or admin."""
+        """Up to ``limit`` (all when None) audit records matching the filters, oldest first (the newest
+        ``limit`` records, newest first, with ``newest_first``). Auditor or admin."""
         records: list[AuditRecord] = []
-        for record in self.iter_audit(key, principal, since, action, page_size=_core.audit_page_size(limit)):
+        for record in self.iter_audit(
+            key, principal, since, action, page_size=_core.audit_page_size(limit), newest_first=newest_first
+        ):
             if limit is not None and len(records) >= limit:
                 break
             records.append(record)
@@ -396,7 +403,7 @@ class KeyManager(TokenMethods, AccessKeyMethods):
             with self._http.stream("POST", path, content=_core.chunks(src), headers=headers) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise _core.error_from(response)
+                    raise _core.error_from(response, key)
                 for chunk in response.iter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:
