@@ -28,7 +28,8 @@ class Settings(BaseSettings):
     var_dir: Path = Path("var")
 
     database_url: str | None = None
-    """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``."""
+    """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``. The usual ``DATABASE_URL``
+    forms ``postgres://…`` and ``postgresql://…`` mean ``postgresql+psycopg://…`` (the driver installed)."""
 
     pkcs11_module: str = SOFTHSM_MODULE
     pkcs11_token_label: str = "keymanager"  # noqa: S105 (a label, not a secret)
@@ -124,6 +125,16 @@ class Settings(BaseSettings):
     """When set, every audit checkpoint line is also appended to this file (keep it off the database's host)."""
     audit_checkpoint_interval_seconds: float = Field(default=60.0, gt=0)
     """How often each process writes a checkpoint of the audit chain (when it moved) to its log; also at shutdown."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_through_psycopg(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        for scheme in ("postgres://", "postgresql://"):
+            if url.startswith(scheme):
+                return "postgresql+psycopg://" + url[len(scheme) :]
+        return url
 
     @field_validator("audit_key_label")
     @classmethod
