@@ -165,6 +165,10 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         """Create a principal; the result carries its token, shown once. Never retried."""
         return await self._run(self._core.create_principal(name, role, cert_subject))
 
+    async def whoami(self) -> Principal:
+        """The principal this client's credential belongs to (any role may ask)."""
+        return await self._run(self._core.whoami())
+
     async def list_principals(self) -> list[Principal]:
         """Every principal (without tokens)."""
         return await self._run(self._core.list_principals())

@@ -168,6 +168,10 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         """
         return self._run(self._core.create_principal(name, role, cert_subject))
 
+    def whoami(self) -> Principal:
+        """The principal this client's credential belongs to (any role may ask)."""
+        return self._run(self._core.whoami())
+
     def list_principals(self) -> list[Principal]:
         """Every principal (without tokens). Admin only."""
         return self._run(self._core.list_principals())

@@ -264,6 +264,9 @@ class Core:
         body = _drop_none({"name": name, "role": role, "cert_subject": cert_subject})
         return Call("POST", "/v1/principals", _json_parser(NewPrincipal.from_json), json=body)
 
+    def whoami(self) -> Call[Principal]:
+        return Call("GET", "/v1/principals/me", _json_parser(Principal.from_json), retryable=True)
+
     def list_principals(self) -> Call[list[Principal]]:
         parse = _json_parser(lambda data: [Principal.from_json(p) for p in data])
         return Call("GET", "/v1/principals", parse, retryable=True)

@@ -252,3 +252,9 @@ def test_update_key_if_match(admin: KeyManager, make_key: MakeKey) -> None:
     assert (refused.value.status, refused.value.code) == (412, "precondition_failed") and refused.value.request_id
     assert admin.get_key(key.name).description == "one"
     assert admin.update_key(key.name, description="three", if_match="*").description == "three"
+
+
+def test_whoami(admin: KeyManager, app_principal: App, server: Server) -> None:
+    assert (admin.whoami().name, admin.whoami().role) == ("admin", "admin")
+    with KeyManager(server.url, token=app_principal.token, ca=str(server.ca)) as app:
+        assert (app.whoami().name, app.whoami().role) == (app_principal.name, "app")
