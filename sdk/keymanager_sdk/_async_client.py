@@ -33,6 +33,7 @@ from keymanager_sdk._envelope import (
     write_atomically,
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
+from keymanager_sdk._key_import import AsyncKeyImportMethods
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -52,7 +53,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
+class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited
@@ -186,9 +187,12 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
+        origin: str | None = None,
     ) -> Key:
         """Create a key in the HSM (version 1). Never retried."""
-        return await self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days))
+        return await self._run(
+            self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin)
+        )
 
     async def list_keys(self) -> list[Key]:
         """The keys the caller may see."""

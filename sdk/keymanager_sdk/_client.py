@@ -24,6 +24,7 @@ from keymanager_sdk._envelope import (
     write_atomically,
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
+from keymanager_sdk._key_import import KeyImportMethods
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -43,7 +44,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods, AccessKeyMethods):
+class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -189,10 +190,12 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
+        origin: str | None = None,
     ) -> Key:
         """Create a key in the HSM (version 1). ``algorithm``: ``AES_256_CBC_HMAC_SHA256`` (default),
-        ``AES_256_GCM`` or ``HMAC_SHA256``. ``policy``: a ``Policy`` or the API's mapping. Never retried."""
-        return self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days))
+        ``AES_256_GCM`` or ``HMAC_SHA256``. ``policy``: a ``Policy`` or the API's mapping. ``origin``
+        ``"external"``: no material until ``import_key_material``. Never retried."""
+        return self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin))
 
     def list_keys(self) -> list[Key]:
         """Every key for an admin; for other principals, the keys whose policy names them."""

@@ -283,9 +283,11 @@ class Core:
         description: str | None,
         policy: PolicyArg,
         rotation_period_days: int | None,
+        origin: str | None = None,
     ) -> Call[Key]:
         body = _drop_none(
             {
+                "origin": origin,
                 "name": name,
                 "algorithm": algorithm,
                 "description": description,
