@@ -76,9 +76,14 @@ class APIError(KeyManagerError):
         self.request_id = request_id
         self.key = key
         self.principal = principal
-        about = "".join(f" [{what} {name!r}]" for what, name in (("key", key), ("principal", principal)) if name)
         request = f" (request {request_id})" if request_id else ""
-        super().__init__(f"{status} {code}: {message}{about}{request}")
+        super().__init__(f"{status} {code}: {message}{self.about}{request}")
+
+    @property
+    def about(self) -> str:
+        """`` [key 'cards']`` / `` [principal 'billing']`` for an error of a call that names one, else ``""``."""
+        named = (("key", self.key), ("principal", self.principal))
+        return "".join(f" [{what} {name!r}]" for what, name in named if name)
 
 
 class InvalidRequest(APIError):
