@@ -108,6 +108,7 @@ def dev_cert(settings: Settings, name: str) -> int:
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
     from keymanager.api.logs import configure as configure_logs
+    from keymanager.cli.guide import next_steps
     from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
     from keymanager.serving import ServeOptions, plan_workers, replica_metrics_dir
     from keymanager.serving import serve as run_server
@@ -138,10 +139,11 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-        announce_when_ready(
-            f"{scheme}://{loopback(host)}:{port}",
-            f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})",
-        )
+        local = f"{scheme}://{loopback(host)}:{port}"
+        ready = f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})"
+        if settings.env == "development" and settings.resolved_log_format() == "text":  # a person is reading
+            ready += "\n" + next_steps(settings, local)
+        announce_when_ready(local, ready)
         run_server(
             ServeOptions(
                 host=host,
