@@ -244,6 +244,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"], help="default KM_LOG_LEVEL"
     )
+    settings_table = commands.add_parser("settings", help="print the table of every KM_ setting (Markdown)")
+    settings_table.add_argument("--update", metavar="PAGE", help="rewrite the table in PAGE (docs/configuration.md)")
     audit = commands.add_parser("audit", help="audit log tools")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     verify = audit_commands.add_parser("verify", help="verify the audit chain and its seals (with the HSM)")
@@ -258,6 +260,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``keymanager`` console script."""
     args = parser().parse_args(argv)
+    if args.command == "settings":  # the defaults, not this environment's values
+        from keymanager.cli.settings_doc import run as settings_table
+
+        return settings_table(args.update)
     try:
         settings = Settings()
     except ValidationError as exc:

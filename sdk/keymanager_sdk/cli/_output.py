@@ -4,7 +4,7 @@ optional ``--query`` (JMESPath, as the AWS CLI's).
 What is printed is always the JSON shape of the result (``plain``): the query applies to that
 shape, so ``--query token --output text`` prints a new principal's token alone. ``text`` is the
 AWS CLI's: a scalar as it is, a list of scalars on one line separated by tabs, one line per
-object (its values, tab-separated), ``name<TAB>value`` lines for one object. An empty list prints
+object or list in a list (its values, tab-separated), ``name<TAB>value`` lines for one object. An empty list prints
 nothing on stdout (``[]`` with ``json``) and a note on stderr.
 """
 
@@ -118,6 +118,8 @@ def _text_lines(data: Any, columns: Sequence[str]) -> list[str]:
         if all(isinstance(item, dict) for item in data):
             names = columns or list(data[0])
             return ["\t".join(_cell(item.get(c)) for c in names) for item in data]
+        if all(isinstance(item, list) for item in data):
+            return ["\t".join(_cell(cell) for cell in item) for item in data]
         return ["\t".join(_cell(item) for item in data)]
     if isinstance(data, dict):
         return [f"{name}\t{_cell(item)}" for name, item in data.items()]
