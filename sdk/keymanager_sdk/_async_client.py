@@ -74,10 +74,11 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
         trust_env: bool = True,
+        insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._origin = _connection.origin(_connection.check_url(base_url))
+        self._origin = _connection.origin(_connection.check_url(base_url, insecure_http))
         headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep

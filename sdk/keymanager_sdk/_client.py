@@ -51,7 +51,7 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
     TLS client certificate (``client_cert`` / ``client_key`` PEM paths); ``ca`` is the CA bundle
     that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead, or
     the CA bundle's path as httpx takes it; anything else is a ``TypeError``). ``http://`` URLs are
-    refused: the service speaks HTTPS.
+    refused (the service speaks HTTPS) unless ``insecure_http=True`` says so, for measurements only.
     ``KeyManager.from_env()`` takes these from ``KM_*`` variables. The URL and the files are
     checked here: ``ConfigurationError`` (a ``ValueError``) names what is wrong.
 
@@ -83,10 +83,11 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
         trust_env: bool = True,
+        insecure_http: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._origin = _connection.origin(_connection.check_url(base_url))
+        self._origin = _connection.origin(_connection.check_url(base_url, insecure_http))
         headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep

@@ -58,20 +58,22 @@ def origin(base_url: str) -> str:
     return f"{parts.scheme}://{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
-def check_url(base_url: str) -> str:
+def check_url(base_url: str, insecure_http: bool = False) -> str:
     """``base_url`` when it is an ``https://host[:port][/prefix]`` URL; ``ConfigurationError`` otherwise
-    (``http://`` included: the SDK never sends a token or a plaintext in clear)."""
+    (``http://`` included: the SDK never sends a token or a plaintext in clear, unless the caller
+    says so explicitly with ``insecure_http``, to measure what TLS costs against ``keymanager
+    serve --insecure-http``)."""
     try:
         parts = urlsplit(base_url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigurationError(f"invalid service URL {base_url!r}: {exc}") from exc
-    if parts.scheme == "http":
+    if parts.scheme == "http" and not insecure_http:
         raise ConfigurationError(
             f"service URL {base_url!r}: plain http:// is refused (tokens and plaintexts would cross the network "
             "in clear); the service speaks HTTPS: use https://"
         )
-    if parts.scheme != "https" or not parts.hostname:
+    if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ConfigurationError(f"invalid service URL {base_url!r}: expected https://host[:port]")
     return base_url
 

@@ -138,3 +138,16 @@ def test_errors_of_a_principal_call_name_the_principal() -> None:
         assert failed.value.principal == "billing" and "[principal 'billing']" in str(failed.value)
         with pytest.raises(km.NotFound, match=r"\[principal 'billing'\]"):
             client.list_access_keys("billing")
+
+
+def test_plain_http_only_when_asked_for_by_name() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request)
+        return httpx.Response(200, json={"status": "ok"})
+
+    transport = httpx.MockTransport(handler)
+    with km.KeyManager("http://km.test", insecure_http=True, transport=transport) as client:
+        assert client.health().status == "ok"
+    assert str(sent[0].url) == "http://km.test/v1/health"
