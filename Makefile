@@ -1,6 +1,6 @@
-# keymanager: `make run` installs what serving needs (runtime packages only) and serves on
-# https://127.0.0.1:8443; `make test` installs the test tools, the SDK and kmctl and runs the checks;
-# `make sdk` adds the SDK and kmctl to a run-only .venv; `make bench` runs the benchmark's report
+# keymanager: `make run` installs the service, the SDK and kmctl (runtime packages only) and serves
+# on https://127.0.0.1:$KM_PORT (8443); `make test` installs the test tools too and runs the checks;
+# `make setup` installs the service alone; `make bench` runs the benchmark's report
 # (`make bench BENCH_ARGS="report --quick --spawn"`: the same in under 2 minutes).
 VENV := .venv
 BIN := $(VENV)/bin
@@ -20,12 +20,12 @@ setup-test:
 setup-bench:
 	@./scripts/bootstrap.sh bench
 
-init: setup
-	@echo "==> keymanager init: SoftHSM token, database schema, development TLS, first admin (usually 3-10 s)"
+init: sdk
+	@echo "==> keymanager init: database schema, SoftHSM token, development TLS, first admin, kmctl profile (usually 3-10 s)"
 	@start=$$(date +%s) && $(BIN)/keymanager init && echo "    done in $$(( $$(date +%s) - start )) s"
 
 run: init
-	@echo "==> starting the service (usually ready in 2-5 s; Ctrl-C stops it)"
+	@echo "==> starting the service: database, HSM and audit chain checked, then the workers (usually ready in 2-5 s; Ctrl-C stops it)"
 	@$(BIN)/keymanager serve
 
 lint: setup-test

@@ -52,6 +52,7 @@ class Endpoint:
             client_key=self.client_key,
             max_retries=0,
             timeout=300.0,
+            insecure_http=self.url.startswith("http://"),  # bench transport's plain-HTTP mode
         )
 
 
@@ -208,7 +209,8 @@ def provision(service: Service, mtls: bool = False) -> Endpoint:
     suffix = secrets.token_hex(4)
     principal, key = f"bench-{suffix}", f"bench-{suffix}"
     users: tuple[str, ...] = (principal, f"bench-mtls-{suffix}") if mtls else (principal,)
-    with KeyManager(service.url, token=service.admin_token, ca=service.ca) as admin:
+    plain = service.url.startswith("http://")  # bench transport's plain-HTTP mode
+    with KeyManager(service.url, token=service.admin_token, ca=service.ca, insecure_http=plain) as admin:
         app = admin.create_principal(principal, "app")
         if mtls:
             admin.create_principal(users[1], "app", cert_subject=MTLS_SUBJECT)

@@ -29,7 +29,8 @@ class Settings(BaseSettings):
     var_dir: Path = Path("var")
 
     database_url: str | None = None
-    """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``."""
+    """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``. The usual ``DATABASE_URL``
+    forms ``postgres://…`` and ``postgresql://…`` mean ``postgresql+psycopg://…`` (the driver installed)."""
 
     pkcs11_module: str = SOFTHSM_MODULE
     pkcs11_token_label: str = "keymanager"  # noqa: S105 (a label, not a secret)
@@ -149,6 +150,16 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_through_psycopg(cls, url: str | None) -> str | None:
+        if url is None:
+            return None
+        for scheme in ("postgres://", "postgresql://"):
+            if url.startswith(scheme):
+                return "postgresql+psycopg://" + url[len(scheme) :]
+        return url
 
     @field_validator("audit_key_label")
     @classmethod

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from keymanager import __version__
 from keymanager.cli.startup import redacted_url
 from keymanager.config import Settings
 from keymanager.domain.models import Role
@@ -30,11 +31,22 @@ def _write_secret(path: Path, text: str) -> None:
 
 
 def init(settings: Settings) -> int:
-    """Create what is missing: SoftHSM token, schema, development PKI, audit key, first admin principal."""
+    """Create what is missing: schema, SoftHSM token, development PKI, audit key, first admin
+    principal, and the kmctl profile of the local service.
+
+    The database is checked (opened and migrated) first: when it cannot be, exit 1 naming it,
+    before anything is created in the HSM.
+    """
+    from keymanager.cli.profile import write_kmctl_profile
+    from keymanager.cli.startup import database_problem
     from keymanager.cli.tls import ensure_dev_pki
     from keymanager.services.container import Services
 
     settings.var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    problem = database_problem(settings)
+    if problem is not None:
+        print(f"keymanager init: {problem} (nothing else was created)", file=sys.stderr)
+        return 1
     if settings.is_softhsm:
         from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
 
@@ -48,9 +60,10 @@ def init(settings: Settings) -> int:
             conf,
         )
         print(f"SoftHSM token '{settings.pkcs11_token_label}': {'created' if created else 'present'}")
+    ca = None
     if settings.tls_cert is None and settings.tls_key is None:
-        pki = ensure_dev_pki(settings.tls_dir)
-        print(f"development CA: {pki.ca_cert}")
+        ca = ensure_dev_pki(settings.tls_dir).ca_cert
+        print(f"development CA: {ca}")
     services = Services.build(settings)
     try:
         presence = services.audit_chain.prepare()
@@ -68,12 +81,34 @@ def init(settings: Settings) -> int:
             print(created_admin.token)
     finally:
         services.close()
+    print(f"kmctl profile: {write_kmctl_profile(settings, token_file, ca)} (kmctl uses it when run here)")
+    return 0
+
+
+def dev_cert(settings: Settings, name: str) -> int:
+    """Issue the client certificate ``CN=<name>,O=keymanager`` from the development CA; exit 0,
+    or 2 (said why) for a bad name or when ``keymanager init`` has not made the CA yet."""
+    from keymanager.cli.tls import issue_client_certificate
+
+    try:
+        cert, key = issue_client_certificate(settings.tls_dir, name)
+    except ValueError as exc:
+        print(f"keymanager dev-cert: {name!r}: {exc}", file=sys.stderr)
+        return 2
+    except FileNotFoundError:
+        print(f"keymanager dev-cert: no development CA in {settings.tls_dir}: run 'keymanager init'", file=sys.stderr)
+        return 2
+    print(f"client certificate: {cert}")
+    print(f"its key:            {key}")
+    print(f"subject:            CN={name},O=keymanager")
+    print(f'bind it to a principal: kmctl principals create {name} --role app --cert-subject "CN={name},O=keymanager"')
     return 0
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
     """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
     from keymanager.api.logs import configure as configure_logs
+    from keymanager.cli.guide import next_steps
     from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
     from keymanager.serving import ServeOptions, plan_workers, replica_metrics_dir
     from keymanager.serving import serve as run_server
@@ -104,10 +139,11 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-        announce_when_ready(
-            f"{scheme}://{loopback(host)}:{port}",
-            f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})",
-        )
+        local = f"{scheme}://{loopback(host)}:{port}"
+        ready = f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})"
+        if settings.env == "development" and settings.resolved_log_format() == "text":  # a person is reading
+            ready += "\n" + next_steps(settings, local)
+        announce_when_ready(local, ready)
         run_server(
             ServeOptions(
                 host=host,
@@ -189,8 +225,13 @@ def _positive(text: str) -> int:
 
 def parser() -> argparse.ArgumentParser:
     top = argparse.ArgumentParser(prog="keymanager", description="Self-hosted key manager backed by a PKCS#11 HSM.")
+    top.add_argument("--version", action="version", version=f"keymanager {__version__}")
     commands = top.add_subparsers(dest="command", required=True)
-    commands.add_parser("init", help="create the SoftHSM token, schema, dev TLS and first admin (idempotent)")
+    commands.add_parser(
+        "init", help="create the schema, SoftHSM token, dev TLS, first admin and kmctl profile (idempotent)"
+    )
+    cert = commands.add_parser("dev-cert", help="issue a client certificate (mTLS) from the development CA")
+    cert.add_argument("name", help="the certificate's CN: 1-64 letters, digits, '_', '.' or '-'")
     run = commands.add_parser("serve", help="serve the API over HTTPS")
     run.add_argument(
         "--workers",
@@ -203,6 +244,8 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--log-level", choices=["critical", "error", "warning", "info", "debug"], help="default KM_LOG_LEVEL"
     )
+    settings_table = commands.add_parser("settings", help="print the table of every KM_ setting (Markdown)")
+    settings_table.add_argument("--update", metavar="PAGE", help="rewrite the table in PAGE (docs/configuration.md)")
     audit = commands.add_parser("audit", help="audit log tools")
     audit_commands = audit.add_subparsers(dest="audit_command", required=True)
     verify = audit_commands.add_parser("verify", help="verify the audit chain and its seals (with the HSM)")
@@ -217,6 +260,10 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``keymanager`` console script."""
     args = parser().parse_args(argv)
+    if args.command == "settings":  # the defaults, not this environment's values
+        from keymanager.cli.settings_doc import run as settings_table
+
+        return settings_table(args.update)
     try:
         settings = Settings()
     except ValidationError as exc:
@@ -228,6 +275,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "init":
             return init(settings)
+        if args.command == "dev-cert":
+            return dev_cert(settings, args.name)
         if args.command == "audit":
             return audit_verify(settings, args.checkpoint)
         return serve(settings, args)

@@ -28,10 +28,11 @@ READY_POLL_SECONDS = 0.1
 
 def problem_at_start(settings: Settings) -> str | None:
     """One line naming what keeps the service from starting (database, HSM), or ``None``."""
-    return _database_problem(settings) or _hsm_problem(settings)
+    return database_problem(settings) or _hsm_problem(settings)
 
 
-def _database_problem(settings: Settings) -> str | None:
+def database_problem(settings: Settings) -> str | None:
+    """One line naming why the database cannot be opened and migrated, or ``None`` (it now is)."""
     from keymanager.db import make_engine, migrate
 
     url = settings.resolved_database_url()

@@ -130,8 +130,11 @@ class AuditRecords:
             writer.close()
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
-        """Records matching ``query`` with ``seq > query.after``, in sequence order."""
+        """Records matching ``query`` with ``seq > query.after`` (and ``< query.before``), in sequence
+        order (descending with ``query.newest_first``)."""
         statement: Select[AuditRecordRow] = select(AuditRecordRow).where(AuditRecordRow.seq > query.after)
+        if query.before is not None:
+            statement = statement.where(AuditRecordRow.seq < query.before)
         if query.key_id is not None:
             statement = statement.where(AuditRecordRow.key_id == query.key_id)
         if query.principal is not None:
@@ -140,7 +143,8 @@ class AuditRecords:
             statement = statement.where(AuditRecordRow.action == query.action)
         if query.since is not None:
             statement = statement.where(AuditRecordRow.time >= query.since)
-        statement = statement.order_by(AuditRecordRow.seq).limit(query.limit)
+        order = AuditRecordRow.seq.desc() if query.newest_first else AuditRecordRow.seq
+        statement = statement.order_by(order).limit(query.limit)
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             return [_record(row) for row in session.scalars(statement)]
 

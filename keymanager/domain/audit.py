@@ -135,7 +135,8 @@ def chain(entries: Iterable[AuditEntry], last_seq: int, last_hash: str) -> list[
 
 @dataclass(frozen=True)
 class AuditQuery:
-    """Filters of an audit listing; records with ``seq > after``, at most ``limit``."""
+    """Filters of an audit listing; records with ``seq > after`` (and ``seq < before`` when given),
+    at most ``limit``, oldest first, or newest first with ``newest_first``."""
 
     key_id: str | None = None
     principal: str | None = None
@@ -143,6 +144,8 @@ class AuditQuery:
     since: datetime | None = None
     after: int = 0
     limit: int = 100
+    before: int | None = None
+    newest_first: bool = False
 
 
 @dataclass(frozen=True)

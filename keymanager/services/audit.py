@@ -126,8 +126,8 @@ class AuditReader:
         """The id of the key named or identified by a reference; KeyNotFound when there is none."""
 
     def query(self, query: AuditQuery, key: str | None = None) -> list[AuditRecord]:
-        """Records matching ``query`` in sequence order; ``key`` (a key's name or id) narrows them to
-        that key's (KeyNotFound when there is no such key)."""
+        """Records matching ``query`` in sequence order (newest first with ``query.newest_first``);
+        ``key`` (a key's name or id) narrows them to that key's (KeyNotFound when there is no such key)."""
         if key is not None:
             query = replace(query, key_id=self._key_id(key))
         return self._records.query(query)

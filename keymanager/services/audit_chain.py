@@ -34,6 +34,7 @@ from keymanager.hsm.audit_key import AuditKey, Presence
 log = logging.getLogger(__name__)
 checkpoint_log = logging.getLogger("keymanager.audit.checkpoint")
 checkpoint_log.setLevel(logging.INFO)  # a checkpoint is written even when the service logs warnings only
+_service_log = logging.getLogger("keymanager")
 
 MARKER_ACTION = "audit.chain.keyed"
 SYSTEM = "system"
@@ -46,7 +47,18 @@ class AuditKeyMissing(HsmUnavailable):
 class AuditChain:
     """Set-up and checkpoints of the audit chain in ``store``, sealed with ``key``."""
 
-    def __init__(self, store: AuditRecords, key: AuditKey, *, checkpoint_file: Path | None = None) -> None:
+    def __init__(
+        self,
+        store: AuditRecords,
+        key: AuditKey,
+        *,
+        checkpoint_file: Path | None = None,
+        checkpoints_always_logged: bool = True,
+    ) -> None:
+        """``checkpoints_always_logged`` (production): checkpoint lines reach the log whatever the
+        service's level; False (development): only when the service logs ``info`` or more. The
+        checkpoint file, when set, gets every line either way."""
+        self._always_logged = checkpoints_always_logged
         self._store = store
         self._key = key
         self._checkpoint_file = checkpoint_file
@@ -103,7 +115,8 @@ class AuditChain:
             if head == self._emitted and not always:
                 return head
             self._emitted = head
-            checkpoint_log.info("%s", head.line())
+            if self._always_logged or _service_log.isEnabledFor(logging.INFO):
+                checkpoint_log.info("%s", head.line())
             if self._checkpoint_file is not None:
                 _append_line(self._checkpoint_file, head)
         return head

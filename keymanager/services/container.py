@@ -119,7 +119,12 @@ class Services:
             audit_writer=audit_writer,
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
-            audit_chain=AuditChain(audit_records, audit_key, checkpoint_file=settings.audit_checkpoint_file),
+            audit_chain=AuditChain(
+                audit_records,
+                audit_key,
+                checkpoint_file=settings.audit_checkpoint_file,
+                checkpoints_always_logged=settings.env == "production",
+            ),
             readiness=readiness,
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),

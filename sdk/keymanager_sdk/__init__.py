@@ -35,6 +35,7 @@ from keymanager_sdk._exceptions import (
     Unauthenticated,
     VersionBelowMinimum,
 )
+from keymanager_sdk._key_import import ImportParameters, wrap_key_material
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -69,6 +70,7 @@ __all__ = [
     "Forbidden",
     "Health",
     "HsmUnavailable",
+    "ImportParameters",
     "InvalidRequest",
     "Key",
     "KeyDestroyed",
@@ -96,4 +98,5 @@ __all__ = [
     "__version__",
     "decrypt_envelope",
     "encrypt_envelope",
+    "wrap_key_material",
 ]

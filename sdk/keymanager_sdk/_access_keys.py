@@ -50,16 +50,24 @@ def create_access_key_call(
     if (access_key_id is None) is not (secret_access_key is None):
         raise ValueError("give both access_key_id and secret_access_key, or neither")
     body = {} if access_key_id is None else {"access_key_id": access_key_id, "secret_access_key": secret_access_key}
-    return Call("POST", _path("principals", principal, "access-keys"), _json_parser(NewAccessKey.from_json), json=body)
+    return Call(
+        "POST",
+        _path("principals", principal, "access-keys"),
+        _json_parser(NewAccessKey.from_json),
+        json=body,
+        principal=principal,
+    )
 
 
 def list_access_keys_call(principal: str) -> Call[list[AccessKey]]:
     parse = _json_parser(lambda data: [AccessKey.from_json(item) for item in data])
-    return Call("GET", _path("principals", principal, "access-keys"), parse, retryable=True)
+    return Call("GET", _path("principals", principal, "access-keys"), parse, retryable=True, principal=principal)
 
 
 def delete_access_key_call(principal: str, access_key_id: str) -> Call[None]:
-    return Call("DELETE", _path("principals", principal, "access-keys", access_key_id), _no_content)
+    return Call(
+        "DELETE", _path("principals", principal, "access-keys", access_key_id), _no_content, principal=principal
+    )
 
 
 class AccessKeyMethods:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import ssl
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
@@ -34,6 +33,7 @@ from keymanager_sdk._envelope import (
     write_atomically,
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
+from keymanager_sdk._key_import import AsyncKeyImportMethods
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -53,7 +53,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
+class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited
@@ -68,16 +68,17 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         ca: str | None = None,
         client_cert: str | None = None,
         client_key: str | None = None,
-        verify: ssl.SSLContext | bool | None = None,
+        verify: _connection.Verify = None,
         timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
         trust_env: bool = True,
+        insecure_http: bool = False,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self._origin = _connection.origin(_connection.check_url(base_url))
+        self._origin = _connection.origin(_connection.check_url(base_url, insecure_http))
         headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
@@ -166,6 +167,10 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         """Create a principal; the result carries its token, shown once. Never retried."""
         return await self._run(self._core.create_principal(name, role, cert_subject))
 
+    async def whoami(self) -> Principal:
+        """The principal this client's credential belongs to (any role may ask)."""
+        return await self._run(self._core.whoami())
+
     async def list_principals(self) -> list[Principal]:
         """Every principal (without tokens)."""
         return await self._run(self._core.list_principals())
@@ -183,9 +188,12 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
+        origin: str | None = None,
     ) -> Key:
         """Create a key in the HSM (version 1). Never retried."""
-        return await self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days))
+        return await self._run(
+            self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin)
+        )
 
     async def list_keys(self) -> list[Key]:
         """The keys the caller may see."""
@@ -299,16 +307,20 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         since: datetime | str | None = None,
         action: str | None = None,
         page_size: int | None = None,
+        newest_first: bool = False,
     ) -> AsyncIterator[AuditRecord]:
-        """Audit records matching the filters, oldest first, following the pages lazily."""
-        after: int | None = None
+        """Audit records matching the filters, oldest first (newest first with ``newest_first``),
+        following the pages lazily."""
+        cursor: int | None = None
         while True:
-            page = await self._run(self._core.audit_page(key, principal, action, since, page_size, after))
+            page = await self._run(
+                self._core.audit_page(key, principal, action, since, page_size, cursor, newest_first)
+            )
             for record in page.records:
                 yield record
             if page.next is None or not page.records:
                 return
-            after = page.next
+            cursor = page.next
 
     async def audit(
         self,
@@ -317,10 +329,14 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
         since: datetime | str | None = None,
         limit: int | None = None,
         action: str | None = None,
+        newest_first: bool = False,
     ) -> list[AuditRecord]:
-        """Up to ``limit`` (all when None) audit records matching the filters."""
+        """Up to ``limit`` (all when None) audit records matching the filters, oldest first (newest
+        first with ``newest_first``)."""
         records: list[AuditRecord] = []
-        async for record in self.iter_audit(key, principal, since, action, page_size=_core.audit_page_size(limit)):
+        async for record in self.iter_audit(
+            key, principal, since, action, page_size=_core.audit_page_size(limit), newest_first=newest_first
+        ):
             if limit is not None and len(records) >= limit:
                 break
             records.append(record)
@@ -414,7 +430,7 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods):
             async with self._http.stream("POST", path, content=upload(), headers=headers) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise _core.error_from(response)
+                    raise _core.error_from(response, key)
                 async for chunk in response.aiter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import datetime
@@ -25,6 +24,7 @@ from keymanager_sdk._envelope import (
     write_atomically,
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
+from keymanager_sdk._key_import import KeyImportMethods
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -44,12 +44,14 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods, AccessKeyMethods):
+class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
     TLS client certificate (``client_cert`` / ``client_key`` PEM paths); ``ca`` is the CA bundle
-    that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead).
+    that signed the server's certificate (``verify`` may give a ready ``ssl.SSLContext`` instead, or
+    the CA bundle's path as httpx takes it; anything else is a ``TypeError``). ``http://`` URLs are
+    refused (the service speaks HTTPS) unless ``insecure_http=True`` says so, for measurements only.
     ``KeyManager.from_env()`` takes these from ``KM_*`` variables. The URL and the files are
     checked here: ``ConfigurationError`` (a ``ValueError``) names what is wrong.
 
@@ -75,16 +77,17 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         ca: str | None = None,
         client_cert: str | None = None,
         client_key: str | None = None,
-        verify: ssl.SSLContext | bool | None = None,
+        verify: _connection.Verify = None,
         timeout: float | httpx.Timeout = _connection.DEFAULT_TIMEOUT,
         max_retries: int = 3,
         retry: RetryPolicy | None = None,
         limits: httpx.Limits | None = None,
         trust_env: bool = True,
+        insecure_http: bool = False,
         sleep: Callable[[float], None] = time.sleep,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self._origin = _connection.origin(_connection.check_url(base_url))
+        self._origin = _connection.origin(_connection.check_url(base_url, insecure_http))
         headers, context = _connection.http_options(token, ca, client_cert, client_key, verify)
         self._core = Core(retry or RetryPolicy(max_retries=max_retries))
         self._sleep = sleep
@@ -167,6 +170,10 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         """
         return self._run(self._core.create_principal(name, role, cert_subject))
 
+    def whoami(self) -> Principal:
+        """The principal this client's credential belongs to (any role may ask)."""
+        return self._run(self._core.whoami())
+
     def list_principals(self) -> list[Principal]:
         """Every principal (without tokens). Admin only."""
         return self._run(self._core.list_principals())
@@ -184,10 +191,12 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         description: str | None = None,
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
+        origin: str | None = None,
     ) -> Key:
         """Create a key in the HSM (version 1). ``algorithm``: ``AES_256_CBC_HMAC_SHA256`` (default),
-        ``AES_256_GCM`` or ``HMAC_SHA256``. ``policy``: a ``Policy`` or the API's mapping. Never retried."""
-        return self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days))
+        ``AES_256_GCM`` or ``HMAC_SHA256``. ``policy``: a ``Policy`` or the API's mapping. ``origin``
+        ``"external"``: no material until ``import_key_material``. Never retried."""
+        return self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin))
 
     def list_keys(self) -> list[Key]:
         """Every key for an admin; for other principals, the keys whose policy names them."""
@@ -304,15 +313,17 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         since: datetime | str | None = None,
         action: str | None = None,
         page_size: int | None = None,
+        newest_first: bool = False,
     ) -> Iterator[AuditRecord]:
-        """Audit records matching the filters, oldest first, following the pages lazily."""
-        after: int | None = None
+        """Audit records matching the filters, oldest first (newest first with ``newest_first``),
+        following the pages lazily."""
+        cursor: int | None = None
         while True:
-            page = self._run(self._core.audit_page(key, principal, action, since, page_size, after))
+            page = self._run(self._core.audit_page(key, principal, action, since, page_size, cursor, newest_first))
             yield from page.records
             if page.next is None or not page.records:
                 return
-            after = page.next
+            cursor = page.next
 
     def audit(
         self,
@@ -321,10 +332,14 @@ class KeyManager(TokenMethods, AccessKeyMethods):
         since: datetime | str | None = None,
         limit: int | None = None,
         action: str | None = None,
+        newest_first: bool = False,
     ) -> list[AuditRecord]:
-        """Up to ``limit`` (all when None) audit records matching the filters. Auditor or admin."""
+        """Up to ``limit`` (all when None) audit records matching the filters, oldest first (the newest
+        ``limit`` records, newest first, with ``newest_first``). Auditor or admin."""
         records: list[AuditRecord] = []
-        for record in self.iter_audit(key, principal, since, action, page_size=_core.audit_page_size(limit)):
+        for record in self.iter_audit(
+            key, principal, since, action, page_size=_core.audit_page_size(limit), newest_first=newest_first
+        ):
             if limit is not None and len(records) >= limit:
                 break
             records.append(record)
@@ -396,7 +411,7 @@ class KeyManager(TokenMethods, AccessKeyMethods):
             with self._http.stream("POST", path, content=_core.chunks(src), headers=headers) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise _core.error_from(response)
+                    raise _core.error_from(response, key)
                 for chunk in response.iter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:

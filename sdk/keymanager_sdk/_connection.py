@@ -15,6 +15,8 @@ from urllib.parse import urlsplit
 from keymanager_sdk._core import __version__
 from keymanager_sdk._exceptions import ConfigurationError
 
+Verify = ssl.SSLContext | bool | str | os.PathLike[str] | None
+"""What ``verify=`` takes (see ``http_options``)."""
 DEFAULT_TIMEOUT = 30.0
 """Seconds to wait for a connection, a free pooled connection, and each read."""
 ENVIRONMENT = {
@@ -56,14 +58,22 @@ def origin(base_url: str) -> str:
     return f"{parts.scheme}://{host}:{parts.port or (443 if parts.scheme == 'https' else 80)}"
 
 
-def check_url(base_url: str) -> str:
-    """``base_url`` when it is an ``http(s)://host[:port][/prefix]`` URL; ``ConfigurationError`` otherwise."""
+def check_url(base_url: str, insecure_http: bool = False) -> str:
+    """``base_url`` when it is an ``https://host[:port][/prefix]`` URL; ``ConfigurationError`` otherwise
+    (``http://`` included: the SDK never sends a token or a plaintext in clear, unless the caller
+    says so explicitly with ``insecure_http``, to measure what TLS costs against ``keymanager
+    serve --insecure-http``)."""
     try:
         parts = urlsplit(base_url)
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except (ValueError, TypeError, AttributeError) as exc:
         raise ConfigurationError(f"invalid service URL {base_url!r}: {exc}") from exc
-    if parts.scheme not in ("http", "https") or not parts.hostname:
+    if parts.scheme == "http" and not insecure_http:
+        raise ConfigurationError(
+            f"service URL {base_url!r}: plain http:// is refused (tokens and plaintexts would cross the network "
+            "in clear); the service speaks HTTPS: use https://"
+        )
+    if parts.scheme not in ("https", "http") or not parts.hostname:
         raise ConfigurationError(f"invalid service URL {base_url!r}: expected https://host[:port]")
     return base_url
 
@@ -73,14 +83,30 @@ def http_options(
     ca: str | None,
     client_cert: str | None,
     client_key: str | None,
-    verify: ssl.SSLContext | bool | None,
+    verify: Verify,
 ) -> tuple[dict[str, str], ssl.SSLContext]:
-    """The headers and the TLS context shared by both clients (files checked now)."""
+    """The headers and the TLS context shared by both clients (files checked now).
+
+    ``verify`` is as httpx takes it: a ready ``ssl.SSLContext`` (used as it is), ``True``/None
+    (verify against ``ca``, or the system's CAs), ``False`` (no verification), or the path of a
+    CA bundle (the same as ``ca=``; giving both, different, is a ``ConfigurationError``).
+    Anything else is a ``TypeError`` that points at ``ca=``: a setting is never ignored.
+    """
     headers = {"User-Agent": f"keymanager-sdk/{__version__}"}
     if token is not None:
         headers["Authorization"] = f"Bearer {token}"
     if isinstance(verify, ssl.SSLContext):
         return headers, verify
+    if isinstance(verify, str | os.PathLike):
+        bundle = os.fspath(verify)
+        if ca is not None and ca != bundle:
+            raise ConfigurationError(f"verify={bundle!r} and ca={ca!r} name two CA bundles: give one (ca=)")
+        ca, verify = bundle, True
+    elif verify is not None and not isinstance(verify, bool):
+        raise TypeError(
+            f"verify must be a bool or an ssl.SSLContext, not {type(verify).__name__}; "
+            "pass the CA bundle's path as ca= (or as verify=)"
+        )
     context = ssl_context(ca, client_cert, client_key)
     if verify is False:
         context.check_hostname = False
@@ -132,7 +158,7 @@ def _causes(exc: BaseException) -> Iterator[BaseException]:
 def transport_message(method: str, origin: str, path: str, exc: BaseException) -> str:
     """The text of a ``TransportError``: method, ``scheme://host:port`` and path, the innermost
     reason, and a hint for the mistakes that look like network faults (an untrusted server
-    certificate; ``http://`` against an HTTPS service, or the reverse)."""
+    certificate; an https:// URL against a service that answers plain HTTP)."""
     chain = list(_causes(exc))
     names = " ".join(type(e).__name__ for e in chain)
     reason = str(chain[-1]) or type(chain[-1]).__name__
@@ -149,8 +175,6 @@ def transport_message(method: str, origin: str, path: str, exc: BaseException) -
             "; the server's certificate was not verified: pass ca= (or set KM_CA) to the CA bundle "
             "that signed it (with keymanager's development CA: var/tls/ca.pem)"
         )
-    elif origin.startswith("http://") and not any(isinstance(e, ConnectionRefusedError | TimeoutError) for e in chain):
-        hint = "; if the service serves HTTPS (its default), use an https:// URL"
     elif origin.startswith("https://") and ("WRONG_VERSION_NUMBER" in text or "RECORD_LAYER_FAILURE" in text):
         hint = "; the service seems to answer plain HTTP: check the URL's scheme"
     return f"{method} {origin}{path}: {reason}{hint}"

@@ -102,18 +102,25 @@ class Call(Generic[T]):
     retryable: bool = False
     accept: frozenset[int] = field(default_factory=lambda: frozenset({200, 201, 204}))
     headers: Mapping[str, str] | None = None
+    key: str | None = None
+    """The key reference the call names (its errors carry it), when it names one."""
+    principal: str | None = None
+    """The principal the call names (its errors carry it), when it names one."""
 
 
-def error_from(response: Response) -> APIError:
-    """The ``APIError`` for an error answer (a plain ``APIError`` when the body is not the API's)."""
+def error_from(response: Response, key: str | None = None, principal: str | None = None) -> APIError:
+    """The ``APIError`` for an error answer (a plain ``APIError`` when the body is not the API's),
+    carrying the key reference or the principal the call names, when it names one."""
     request_id = response.headers.get("x-request-id", "")
     try:
         body = response.json()
         error = body["error"]
         request_id = str(body.get("request_id") or request_id)
-        return api_error(response.status_code, str(error["code"]), str(error["message"]), request_id)
+        return api_error(response.status_code, str(error["code"]), str(error["message"]), request_id, key, principal)
     except (ValueError, KeyError, TypeError):
-        return APIError(response.status_code, "http_error", response.reason_phrase or "error", request_id)
+        return APIError(
+            response.status_code, "http_error", response.reason_phrase or "error", request_id, key, principal
+        )
 
 
 def _json_parser(build: Callable[[Any], T]) -> Callable[[Response], T]:
@@ -240,7 +247,7 @@ class Core:
     def result(call: Call[T], response: Response) -> T:
         """The typed result of ``call`` from its answer; raises the ``APIError`` subclass of an error answer."""
         if response.status_code not in call.accept:
-            raise error_from(response)
+            raise error_from(response, call.key, call.principal)
         return call.parse(response)
 
     # --- health --------------------------------------------------------------------------------
@@ -257,12 +264,15 @@ class Core:
         body = _drop_none({"name": name, "role": role, "cert_subject": cert_subject})
         return Call("POST", "/v1/principals", _json_parser(NewPrincipal.from_json), json=body)
 
+    def whoami(self) -> Call[Principal]:
+        return Call("GET", "/v1/principals/me", _json_parser(Principal.from_json), retryable=True)
+
     def list_principals(self) -> Call[list[Principal]]:
         parse = _json_parser(lambda data: [Principal.from_json(p) for p in data])
         return Call("GET", "/v1/principals", parse, retryable=True)
 
     def delete_principal(self, name: str) -> Call[None]:
-        return Call("DELETE", _path("principals", name), _no_content)
+        return Call("DELETE", _path("principals", name), _no_content, principal=name)
 
     # --- keys ----------------------------------------------------------------------------------
 
@@ -273,9 +283,11 @@ class Core:
         description: str | None,
         policy: PolicyArg,
         rotation_period_days: int | None,
+        origin: str | None = None,
     ) -> Call[Key]:
         body = _drop_none(
             {
+                "origin": origin,
                 "name": name,
                 "algorithm": algorithm,
                 "description": description,
@@ -289,35 +301,38 @@ class Core:
         return Call("GET", "/v1/keys", _json_parser(lambda data: [Key.from_json(k) for k in data]), retryable=True)
 
     def get_key(self, key: str) -> Call[Key]:
-        return Call("GET", _path("keys", key), _key, retryable=True)
+        return Call("GET", _path("keys", key), _key, retryable=True, key=key)
 
     def update_key(self, key: str, changes: Mapping[str, Any], if_match: str | None = None) -> Call[Key]:
         body = _drop_none(changes)
         if "policy" in body:
             body["policy"] = policy_json(body["policy"])
         headers = None if if_match is None else {"If-Match": if_match}
-        return Call("PATCH", _path("keys", key), _key, json=body, headers=headers)
+        return Call("PATCH", _path("keys", key), _key, json=body, headers=headers, key=key)
 
     def rotate_key(self, key: str) -> Call[Key]:
-        return Call("POST", _path("keys", key, "rotate"), _key)
+        return Call("POST", _path("keys", key, "rotate"), _key, key=key)
 
     def schedule_key_deletion(self, key: str, pending_days: int) -> Call[Key]:
         params = {"pending_days": pending_days}
-        return Call("DELETE", _path("keys", key), _key, params=params)
+        return Call("DELETE", _path("keys", key), _key, params=params, key=key)
 
     def cancel_key_deletion(self, key: str) -> Call[Key]:
-        return Call("POST", _path("keys", key, "cancel-deletion"), _key)
+        return Call("POST", _path("keys", key, "cancel-deletion"), _key, key=key)
 
     # --- cryptography --------------------------------------------------------------------------
 
     def encrypt(self, key: str, data: Plaintext, context: Context | None) -> Call[Encrypted]:
         body = _with_context({"plaintext": b64encode(as_bytes(data))}, context)
-        return Call("POST", _path("keys", key, "encrypt"), _json_parser(Encrypted.from_json), json=body, retryable=True)
+        return Call(
+            "POST", _path("keys", key, "encrypt"), _json_parser(Encrypted.from_json), json=body, retryable=True, key=key
+        )
 
     def decrypt(self, ciphertext: str, context: Context | None, key: str | None) -> Call[bytes]:
         path = "/v1/decrypt" if key is None else _path("keys", key, "decrypt")
         body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
-        return Call("POST", path, _json_parser(lambda d: b64decode(d["plaintext"])), json=body, retryable=True)
+        parse = _json_parser(lambda d: b64decode(d["plaintext"]))
+        return Call("POST", path, parse, json=body, retryable=True, key=key)
 
     def encrypt_batches(
         self, key: str, items: Iterable[Plaintext], context: Context | None
@@ -327,7 +342,7 @@ class Core:
         for batch in batches((as_bytes(item) for item in items), lambda item: len(item) * 4 // 3):
             body_items = [_with_context({"plaintext": b64encode(as_bytes(p))}, context) for p in batch]
             path = _path("keys", key, "encrypt", "batch")
-            yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
+            yield Call("POST", path, parse, json={"items": body_items}, retryable=True, key=key)
 
     def decrypt_batches(
         self, key: str, ciphertexts: Iterable[str], context: Context | None
@@ -337,11 +352,13 @@ class Core:
         for batch in batches((as_ciphertext(c) for c in ciphertexts), len):
             body_items = [_with_context({"ciphertext": c}, context) for c in batch]
             path = _path("keys", key, "decrypt", "batch")
-            yield Call("POST", path, parse, json={"items": body_items}, retryable=True)
+            yield Call("POST", path, parse, json={"items": body_items}, retryable=True, key=key)
 
     def generate_data_key(self, key: str, bits: int, context: Context | None, include_plaintext: bool) -> Call[DataKey]:
         body = _with_context({"bits": bits, "include_plaintext": include_plaintext}, context)
-        return Call("POST", _path("keys", key, "datakey"), _json_parser(DataKey.from_json), json=body, retryable=True)
+        return Call(
+            "POST", _path("keys", key, "datakey"), _json_parser(DataKey.from_json), json=body, retryable=True, key=key
+        )
 
     def reencrypt(
         self,
@@ -356,11 +373,11 @@ class Core:
         if destination_key is not None:
             body["destination_key"] = destination_key
         parse = _json_parser(Encrypted.from_json)
-        return Call("POST", _path("keys", key, "reencrypt"), parse, json=body, retryable=True)
+        return Call("POST", _path("keys", key, "reencrypt"), parse, json=body, retryable=True, key=key)
 
     def mac(self, key: str, data: Plaintext, context: Context | None) -> Call[Mac]:
         body = _with_context({"data": b64encode(as_bytes(data))}, context)
-        return Call("POST", _path("keys", key, "mac"), _json_parser(Mac.from_json), json=body, retryable=True)
+        return Call("POST", _path("keys", key, "mac"), _json_parser(Mac.from_json), json=body, retryable=True, key=key)
 
     def verify_mac(
         self, key: str, data: Plaintext, mac: bytes, context: Context | None, key_version: int | None
@@ -371,7 +388,7 @@ class Core:
         if key_version is not None:
             body["key_version"] = key_version
         parse = _json_parser(lambda d: bool(d["valid"]))
-        return Call("POST", _path("keys", key, "mac", "verify"), parse, json=body, retryable=True)
+        return Call("POST", _path("keys", key, "mac", "verify"), parse, json=body, retryable=True, key=key)
 
     # --- audit ---------------------------------------------------------------------------------
 
@@ -382,13 +399,23 @@ class Core:
         action: str | None,
         since: datetime | str | None,
         limit: int | None,
-        after: int | None,
+        cursor: int | None,
+        newest_first: bool = False,
     ) -> Call[AuditPage]:
+        """One page of audit records; ``cursor`` is the previous page's ``next`` (None: the first page)."""
         since_text = since.isoformat() if isinstance(since, datetime) else since
         params = _drop_none(
-            {"key": key, "principal": principal, "action": action, "since": since_text, "limit": limit, "after": after}
+            {
+                "key": key,
+                "principal": principal,
+                "action": action,
+                "since": since_text,
+                "limit": limit,
+                "before" if newest_first else "after": cursor,
+                "order": "desc" if newest_first else None,
+            }
         )
-        return Call("GET", "/v1/audit", _json_parser(AuditPage.from_json), params=params, retryable=True)
+        return Call("GET", "/v1/audit", _json_parser(AuditPage.from_json), params=params, retryable=True, key=key)
 
     def verify_audit(self) -> Call[AuditVerification]:
         return Call("GET", "/v1/audit/verify", _json_parser(AuditVerification.from_json), retryable=True)

@@ -28,7 +28,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from keymanager_sdk._exceptions import DecryptionFailed, EnvelopeError
-from keymanager_sdk._models import Context
+from keymanager_sdk._models import Context, context_json
 
 T = TypeVar("T")
 
@@ -85,10 +85,13 @@ class EnvelopeHeader:
 
 
 def encode_context(context: Context | None) -> bytes:
-    """Canonical JSON of a context: UTF-8, keys sorted, no whitespace; empty for no context."""
-    if context is None:
+    """Canonical JSON of a context: UTF-8, keys sorted, no whitespace; empty for no context.
+
+    A context that is not a mapping of ``str`` to ``str`` is a ``TypeError`` (``context_json``'s rule).
+    """
+    canonical = context_json(context)
+    if canonical is None:
         return b""
-    canonical = {str(k): str(v) for k, v in context.items()}
     return json.dumps(canonical, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
 
 

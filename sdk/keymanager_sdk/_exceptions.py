@@ -53,18 +53,37 @@ class APIError(KeyManagerError):
     """The service answered with an error body ``{"error": {"code", "message"}, "request_id"}``.
 
     Attributes: ``status`` (HTTP status), ``code`` (API error code), ``message`` (the service's
-    message), ``request_id`` (for the service's logs and audit records; may be empty).
+    message), ``request_id`` (for the service's logs and audit records; may be empty), ``key``
+    and ``principal`` (the key reference or principal name the call named, else None; the text
+    of the error names them too, e.g. ``404 key_not_found: key not found [key 'cards']``).
     """
 
     code_name: str | None = None
     default_status = 500
 
-    def __init__(self, status: int, code: str, message: str, request_id: str = "") -> None:
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        request_id: str = "",
+        key: str | None = None,
+        principal: str | None = None,
+    ) -> None:
         self.status = status
         self.code = code
         self.message = message
         self.request_id = request_id
-        super().__init__(f"{status} {code}: {message}" + (f" (request {request_id})" if request_id else ""))
+        self.key = key
+        self.principal = principal
+        request = f" (request {request_id})" if request_id else ""
+        super().__init__(f"{status} {code}: {message}{self.about}{request}")
+
+    @property
+    def about(self) -> str:
+        """`` [key 'cards']`` / `` [principal 'billing']`` for an error of a call that names one, else ``""``."""
+        named = (("key", self.key), ("principal", self.principal))
+        return "".join(f" [{what} {name!r}]" for what, name in named if name)
 
 
 class InvalidRequest(APIError):
@@ -179,10 +198,18 @@ _BY_CODE: dict[str, type[APIError]] = {
 }
 
 
-def api_error(status: int | None, code: str, message: str, request_id: str = "") -> APIError:
-    """The ``APIError`` subclass for ``code`` (plain ``APIError`` for an unknown code).
+def api_error(
+    status: int | None,
+    code: str,
+    message: str,
+    request_id: str = "",
+    key: str | None = None,
+    principal: str | None = None,
+) -> APIError:
+    """The ``APIError`` subclass for ``code`` (plain ``APIError`` for an unknown code), carrying the
+    ``key`` reference or ``principal`` name the call named.
 
     ``status`` None (an error of one item of a batch) takes the code's usual HTTP status.
     """
     cls = _BY_CODE.get(code, APIError)
-    return cls(cls.default_status if status is None else status, code, message, request_id)
+    return cls(cls.default_status if status is None else status, code, message, request_id, key, principal)

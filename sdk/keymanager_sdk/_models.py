@@ -331,8 +331,26 @@ def as_ciphertext(value: object) -> str:
     raise TypeError(f"ciphertext must be str, not {type(value).__name__}")
 
 
-def context_json(context: Context | None) -> dict[str, str] | None:
-    return None if context is None else {str(k): str(v) for k, v in context.items()}
+def context_json(context: object) -> dict[str, str] | None:
+    """An encryption context as the API's plain ``dict`` (None for no context).
+
+    The context must be a mapping of ``str`` to ``str``: anything else is a ``TypeError`` naming
+    what is wrong (a non-mapping, or the key and the type of a non-``str`` key or value). Nothing
+    is converted, since a context ``{"customer": 42}`` turned into ``{"customer": "42"}`` (or
+    ``None`` into ``"None"``) would decrypt under a context the caller never wrote.
+    """
+    if context is None:
+        return None
+    if not isinstance(context, Mapping):
+        raise TypeError(f"an encryption context must be a mapping of str to str, not {type(context).__name__}")
+    out: dict[str, str] = {}
+    for name, value in context.items():
+        if not isinstance(name, str):
+            raise TypeError(f"encryption context key {name!r} must be str, not {type(name).__name__}")
+        if not isinstance(value, str):
+            raise TypeError(f"encryption context value of {name!r} must be str, not {type(value).__name__}")
+        out[name] = value
+    return out
 
 
 def policy_json(policy: Policy | Mapping[str, Sequence[str] | str] | None) -> dict[str, Any] | None:

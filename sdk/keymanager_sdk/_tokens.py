@@ -43,7 +43,9 @@ def _item(field: str, text: str, context: Context | None, tweak: bytes | None) -
 
 def tokenize_call(key: str, value: str, context: Context | None, tweak: bytes | None) -> Call[Token]:
     body = _item("value", value, context, tweak)
-    return Call("POST", _path("keys", key, "tokenize"), _json_parser(Token.from_json), json=body, retryable=True)
+    return Call(
+        "POST", _path("keys", key, "tokenize"), _json_parser(Token.from_json), json=body, retryable=True, key=key
+    )
 
 
 def detokenize_call(
@@ -53,14 +55,14 @@ def detokenize_call(
     if key_version is not None:
         body["key_version"] = key_version
     parse = _json_parser(lambda d: str(d["value"]))
-    return Call("POST", _path("keys", key, "detokenize"), parse, json=body, retryable=True)
+    return Call("POST", _path("keys", key, "detokenize"), parse, json=body, retryable=True, key=key)
 
 
 def tokenize_batches(key: str, values: Iterable[str], context: Context | None) -> Iterator[Call[BatchResult[Token]]]:
     parse = _json_parser(_batch_results(Token.from_json))
     for chunk in _chunks(values):
         body = {"items": [_item("value", v, context, None) for v in chunk]}
-        yield Call("POST", _path("keys", key, "tokenize", "batch"), parse, json=body, retryable=True)
+        yield Call("POST", _path("keys", key, "tokenize", "batch"), parse, json=body, retryable=True, key=key)
 
 
 def detokenize_batches(
@@ -71,7 +73,7 @@ def detokenize_batches(
         body: dict[str, Any] = {"items": [_item("token", t, context, None) for t in chunk]}
         if key_version is not None:
             body["key_version"] = key_version
-        yield Call("POST", _path("keys", key, "detokenize", "batch"), parse, json=body, retryable=True)
+        yield Call("POST", _path("keys", key, "detokenize", "batch"), parse, json=body, retryable=True, key=key)
 
 
 def create_token_key_call(

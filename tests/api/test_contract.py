@@ -100,6 +100,20 @@ def test_query_numbers_are_decimal_digits(client: TestClient, admin: dict[str, s
     assert_error(client.get(f"/v1/audit?{query}", headers=admin), 422, "invalid_request")
 
 
+def test_audit_order_desc_gives_the_newest_first_and_pages_with_before(
+    client: TestClient, admin: dict[str, str], new_principal: Callable[..., str]
+) -> None:
+    for n in range(5):
+        new_principal(f"audit-order-{n}")
+    oldest = [r["seq"] for r in client.get("/v1/audit", params={"limit": "1000"}, headers=admin).json()["records"]]
+    newest = client.get("/v1/audit", params={"order": "desc", "limit": "3"}, headers=admin).json()
+    assert [r["seq"] for r in newest["records"]] == oldest[::-1][:3] and newest["next"] == oldest[-3]
+    older = client.get("/v1/audit", params={"order": "desc", "limit": "3", "before": newest["next"]}, headers=admin)
+    assert [r["seq"] for r in older.json()["records"]] == oldest[::-1][3:6]
+    assert_error(client.get("/v1/audit?order=newest", headers=admin), 422, "invalid_request")
+    assert_error(client.get("/v1/audit?before=0", headers=admin), 422, "invalid_request")
+
+
 def test_audit_since_accepts_iso_8601(client: TestClient, admin: dict[str, str], billing: dict[str, str]) -> None:
     for since in ("2020-01-01T00:00:00Z", "2020-01-01T00:00:00+02:00", "2020-01-01T00:00:00", "2020-01-01"):
         response = client.get("/v1/audit", params={"since": since, "limit": "5"}, headers=admin)
@@ -161,3 +175,17 @@ def test_openapi_documents_every_refusal_with_the_error_schema(client: TestClien
     assert {"401", "403"} <= set(spec["paths"]["/metrics"]["get"]["responses"])
     error = spec["components"]["schemas"]["ErrorBody"]
     assert error["additionalProperties"] is False and set(error["required"]) == {"error", "request_id"}
+
+
+def test_whoami_names_the_caller_for_every_role(
+    client: TestClient, admin: dict[str, str], new_principal: Callable[..., str]
+) -> None:
+    for role in ("app", "auditor", "admin"):
+        token = new_principal(f"whoami-{role}", role)
+        me = client.get("/v1/principals/me", headers=auth(token))
+        assert me.status_code == 200, me.text
+        assert (me.json()["name"], me.json()["role"]) == (f"whoami-{role}", role) and "token" not in me.json()
+    assert_error(client.get("/v1/principals/me"), 401, "unauthenticated")
+    assert_error(client.get("/v1/principals/me", headers=auth("not-a-token")), 401, "unauthenticated")
+    records = client.get("/v1/audit", params={"action": "principal.whoami"}, headers=admin).json()["records"]
+    assert {r["principal"] for r in records} >= {"whoami-app", "whoami-auditor", "whoami-admin"}

@@ -63,6 +63,14 @@ def test_query_filters_and_pages(audit: AuditRecords) -> None:
     assert [r.seq for r in audit.query(AuditQuery(action="key.encrypt", after=2, limit=2))] == [3, 4]
 
 
+def test_query_newest_first_pages_down_with_before(audit: AuditRecords) -> None:
+    newest = audit.query(AuditQuery(newest_first=True, limit=2))
+    assert [r.seq for r in newest] == [5, 4]
+    assert [r.seq for r in audit.query(AuditQuery(newest_first=True, before=4, limit=2))] == [3, 2]
+    assert [r.seq for r in audit.query(AuditQuery(newest_first=True, before=4, after=2))] == [3]
+    assert [r.seq for r in audit.query(AuditQuery(before=3))] == [1, 2]
+
+
 def test_an_edited_record_is_detected(audit: AuditRecords, engine: Engine) -> None:
     with engine.begin() as connection:
         connection.execute(text("UPDATE audit_records SET principal = 'mallory' WHERE seq = 3"))

@@ -106,10 +106,11 @@ def running_server(
     var_dir = home / "var"
     if client_ca:
         extra_env.setdefault("KM_TLS_CLIENT_CA", str(var_dir / "tls" / "ca.pem"))
+    port = free_port()
+    extra_env.setdefault("KM_PORT", str(port))  # init writes var/kmctl.toml for this port
     env = server_env(var_dir, **extra_env)
     init = keymanager("init", env=env, cwd=home)
     assert init.returncode == 0, init.stderr
-    port = free_port()
     log = home / "server.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

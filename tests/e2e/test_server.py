@@ -6,6 +6,7 @@ import base64
 import re
 import ssl
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
@@ -98,12 +99,26 @@ def test_client_certificate_authenticates_a_bound_principal(server: Server) -> N
         assert (refused.status_code, refused.json()["error"]["code"]) == (401, "unauthenticated")
 
 
+ROOT = Path(__file__).resolve().parents[2]
+DOC_PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+"""The pages whose marked command blocks the tests run (each marker name is used once)."""
+TOOLS = {"KMCTL": str(Path(sys.executable).parent / "kmctl"), "AWS": str(Path(sys.executable).parent / "aws")}
+"""What the blocks call ``.venv/bin/kmctl`` and ``.venv/bin/aws``: this test run's."""
+
+
+def doc_block(name: str) -> str:
+    """The code of the block between ``<!-- name:start -->`` and ``<!-- name:end -->`` in the README
+    or a page of ``docs/`` (its fence removed)."""
+    found = [page.read_text() for page in DOC_PAGES if f"<!-- {name}:start -->" in page.read_text()]
+    assert len(found) == 1, f"block {name!r} is in {len(found)} pages"
+    block = found[0].split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0].strip()
+    return block.split("\n", 1)[1].removesuffix("```")
+
+
 def run_readme_block(server: Server, name: str) -> str:
-    """Run the bash block of README.md between ``<!-- name:start -->`` and ``<!-- name:end -->``
-    twice, as a reader running it again would; both runs must pass and leave no file behind."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split(f"<!-- {name}:start -->", 1)[1].split(f"<!-- {name}:end -->", 1)[0]
-    script = block.strip().removeprefix("```bash").removesuffix("```")
+    """Run the bash block ``name`` (see ``doc_block``) twice, from the checkout, as a reader running
+    it again would; both runs must pass and leave no file behind."""
+    script = doc_block(name)
     checkout = server.var_dir.parent
     files_before = {p for p in checkout.iterdir() if p.name != "server.log"}
     outputs = []
@@ -111,7 +126,7 @@ def run_readme_block(server: Server, name: str) -> str:
         run = subprocess.run(
             ["bash", "-euo", "pipefail", "-c", script],
             cwd=checkout,
-            env={**server.env, "KM": server.url, "CA": str(server.ca)},
+            env={**server.env, "KM": server.url, "CA": str(server.ca), **TOOLS},
             capture_output=True,
             text=True,
             timeout=120,

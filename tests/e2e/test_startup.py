@@ -86,6 +86,10 @@ def test_serving_is_printed_once_ready(installed: tuple[Path, dict[str, str]]) -
         assert process.stdout is not None
         line = process.stdout.readline()  # blocks until the announcement (or the process ends)
         assert line.startswith(f"keymanager serving https://127.0.0.1:{port} "), line
+        guide = [process.stdout.readline().rstrip() for _ in range(4)]  # development: what to do next
+        assert guide[0] == "next:"
+        assert guide[1].endswith(f"curl --cacert var/tls/ca.pem https://127.0.0.1:{port}/v1/health"), guide
+        assert "var/admin.token" in guide[2] and "kmctl keys list" in guide[3] and "var/kmctl.toml" in guide[3]
         ca = home / "var" / "tls" / "ca.pem"
         assert httpx.get(f"https://127.0.0.1:{port}/v1/ready", verify=str(ca), timeout=5).status_code == 200
     finally:

@@ -252,3 +252,34 @@ def test_update_key_if_match(admin: KeyManager, make_key: MakeKey) -> None:
     assert (refused.value.status, refused.value.code) == (412, "precondition_failed") and refused.value.request_id
     assert admin.get_key(key.name).description == "one"
     assert admin.update_key(key.name, description="three", if_match="*").description == "three"
+
+
+def test_whoami(admin: KeyManager, app_principal: App, server: Server) -> None:
+    assert (admin.whoami().name, admin.whoami().role) == ("admin", "admin")
+    with KeyManager(server.url, token=app_principal.token, ca=str(server.ca)) as app:
+        assert (app.whoami().name, app.whoami().role) == (app_principal.name, "app")
+
+
+@pytest.mark.parametrize("wrapping", ["RSAES_OAEP_SHA_1", "RSA_AES_KEY_WRAP_SHA_1"])
+def test_import_key_material_in_one_call(admin: KeyManager, wrapping: str) -> None:
+    name = unique("byok")
+    created = admin.create_key(
+        name, "AES_256_GCM", origin="external", policy={"encrypt": ["admin"], "decrypt": ["admin"]}
+    )
+    assert created.state == "pending_import"
+    imported = admin.import_key_material(name, os.urandom(32), wrapping_algorithm=wrapping)
+    assert (imported.state, imported.primary_version) == ("enabled", 1)
+    assert admin.decrypt(admin.encrypt(name, b"card")) == b"card"
+    two = unique("byok2")
+    admin.create_key(two, origin="external", policy={"encrypt": ["admin"], "decrypt": ["admin"]})
+    admin.import_key_material(two, os.urandom(32), os.urandom(32), wrapping_algorithm=wrapping)
+    assert admin.decrypt(admin.encrypt(two, b"card")) == b"card"
+
+
+def test_wrap_key_material_refuses_what_it_cannot_do() -> None:
+    import keymanager_sdk as km
+
+    with pytest.raises(ValueError, match="RSAES_OAEP_SHA_256"):
+        km.wrap_key_material(b"", b"k" * 32, "RSAES_OAEP_SHA_256")
+    with pytest.raises(TypeError, match="material must be str or bytes-like, not int"):
+        KeyManager("https://km.test").import_key_material("k", 42)  # type: ignore[arg-type]

@@ -415,11 +415,10 @@ def test_transport_messages_hint_at_the_likely_mistake() -> None:
     assert text == "POST https://h:8443/v1/keys/k/encrypt: [Errno 111] Connection refused"
     unverified = ssl.SSLCertVerificationError(1, "certificate verify failed")
     assert "KM_CA" in _connection.transport_message("GET", "https://h:8443", "/v1/health", unverified)
-    reset = ConnectionResetError(104, "Connection reset by peer")
-    hint = _connection.transport_message("GET", "http://h:8443", "/v1/health", reset).split(": ", 1)[1]
-    assert "use an https:// URL" in hint
-    no_hint = _connection.transport_message("GET", "http://h:80", "/v1/health", refused).split(": ", 1)[1]
-    assert "https://" not in no_hint
+    plain = ssl.SSLError(1, "[SSL: WRONG_VERSION_NUMBER] wrong version number")
+    hint = _connection.transport_message("GET", "https://h:8443", "/v1/health", plain).split(": ", 1)[1]
+    assert "answer plain HTTP" in hint
+    assert "plain HTTP" not in text
 
 
 def test_the_clients_share_helpers_through_the_pure_modules_not_each_other() -> None:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -223,34 +224,32 @@ def test_version_and_a_command_through_the_installed_entry_point(server: Server)
     assert isinstance(json.loads(listed.stdout), list)
 
 
-def test_bash_completion_completes_commands_and_options(server: Server, tmp_path: Path) -> None:
-    script = kmctl(server, "completion", "bash")
-    assert script.returncode == 0
-    (tmp_path / "kmctl.bash").write_bytes(script.stdout)
-    probe = (
-        f"source {tmp_path / 'kmctl.bash'}\n"
-        'complete_words() { COMP_WORDS=("$@"); COMP_CWORD=$(($# - 1)); _kmctl; echo "${COMPREPLY[*]}"; }\n'
-        "complete_words kmctl ke\n"
-        "complete_words kmctl keys cr\n"
-        "complete_words kmctl --json audit list --newest\n"
-        "complete_words kmctl completion ''\n"
-    )
-    done = subprocess.run(["bash", "-c", probe], capture_output=True, text=True, timeout=60, check=False)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.splitlines() == ["keys", "create", "--newest-first", "bash zsh fish --help"]
+def _complete(line: str) -> list[str]:
+    """What the installed kmctl answers a shell's completion hook for ``line`` (argcomplete's protocol)."""
+    with tempfile.NamedTemporaryFile() as answer:
+        env = {**os.environ, "_ARGCOMPLETE": "1", "COMP_LINE": line, "COMP_POINT": str(len(line))}
+        env |= {"_ARGCOMPLETE_STDOUT_FILENAME": answer.name, "_ARGCOMPLETE_IFS": "\n", "_ARGCOMPLETE_SHELL": "bash"}
+        done = subprocess.run([str(KMCTL)], env=env, capture_output=True, timeout=60, check=False)
+        assert done.returncode == 0, done.stderr.decode()
+        return Path(answer.name).read_text().split()
 
 
-@pytest.mark.parametrize("shell", ["zsh", "fish"])
-def test_zsh_and_fish_completion_scripts(server: Server, shell: str) -> None:
+def test_completion_completes_commands_and_options_from_the_parser() -> None:
+    assert _complete("kmctl ke") == ["keys"]
+    assert _complete("kmctl keys cr") == ["create"]
+    assert "--order" in _complete("kmctl --json audit list --or")
+    assert {"bash", "zsh", "fish"} <= set(_complete("kmctl completion "))
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_scripts_hook_the_shell_to_kmctl(server: Server, shell: str) -> None:
     done = kmctl(server, "completion", shell)
     assert done.returncode == 0
     text = done.stdout.decode()
-    if shell == "zsh":
-        assert text.startswith("#compdef kmctl") and "bashcompinit" in text and "complete -o default -F _kmctl" in text
-    else:
-        commands = "keys principals access-keys encrypt decrypt tokenize detokenize audit completion"
-        assert f"complete -c kmctl -n '__fish_use_subcommand' -a '{commands}'" in text
-        assert "-l newest-first" in text
+    assert "_ARGCOMPLETE" in text and "kmctl" in text
+    if shell == "bash":
+        checked = subprocess.run(["bash", "-n"], input=done.stdout, capture_output=True, timeout=60, check=False)
+        assert checked.returncode == 0, checked.stderr.decode()
 
 
 def test_usage_errors_exit_2_with_one_line(server: Server, tmp_path: Path) -> None:
@@ -327,17 +326,17 @@ def test_onboard_stream_with_a_progress_bar(server: Server, app_principal: App, 
     assert no_key.returncode == 2 and b"--key" in no_key.stderr
 
 
-def test_audit_list_newest_first_with_key_names(server: Server) -> None:
+def test_audit_list_newest_first_by_default_with_key_names(server: Server) -> None:
     name = unique("cli-k")
     created = ok_json(server, "keys", "create", name)
     ok_json(server, "keys", "rotate", name)
-    newest = ok_json(server, "audit", "list", "--newest-first", "--limit", "3")
+    newest = ok_json(server, "audit", "list", "--limit", "3")
     assert [r["seq"] for r in newest] == sorted((r["seq"] for r in newest), reverse=True)
-    assert newest[0]["seq"] > ok_json(server, "audit", "list", "--limit", "1")[0]["seq"]
-    mine = ok_json(server, "audit", "list", "--key", name, "--newest-first")
+    assert newest[0]["seq"] > ok_json(server, "audit", "list", "--order", "asc", "--limit", "1")[0]["seq"]
+    mine = ok_json(server, "audit", "list", "--key", name)
     assert [r["action"] for r in mine[:2]] == ["key.rotate", "key.create"]
     assert {r["key_name"] for r in mine} == {name} and {r["key_id"] for r in mine} == {created["id"]}
-    shown = kmctl(server, "audit", "list", "--key", name, "--newest-first").stdout.decode().splitlines()
+    shown = kmctl(server, "audit", "list", "--key", name).stdout.decode().splitlines()
     assert shown[0].split()[4] == "KEY" and name in shown[1] and created["id"] not in shown[1]
 
 

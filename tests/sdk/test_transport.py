@@ -8,6 +8,7 @@ import asyncio
 import multiprocessing
 import os
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -26,6 +27,7 @@ from keymanager_sdk import (
     TransportError,
 )
 
+from keymanager.cli.tls import DevPki, ensure_dev_pki
 from tests.e2e.conftest import Server
 from tests.sdk.conftest import App
 
@@ -71,11 +73,10 @@ def test_wrong_ca_is_a_transport_error_with_a_hint(server: Server, tmp_path: Pat
     assert "CERTIFICATE_VERIFY_FAILED" in message and "ca=" in message and "KM_CA" in message
 
 
-def test_plain_http_against_the_https_service_says_to_use_https(server: Server) -> None:
+def test_plain_http_is_refused_before_anything_is_sent(server: Server) -> None:
     http_url = server.url.replace("https://", "http://")
-    with KeyManager(http_url, max_retries=0) as client, pytest.raises(TransportError) as failed:
-        client.health()
-    assert "use an https:// URL" in str(failed.value) and str(failed.value).startswith(f"GET {http_url}/v1/health")
+    with pytest.raises(ConfigurationError, match="use https://"):
+        KeyManager(http_url, max_retries=0)
 
 
 def test_connection_refused_names_method_host_port_and_path() -> None:
@@ -150,12 +151,16 @@ def test_from_env(server: Server, app_principal: App, make_key: MakeKey, tmp_pat
 
 
 class ScriptedServer:
-    """A plain-HTTP server on a socket, answering each request on a connection with the next of
-    ``answers`` (raw bytes; ``b""`` closes the connection without answering; ``None`` never
-    answers), then closing the connection. Each connection is served by its own thread."""
+    """An HTTPS server on a socket (the development PKI's server certificate), answering each
+    request on a connection with the next of ``answers`` (raw bytes; ``b""`` closes the connection
+    without answering; ``None`` never answers), then closing the connection. Each connection is
+    served by its own thread."""
 
-    def __init__(self, answers: list[bytes | None]) -> None:
+    def __init__(self, answers: list[bytes | None], pki: DevPki) -> None:
         self.answers = answers
+        self.ca = str(pki.ca_cert)
+        self.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        self.tls.load_cert_chain(pki.server_cert, pki.server_key)
         self.connections = 0
         self.requests = 0
         self.open_now = 0
@@ -169,7 +174,7 @@ class ScriptedServer:
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return f"https://127.0.0.1:{self.port}"
 
     def _accept(self) -> None:
         while True:
@@ -181,24 +186,30 @@ class ScriptedServer:
                 self.connections += 1
             threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
 
-    def _serve(self, conn: socket.socket) -> None:
+    def _serve(self, plain: socket.socket) -> None:
         with self.lock:
             self.open_now += 1
             self.most_open = max(self.most_open, self.open_now)
-        with conn:
-            for answer in self.answers:
-                if not _read_request(conn):
-                    break
-                with self.lock:
-                    self.requests += 1
-                if answer is None:
-                    self.stop.wait(30)
-                if not answer:
-                    break
-                conn.sendall(answer)
+        try:
+            with self.tls.wrap_socket(plain, server_side=True) as conn:
+                self._answer(conn)
+        except (ssl.SSLError, OSError):
+            plain.close()
         with self.lock:
             self.open_now -= 1
         self.closed.release()
+
+    def _answer(self, conn: socket.socket) -> None:
+        for answer in self.answers:
+            if not _read_request(conn):
+                return
+            with self.lock:
+                self.requests += 1
+            if answer is None:
+                self.stop.wait(30)
+            if not answer:
+                return
+            conn.sendall(answer)
 
     def close(self) -> None:
         self.stop.set()
@@ -223,12 +234,17 @@ def _read_request(conn: socket.socket) -> bool:
 HEALTH = b'HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\n\r\n{"status":"ok"}'
 
 
+@pytest.fixture(scope="module")
+def pki(tmp_path_factory: pytest.TempPathFactory) -> DevPki:
+    return ensure_dev_pki(tmp_path_factory.mktemp("pki"), client_names=())
+
+
 @pytest.fixture
-def scripted() -> Iterator[Callable[[list[bytes | None]], ScriptedServer]]:
+def scripted(pki: DevPki) -> Iterator[Callable[[list[bytes | None]], ScriptedServer]]:
     made: list[ScriptedServer] = []
 
     def make(answers: list[bytes | None]) -> ScriptedServer:
-        made.append(ScriptedServer(answers))
+        made.append(ScriptedServer(answers, pki))
         return made[-1]
 
     yield make
@@ -240,7 +256,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(
     scripted: Callable[[list[bytes | None]], ScriptedServer],
 ) -> None:
     server = scripted([HEALTH])  # one answer per connection, then the server closes it (keep-alive timeout)
-    with KeyManager(server.url, max_retries=0) as client:
+    with KeyManager(server.url, ca=server.ca, max_retries=0) as client:
         for _ in range(3):
             assert client.health().status == "ok"
             assert server.closed.acquire(timeout=10)  # the server has closed the idle connection
@@ -249,7 +265,7 @@ def test_a_connection_the_server_closed_while_idle_is_not_reused(
 
 def test_keep_alive_connections_are_reused(scripted: Callable[[list[bytes | None]], ScriptedServer]) -> None:
     server = scripted([HEALTH] * 5)
-    with KeyManager(server.url, max_retries=0) as client:
+    with KeyManager(server.url, ca=server.ca, max_retries=0) as client:
         for _ in range(5):
             assert client.health().status == "ok"
     assert server.connections == 1 and server.requests == 5
@@ -260,7 +276,7 @@ def test_connections_are_bounded_by_max_connections(
 ) -> None:
     server = scripted([HEALTH] * 1000)
     limits = httpx.Limits(max_connections=2)
-    with KeyManager(server.url, max_retries=0, limits=limits) as client, ThreadPoolExecutor(8) as pool:
+    with KeyManager(server.url, ca=server.ca, max_retries=0, limits=limits) as client, ThreadPoolExecutor(8) as pool:
         assert all(r.status == "ok" for r in pool.map(lambda _: client.health(), range(200)))
     assert server.connections <= 2 and server.requests == 200
 
@@ -270,7 +286,7 @@ def test_a_connection_dropped_mid_request_is_retried_for_reads_only(
 ) -> None:
     server = scripted([b""])  # every connection is dropped without an answer
     sleeps: list[float] = []
-    with KeyManager(server.url, sleep=sleeps.append) as client:
+    with KeyManager(server.url, ca=server.ca, sleep=sleeps.append) as client:
         with pytest.raises(TransportError):
             client.health()
         assert len(sleeps) == 3 and server.requests == 4
@@ -282,14 +298,17 @@ def test_a_connection_dropped_mid_request_is_retried_for_reads_only(
 
 def test_the_read_timeout_is_honoured(scripted: Callable[[list[bytes | None]], ScriptedServer]) -> None:
     server = scripted([None])  # reads the request, never answers
-    with KeyManager(server.url, max_retries=0, timeout=0.5) as client, pytest.raises(TransportError) as failed:
+    with (
+        KeyManager(server.url, ca=server.ca, max_retries=0, timeout=0.5) as client,
+        pytest.raises(TransportError) as failed,
+    ):
         client.health()
     assert "timed out" in str(failed.value)
 
 
 def test_a_malformed_answer_is_a_transport_error(scripted: Callable[[list[bytes | None]], ScriptedServer]) -> None:
     server = scripted([b"SMTP ready\r\n\r\n"])
-    with KeyManager(server.url, max_retries=0) as client, pytest.raises(TransportError):
+    with KeyManager(server.url, ca=server.ca, max_retries=0) as client, pytest.raises(TransportError):
         client.health()
 
 
@@ -297,7 +316,7 @@ def test_an_error_answer_without_json_keeps_its_status(
     scripted: Callable[[list[bytes | None]], ScriptedServer],
 ) -> None:
     server = scripted([b"HTTP/1.1 502 Bad Gateway\r\ncontent-length: 3\r\n\r\nbad"])
-    with KeyManager(server.url, max_retries=0) as client, pytest.raises(APIError) as failed:
+    with KeyManager(server.url, ca=server.ca, max_retries=0) as client, pytest.raises(APIError) as failed:
         client.health()
     assert (failed.value.status, failed.value.code) == (502, "http_error")
 

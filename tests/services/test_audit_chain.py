@@ -25,6 +25,29 @@ def engine(tmp_path: Path) -> Engine:
     return engine
 
 
+def test_in_development_checkpoint_lines_follow_the_service_level(
+    engine: Engine, hsm: Hsm, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    key = AuditKey(hsm)
+    store = AuditRecords(engine, key)
+    store.append_current([(entry(n), None) for n in range(2)])
+    file = tmp_path / "checkpoints"
+    audit_chain = AuditChain(store, key, checkpoint_file=file, checkpoints_always_logged=False)
+    service = logging.getLogger("keymanager")
+    level = service.level
+    try:
+        service.setLevel(logging.WARNING)  # the default level
+        with caplog.at_level(logging.INFO, logger="keymanager.audit.checkpoint"):
+            audit_chain.emit_checkpoint(always=True)
+            assert caplog.records == []
+            service.setLevel(logging.INFO)
+            shown = audit_chain.emit_checkpoint(always=True)
+        assert [r.getMessage() for r in caplog.records] == [shown.line()]
+    finally:
+        service.setLevel(level)
+    assert len(file.read_text().splitlines()) == 2  # the file gets every line
+
+
 def test_a_checkpoint_is_one_log_line_and_one_file_line(
     engine: Engine, hsm: Hsm, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
@@ -36,7 +36,7 @@ class AuditRecordOut(BaseModel):
 class AuditPage(BaseModel):
     records: list[AuditRecordOut]
     next: int | None
-    """Pass as ``after`` to read the next page; null on the last page."""
+    """Pass as ``after`` (``order=asc``) or ``before`` (``order=desc``) to read the next page; null on the last page."""
 
 
 class AuditVerification(BaseModel):
@@ -53,11 +53,22 @@ def list_audit(
     principal: str | None = None,
     action: str | None = None,
     since: Annotated[IsoTime | None, Query(description="ISO 8601; records at or after this time.")] = None,
-    after: Annotated[QueryInt, Query(ge=0)] = 0,
+    after: Annotated[QueryInt, Query(ge=0, description="Records with a greater sequence number.")] = 0,
+    before: Annotated[QueryInt | None, Query(ge=1, description="Records with a smaller sequence number.")] = None,
     limit: Annotated[QueryInt, Query(ge=1, le=1000)] = 100,
+    order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first; desc: newest first.")] = "asc",
 ) -> AuditPage:
-    """Records in sequence order, filtered by key (name or id), principal, action and time."""
-    query = AuditQuery(principal=principal, action=action, since=since, after=after, limit=limit)
+    """Records in sequence order (``order=desc``: newest first), filtered by key (name or id),
+    principal, action and time; ``after`` / ``before`` bound the sequence numbers (the cursors)."""
+    query = AuditQuery(
+        principal=principal,
+        action=action,
+        since=since,
+        after=after,
+        before=before,
+        limit=limit,
+        newest_first=order == "desc",
+    )
     records = svc.audit_reader.query(query, key)
     page = [AuditRecordOut(**r.fields()) for r in records]
     return AuditPage(records=page, next=records[-1].seq if len(records) == limit else None)

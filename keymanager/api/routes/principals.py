@@ -1,4 +1,5 @@
-"""``/v1/principals``: named callers with a role (admin only)."""
+"""``/v1/principals``: named callers with a role (admin only); ``/v1/principals/me``: the caller
+itself (anyone authenticated)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,15 @@ from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
 router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+me_router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES)
+
+
+@me_router.get("/me", response_model=PrincipalOut)
+@audited("principal.whoami")
+def whoami(acting: Caller) -> PrincipalOut:
+    """The principal the request's credential (bearer token or client certificate) belongs to: its
+    name, role and certificate subject; 401 without a valid credential. Any role may ask."""
+    return PrincipalOut.of(acting)
 
 
 @router.post("", status_code=201, response_model=PrincipalCreated)

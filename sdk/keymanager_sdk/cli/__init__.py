@@ -1,10 +1,12 @@
-"""``kmctl``: the admin command line of keymanager, on top of ``keymanager_sdk.KeyManager``.
+"""``kmctl``: the command line of keymanager, on top of ``keymanager_sdk.KeyManager``.
 
-Exit codes: 0 success; 1 the service refused (its error code and message on stderr), a
-decryption failed, or the audit chain is broken; 2 usage or configuration error (one line:
-bad arguments or ``--policy`` JSON, a missing token, CA or input file, a field over the limit);
-3 the service could not be reached. With ``--json`` an error is printed on stderr as JSON in
-the API's shape: ``{"error": {"code", "message"}, "request_id", "exit_code"}``.
+Exit codes: 0 success; 1 the service refused (its error code and message on stderr, naming the
+key or principal), a decryption failed, a MAC did not verify, or the audit chain is broken; 2
+usage or configuration error, decided before anything is sent (one line: bad arguments or
+``--policy`` JSON, no token or client certificate, an ``http://`` URL, a missing CA, token or
+input file, a field over the limit); 3 the service could not be reached. With ``--output json``
+(or ``--json``) an error is printed on stderr as JSON in the API's shape:
+``{"error": {"code", "message"}, "request_id", "exit_code"}``.
 """
 
 from __future__ import annotations
@@ -16,17 +18,25 @@ from collections.abc import Sequence
 
 from keymanager_sdk._client import KeyManager
 from keymanager_sdk._exceptions import APIError, ConfigurationError, KeyManagerError, PayloadTooLarge, TransportError
-from keymanager_sdk.cli._commands import OVER_THE_FIELD_LIMIT, parser
+from keymanager_sdk.cli._completion import complete_if_asked
 from keymanager_sdk.cli._config import UsageError, resolve
+from keymanager_sdk.cli._crypto import OVER_THE_FIELD_LIMIT
+from keymanager_sdk.cli._parser import parser
 
 EXIT_REFUSED = 1
 EXIT_USAGE = 2
 EXIT_UNREACHABLE = 3
+NO_CREDENTIAL = (
+    "no credential: set KM_TOKEN or KM_TOKEN_FILE (or KM_CLIENT_CERT and KM_CLIENT_KEY), or write a profile "
+    "('keymanager init' writes var/kmctl.toml for the local service)"
+)
 
 
 def _client(args: object) -> KeyManager:
     overrides = {"url": getattr(args, "url", None), "ca": getattr(args, "ca", None)}
     conn = resolve(overrides, getattr(args, "config", None), getattr(args, "profile", None), os.environ)
+    if conn.token is None and conn.client_cert is None:
+        raise UsageError(NO_CREDENTIAL)
     return KeyManager(conn.url, token=conn.token, ca=conn.ca, client_cert=conn.client_cert, client_key=conn.client_key)
 
 
@@ -43,10 +53,17 @@ def _fail(exit_code: int, code: str, message: str, as_json: bool, request_id: st
     return exit_code
 
 
+def _wants_json(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for JSON (errors then are JSON too), read before parsing it."""
+    pairs = zip(argv, [*argv[1:], ""], strict=True)
+    return "--json" in argv or "--output=json" in argv or any(a in ("--output", "-o") and b == "json" for a, b in pairs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run one kmctl command; the process exit code."""
+    complete_if_asked(parser)
     argv = list(sys.argv[1:] if argv is None else argv)
-    as_json = "--json" in argv
+    as_json = _wants_json(argv)
     try:
         args = parser().parse_args(argv)
         if args.standalone is not None:
@@ -58,10 +75,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TransportError as exc:
         return _fail(EXIT_UNREACHABLE, "unreachable", str(exc), as_json)
     except PayloadTooLarge as exc:
-        message = f"{exc.message}; {OVER_THE_FIELD_LIMIT}"
+        message = f"{exc.message}{exc.about}; {OVER_THE_FIELD_LIMIT}"
         return _fail(EXIT_REFUSED, exc.code, message, as_json, exc.request_id)
     except APIError as exc:
-        return _fail(EXIT_REFUSED, exc.code, exc.message, as_json, exc.request_id)
+        return _fail(EXIT_REFUSED, exc.code, exc.message + exc.about, as_json, exc.request_id)
     except (KeyManagerError, OSError, ValueError) as exc:
         return _fail(EXIT_REFUSED, "error", str(exc), as_json)
 

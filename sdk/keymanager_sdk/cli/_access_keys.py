@@ -13,7 +13,7 @@ import sys
 
 from keymanager_sdk._client import KeyManager
 from keymanager_sdk.cli._config import UsageError
-from keymanager_sdk.cli._output import show
+from keymanager_sdk.cli._output import emit
 
 
 def access_keys_create(client: KeyManager, args: argparse.Namespace) -> int:
@@ -23,13 +23,13 @@ def access_keys_create(client: KeyManager, args: argparse.Namespace) -> int:
     secret = sys.stdin.readline().strip() if args.secret_stdin else None
     if args.secret_stdin and not secret:
         raise UsageError("--secret-stdin: no secret on stdin")
-    show(client.create_access_key(args.principal, args.access_key_id, secret), args.json, sys.stdout)
+    emit(args, client.create_access_key(args.principal, args.access_key_id, secret))
     return 0
 
 
 def access_keys_list(client: KeyManager, args: argparse.Namespace) -> int:
     """Print the ids and creation times of PRINCIPAL's access keys."""
-    show(client.list_access_keys(args.principal), args.json, sys.stdout)
+    emit(args, client.list_access_keys(args.principal), "access keys")
     return 0
 
 

@@ -3,9 +3,10 @@
 Each setting is taken from the first place that has it: the command line (``--url``, ``--ca``),
 the environment (``KM_URL``, ``KM_TOKEN`` or ``KM_TOKEN_FILE``, ``KM_CA``, ``KM_CLIENT_CERT``,
 ``KM_CLIENT_KEY``: the names ``KeyManager.from_env`` reads),
-then the profile file: ``--config`` / ``KMCTL_CONFIG`` / ``~/.config/kmctl/config.toml``, table
-``--profile`` / ``KMCTL_PROFILE`` / ``default``, with the keys ``url``, ``token``, ``token_file``,
-``ca``, ``client_cert``, ``client_key``.
+then the profile file: ``--config`` / ``KMCTL_CONFIG`` / ``var/kmctl.toml`` in the current
+directory (what ``keymanager init`` writes for the local service, so kmctl run in the checkout
+needs no setting) / ``~/.config/kmctl/config.toml``, table ``--profile`` / ``KMCTL_PROFILE`` /
+``default``, with the keys ``url``, ``token``, ``token_file``, ``ca``, ``client_cert``, ``client_key``.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from keymanager_sdk._connection import read_token_file
 from keymanager_sdk._exceptions import ConfigurationError
 
 DEFAULT_CONFIG = Path("~/.config/kmctl/config.toml")
+CHECKOUT_CONFIG = Path("var/kmctl.toml")
+"""The local service's profile, written by ``keymanager init``; read when it exists here."""
 ENVIRONMENT = {"url": SDK_ENVIRONMENT["base_url"], **{k: v for k, v in SDK_ENVIRONMENT.items() if k != "base_url"}}
 
 
@@ -42,7 +45,8 @@ class Connection:
 
 
 def _profile(config: str | None, profile: str | None, env: Mapping[str, str]) -> dict[str, Any]:
-    path = Path(config or env.get("KMCTL_CONFIG") or DEFAULT_CONFIG).expanduser()
+    found = CHECKOUT_CONFIG if CHECKOUT_CONFIG.is_file() else DEFAULT_CONFIG
+    path = Path(config or env.get("KMCTL_CONFIG") or found).expanduser()
     name = profile or env.get("KMCTL_PROFILE") or "default"
     if not path.exists():
         if config or profile:

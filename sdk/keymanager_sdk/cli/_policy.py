@@ -16,7 +16,7 @@ import time
 from keymanager_sdk._client import KeyManager
 from keymanager_sdk._exceptions import PreconditionFailed
 from keymanager_sdk._models import Key
-from keymanager_sdk.cli._output import show
+from keymanager_sdk.cli._output import emit
 
 MAX_ATTEMPTS = 5
 """Reads and conditional writes tried before giving up on a key that keeps changing."""
@@ -52,11 +52,11 @@ def edit_grant(client: KeyManager, key: str, operation: str, principal: str, *, 
 
 def policy_add(client: KeyManager, args: argparse.Namespace) -> int:
     """Grant OPERATION on KEY to PRINCIPAL; print the key."""
-    show(edit_grant(client, args.key, args.operation, args.principal, grant=True), args.json, sys.stdout)
+    emit(args, edit_grant(client, args.key, args.operation, args.principal, grant=True))
     return 0
 
 
 def policy_remove(client: KeyManager, args: argparse.Namespace) -> int:
     """Revoke OPERATION on KEY from PRINCIPAL; print the key."""
-    show(edit_grant(client, args.key, args.operation, args.principal, grant=False), args.json, sys.stdout)
+    emit(args, edit_grant(client, args.key, args.operation, args.principal, grant=False))
     return 0
