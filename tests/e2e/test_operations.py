@@ -12,6 +12,9 @@ from tests.e2e.conftest import running_server
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 
 
+PROCESS_FAMILIES = ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total")
+
+
 def test_json_access_log_and_both_workers_process_metrics(tmp_path: Path) -> None:
     with running_server(tmp_path, workers=2, KM_LOG_FORMAT="json", KM_ACCESS_LOG="true") as server:
         with server.client(server.admin_token) as admin:
@@ -23,19 +26,21 @@ def test_json_access_log_and_both_workers_process_metrics(tmp_path: Path) -> Non
             denied = admin.get("/v1/keys", headers={"Authorization": "Bearer not-a-token"})
             assert denied.status_code == 401
             workers = server.worker_pids()
-            # Ready means one worker answered; the other may register its samples a moment later.
+            # Ready means one worker answered; the other may register its samples (each family on its own
+            # schedule) a moment later.
             deadline = time.monotonic() + 30
             while True:
                 scraped = admin.get("/metrics")
                 assert scraped.status_code == 200
-                if _pids_of("process_cpu_seconds_total", scraped.text) == set(workers) or time.monotonic() > deadline:
+                complete = all(_pids_of(family, scraped.text) == set(workers) for family in PROCESS_FAMILIES)
+                if complete or time.monotonic() > deadline:
                     break
                 time.sleep(0.2)
         lines = server.log.read_text().splitlines()
 
     assert len(workers) == 2
     text = scraped.text
-    for family in ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total"):
+    for family in PROCESS_FAMILIES:
         assert _pids_of(family, text) == set(workers), (family, _pids_of(family, text), workers)
     assert "# TYPE process_cpu_seconds_total counter" in text and "# TYPE python_gc_collections_total counter" in text
     assert len([line for line in text.splitlines() if line.startswith("km_build_info{")]) == 1
