@@ -176,7 +176,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     kms.check_common(params)
 
     async def authenticated(snapshot: Snapshot) -> Call:
-        principal, credential = await svc.access_keys.authenticate(snapshot, request, now)
+        principal, credential = await svc.access_keys.authenticate(snapshot, request, now, service=kms.SIGV4_SERVICE)
         trail.principal = principal.name
         exchange.call = Call(principal, credential.region, svc.settings.aws_account_id, params)
         return exchange.call

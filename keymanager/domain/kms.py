@@ -23,6 +23,8 @@ from typing import Any
 from keymanager import errors
 from keymanager.domain.models import Algorithm, Key, KeyState
 
+SIGV4_SERVICE = "kms"
+"""The service name of a KMS request's SigV4 credential scope."""
 MAX_BODY_BYTES = 64 * 1024
 MAX_PLAINTEXT_BYTES = 4096
 MAX_CONTEXT_BYTES = 8192

@@ -41,9 +41,11 @@ _UNKNOWN = "The security token included in the request is invalid."
 class AccessKeyService:
     """Access keys per principal, and the principal behind a SigV4-signed request."""
 
-    def __init__(self, store: KmsStore, hsm: Hsm) -> None:
+    def __init__(self, store: KmsStore, hsm: Hsm, hosts: frozenset[str]) -> None:
+        """``hosts``: the service's own names, which a signed request's ``Host`` must be (``public_hosts``)."""
         self._store = store
         self._hsm = hsm
+        self._hosts = hosts
         self._lock = threading.Lock()
         self._wrap_label: str | None = None
         self._secrets: dict[tuple[str, bytes], str] = {}
@@ -97,15 +99,16 @@ class AccessKeyService:
 
     # -- authentication (the KMS door's hot path) ------------------------------------------
     async def authenticate(
-        self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime
+        self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime, *, service: str
     ) -> tuple[Principal, sigv4.Credential]:
-        """The principal whose access key signed ``request``, and the credential (region) it claims.
+        """The principal whose access key signed ``request`` for SigV4 ``service`` (``kms``) and one
+        of the service's own hosts, and the credential (region) it claims.
 
         Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
         ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``.
         """
         try:
-            credential = sigv4.parse(request, service="kms", now=now)
+            credential = sigv4.parse(request, service=service, hosts=self._hosts, now=now)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
         found = await snapshot.access_key(credential.access_key_id, self._store.access_key)

@@ -22,6 +22,7 @@ from keymanager.services.kms import KmsCrypto
 from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
+from keymanager.services.public_hosts import public_hosts
 from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
@@ -116,7 +117,7 @@ class Services:
             ),
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),
-            access_keys=AccessKeyService(kms_store, hsm),
+            access_keys=AccessKeyService(kms_store, hsm, public_hosts(settings)),
             kms_crypto=KmsCrypto(crypto, hsm),
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
             owns_hsm=owns_hsm,
