@@ -3,10 +3,11 @@
 Encrypt and decrypt requests are most of the traffic, and FastAPI's per-request machinery
 (its middleware, route matching through every router, dependency solving, response validation)
 costs more CPU than the cryptography. The gateway (``api/gateway.py``) has :class:`FastPath`
-recognise those few routes, validate the JSON body with the route's own pydantic model and call
-the route's own function; the answer, the audit record and the metrics are the same as through
-FastAPI. Anything unusual — another content type, a body the model refuses — goes through
-FastAPI unchanged, so error answers (422 messages and all) stay exactly FastAPI's.
+recognise those few routes, decode the JSON body as FastAPI would (strict: ``api/json_bodies.py``),
+validate it with the route's own pydantic model and call the route's own function; the answer,
+the audit record and the metrics are the same as through FastAPI. Anything unusual — another
+content type, a body the model refuses — goes through FastAPI unchanged, so error answers (422
+messages and all) stay exactly FastAPI's.
 
 The fast path runs no dependency: a hot route with one besides its audit context (a role guard in
 ``dependencies=[...]``, the router's own, one inside another) is left to FastAPI, which runs it,
@@ -33,6 +34,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope
 
 from keymanager.api.audit_trail import AuditContext, audit_context
+from keymanager.api.json_bodies import decoded
 
 Endpoint = Callable[..., Awaitable[Response]]
 SERVED = "fast_path"
@@ -108,11 +110,12 @@ class FastPath:
     async def serve(
         fast: FastRoute, params: dict[str, str], body: bytes, scope: Scope, receive: Receive, trail: AuditContext
     ) -> Response | None:
-        """The route's answer to ``body``; None when the route's model refuses it (FastAPI then
-        words the 422). A KeyManagerError of the route is raised."""
+        """The route's answer to ``body``; None when it is not JSON or the route's model refuses it
+        (FastAPI then words the 422). A KeyManagerError of the route is raised, and InvalidRequest
+        for an object naming a key twice (``api/json_bodies.py``, as through FastAPI)."""
         try:
-            model = fast.model.model_validate_json(body)
-        except ValidationError:
+            model = fast.model.model_validate(decoded(body))
+        except (ValueError, ValidationError):
             scope["state"][SERVED] = False
             return None
         return await fast.endpoint(body=model, request=Request(scope, receive), trail=trail, **params)

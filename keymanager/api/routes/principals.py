@@ -6,9 +6,16 @@ from fastapi import APIRouter, Response
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+router = APIRouter(
+    prefix="/v1/principals",
+    tags=["principals"],
+    responses=ERROR_RESPONSES,
+    dependencies=[ADMIN],
+    route_class=StrictJsonRoute,
+)
 
 
 @router.post("", status_code=201, response_model=PrincipalCreated)
