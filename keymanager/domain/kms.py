@@ -21,13 +21,13 @@ from datetime import datetime
 from typing import Any
 
 from keymanager import errors
+from keymanager.domain.ciphertext import canonical_context
 from keymanager.domain.models import Algorithm, Key, KeyState
 
 SIGV4_SERVICE = "kms"
 """The service name of a KMS request's SigV4 credential scope."""
 MAX_BODY_BYTES = 64 * 1024
 MAX_PLAINTEXT_BYTES = 4096
-MAX_CONTEXT_BYTES = 8192
 MAX_REF_CHARS = 2048
 ALIAS_PREFIX = "alias/"
 RESERVED_ALIAS_PREFIX = "alias/aws/"
@@ -261,14 +261,16 @@ def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required:
 
 
 def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[str, str] | None:
-    """An encryption context: a map of strings, at most 8,192 bytes in all."""
+    """An encryption context: a map of strings within the bound of ``ciphertext.canonical_context``."""
     value = params.get(name)
     if value is None:
         return None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise KmsError("SerializationException", f"{name} must be a map of strings to strings")
-    if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_CONTEXT_BYTES:
-        raise KmsError("ValidationException", f"{name} is limited to {MAX_CONTEXT_BYTES} bytes")
+    try:
+        canonical_context(value)
+    except errors.InvalidRequest as exc:
+        raise KmsError("ValidationException", f"{name}: {exc.message}") from None
     return value
 
 
