@@ -22,7 +22,7 @@ from typing import Any
 
 from keymanager import errors
 from keymanager.domain.ciphertext import canonical_context
-from keymanager.domain.models import Algorithm, Key, KeyState
+from keymanager.domain.models import Algorithm, Key, KeyState, Origin
 
 SIGV4_SERVICE = "kms"
 """The service name of a KMS request's SigV4 credential scope."""
@@ -85,14 +85,20 @@ _AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
     (errors.KeyDisabled, "DisabledException"),
     (errors.KeyPendingDeletion, "KMSInvalidStateException"),
     (errors.KeyDestroyed, "KMSInvalidStateException"),
+    (errors.KeyPendingImport, "KMSInvalidStateException"),
     (errors.VersionBelowMinimum, "KMSInvalidStateException"),
     (errors.Conflict, "KMSInvalidStateException"),
+    (errors.PreconditionFailed, "KMSInvalidStateException"),
     (errors.PayloadTooLarge, "ValidationException"),
     (errors.InvalidRequest, "ValidationException"),
     (errors.RateLimited, "ThrottlingException"),
+    (errors.KeyMaterialMissing, "KeyUnavailableException"),
     (errors.HsmUnavailable, "DependencyTimeoutException"),
     (errors.DatabaseUnavailable, "DependencyTimeoutException"),
+    (errors.SpoolBusy, "LimitExceededException"),
 )
+"""AWS's error for each error class of ``keymanager/errors.py`` (the first row it is an instance of
+wins, so a subclass comes before its base); ``tests/security/test_kms_enums.py`` walks every class."""
 
 
 # -- key references ---------------------------------------------------------------------
@@ -174,7 +180,11 @@ _STATES = {
     KeyState.DISABLED: "Disabled",
     KeyState.PENDING_DELETION: "PendingDeletion",
     KeyState.DESTROYED: "Unavailable",
+    KeyState.PENDING_IMPORT: "PendingImport",
 }
+"""AWS's ``KeyState`` of each key state."""
+_ORIGINS = {Origin.HSM: "AWS_KMS", Origin.EXTERNAL: "EXTERNAL"}
+"""AWS's ``Origin`` of each key origin: made in the HSM, or imported material."""
 
 
 def key_spec(key: Key) -> str:
@@ -194,7 +204,7 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "Description": key.description,
         "KeyUsage": "GENERATE_VERIFY_MAC" if mac else "ENCRYPT_DECRYPT",
         "KeyState": _STATES[key.state],
-        "Origin": "AWS_KMS",
+        "Origin": _ORIGINS[key.origin],
         "KeyManager": "CUSTOMER",
         "CustomerMasterKeySpec": key_spec(key),
         "KeySpec": key_spec(key),

@@ -17,8 +17,13 @@ __all__ = ["Pair", "Server", "kms_admin", "kms_door", "running_server", "server"
 
 @pytest.fixture(scope="session")
 def kms_door(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """A real two-worker server for the KMS door's attacks."""
-    with running_server(tmp_path_factory.mktemp("kms-door"), KM_AUTH_FAILURE_BURST="10000") as started:
+    """A real two-worker server for the KMS door's attacks; keys may be destroyed at once (within a second)."""
+    with running_server(
+        tmp_path_factory.mktemp("kms-door"),
+        KM_AUTH_FAILURE_BURST="10000",
+        KM_MIN_PENDING_DAYS="0",
+        KM_MAINTENANCE_INTERVAL_SECONDS="1",
+    ) as started:
         yield started
 
 
