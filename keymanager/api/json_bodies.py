@@ -2,8 +2,9 @@
 that names a key twice, at any depth, is 400 ``invalid_request``.
 
 FastAPI decodes a JSON body with ``Request.json()``; every router of ``api/routes/`` is made with
-``route_class=StrictJsonRoute``, whose requests decode with :func:`decoded` instead (a test walks
-the app's routes). The fast path (``api/fastpath.py``) calls :func:`decoded` itself.
+``route_class=StrictJsonRoute``, whose requests decode with :func:`decoded` instead
+(``tests/security/test_strict_json.py`` walks the routers). The fast path (``api/fastpath.py``)
+calls :func:`decoded` itself.
 """
 
 from __future__ import annotations

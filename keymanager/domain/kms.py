@@ -98,7 +98,7 @@ _AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
     (errors.SpoolBusy, "LimitExceededException"),
 )
 """AWS's error for each error class of ``keymanager/errors.py`` (the first row it is an instance of
-wins, so a subclass comes before its base); ``tests/security/test_kms_enums.py`` walks every class."""
+wins, so a subclass comes before its base); ``tests/security/test_kms_error_classes.py`` walks every class."""
 
 
 # -- key references ---------------------------------------------------------------------
