@@ -47,6 +47,10 @@ class Settings(BaseSettings):
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_client_ca: Path | None = None
+    public_hosts: list[str] = Field(default_factory=list)
+    """The ``Host`` values a SigV4-signed request may be signed for, as a JSON list (a balancer's
+    name, with ``:port`` unless 443). Default: the TLS certificate's DNS and IP names with ``port``,
+    and ``host:port`` (``services/public_hosts.py``)."""
 
     max_plaintext_bytes: int = Field(default=64 * 1024, gt=0)
     max_request_bytes: int = Field(default=1024 * 1024, gt=0)

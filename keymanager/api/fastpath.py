@@ -3,10 +3,16 @@
 Encrypt and decrypt requests are most of the traffic, and FastAPI's per-request machinery
 (its middleware, route matching through every router, dependency solving, response validation)
 costs more CPU than the cryptography. The gateway (``api/gateway.py``) has :class:`FastPath`
-recognise those few routes, validate the JSON body with the route's own pydantic model and call
-the route's own function; the answer, the audit record and the metrics are the same as through
-FastAPI. Anything unusual — another content type, a body the model refuses — goes through
-FastAPI unchanged, so error answers (422 messages and all) stay exactly FastAPI's.
+recognise those few routes, decode the JSON body as FastAPI would (strict: ``api/json_bodies.py``),
+validate it with the route's own pydantic model and call the route's own function; the answer,
+the audit record and the metrics are the same as through FastAPI. Anything unusual — another
+content type, a body the model refuses — goes through FastAPI unchanged, so error answers (422
+messages and all) stay exactly FastAPI's.
+
+The fast path runs no dependency: a hot route with one besides its audit context (a role guard in
+``dependencies=[...]``, the router's own, one inside another) is left to FastAPI, which runs it,
+so a guard added to a hot route is never skipped (``tests/security/test_fast_path_guards.py``);
+``tests/api/test_fastpath.py`` then notices the route is no longer fast.
 
 ``KM_FAST_PATH=false`` leaves it out. tests/api/test_fastpath.py holds it to its word: the hot
 routes it finds, by method and path; that requests to them take it (:data:`SERVED`); the same
@@ -27,7 +33,8 @@ from pydantic import BaseModel, ValidationError
 from starlette.responses import Response
 from starlette.types import Message, Receive, Scope
 
-from keymanager.api.audit_trail import AuditContext
+from keymanager.api.audit_trail import AuditContext, audit_context
+from keymanager.api.json_bodies import decoded
 
 Endpoint = Callable[..., Awaitable[Response]]
 SERVED = "fast_path"
@@ -43,11 +50,26 @@ class FastRoute:
 
 
 def fast_routes(router: APIRouter, endpoints: Sequence[Callable[..., Any]]) -> list[FastRoute]:
-    """The routes of ``router`` whose endpoints are among ``endpoints``, with a pattern for their path.
+    """The routes of ``router`` whose endpoints are among ``endpoints``, with a pattern for their path,
+    less those with a dependency the fast path would not run (:func:`runs_dependencies`).
 
     Each must be an async POST endpoint taking exactly ``body`` (a pydantic model), ``request``,
     ``trail`` and its path parameters, since :class:`FastPath` calls it so; TypeError otherwise."""
-    return [_fast(route) for route in router.routes if isinstance(route, APIRoute) and route.endpoint in endpoints]
+    return [
+        _fast(route)
+        for route in router.routes
+        if isinstance(route, APIRoute) and route.endpoint in endpoints and not runs_dependencies(route)
+    ]
+
+
+def runs_dependencies(route: APIRoute) -> bool:
+    """Whether FastAPI runs a dependency for ``route`` besides the ``trail`` parameter's audit
+    context (which :class:`FastPath` provides itself): route or router ``dependencies``, another
+    ``Depends`` parameter, a sub-dependency."""
+    return any(
+        dependency.name != "trail" or dependency.call is not audit_context or dependency.dependencies
+        for dependency in route.dependant.dependencies
+    )
 
 
 def _fast(route: APIRoute) -> FastRoute:
@@ -88,11 +110,12 @@ class FastPath:
     async def serve(
         fast: FastRoute, params: dict[str, str], body: bytes, scope: Scope, receive: Receive, trail: AuditContext
     ) -> Response | None:
-        """The route's answer to ``body``; None when the route's model refuses it (FastAPI then
-        words the 422). A KeyManagerError of the route is raised."""
+        """The route's answer to ``body``; None when it is not JSON or the route's model refuses it
+        (FastAPI then words the 422). A KeyManagerError of the route is raised, and InvalidRequest
+        for an object naming a key twice (``api/json_bodies.py``, as through FastAPI)."""
         try:
-            model = fast.model.model_validate_json(body)
-        except ValidationError:
+            model = fast.model.model_validate(decoded(body))
+        except (ValueError, ValidationError):
             scope["state"][SERVED] = False
             return None
         return await fast.endpoint(body=model, request=Request(scope, receive), trail=trail, **params)

@@ -30,7 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import write_summary
-from keymanager.domain import kms
+from keymanager.domain import kms, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest, claimed_access_key_id
 from keymanager.errors import KeyManagerError
@@ -253,7 +253,9 @@ async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
 
 def _params(body: bytes) -> dict[str, Any]:
     try:
-        params = json.loads(body or b"{}")
+        params = strict_json.loads(body or b"{}")
+    except strict_json.DuplicateKey as exc:
+        raise kms.KmsError("SerializationException", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise kms.KmsError("SerializationException", "the body is not valid JSON") from None
     if not isinstance(params, dict):

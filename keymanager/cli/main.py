@@ -134,6 +134,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     configure_logs(log_level, settings.resolved_log_format(), settings.access_log)
     scheme = "http" if args.insecure_http else "https"
     host, port = args.host or settings.host, args.port or settings.port
+    os.environ["KM_HOST"], os.environ["KM_PORT"] = host, str(port)  # each worker's own names (public_hosts)
     plan = plan_workers(settings, args.workers, CpuBudget.of_this_process())
     os.environ["KM_CPU_AFFINITY"] = "true" if plan.pinned else "false"  # read by each worker
     pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"

@@ -29,6 +29,9 @@ from dataclasses import dataclass
 
 from keymanager.errors import DecryptionFailed, InvalidRequest
 
+MAX_CONTEXT_BYTES = 8192
+"""The longest encryption context, as :func:`canonical_context` encodes it (AWS KMS's limit is 8,192 bytes)."""
+
 PREFIX = "km"
 FORMAT_VERSION = 1
 IV_BYTES = 16
@@ -86,14 +89,19 @@ def parse(text: str) -> Ciphertext:
 def canonical_context(context: Mapping[str, str] | None) -> bytes:
     """Canonical bytes of an encryption context: compact JSON, keys sorted, UTF-8; empty for none.
 
-    InvalidRequest for text UTF-8 cannot carry (lone surrogates, which JSON's ``\\ud800`` escapes let in)."""
+    Every operation that takes a context (on every door) reads it through here, so this is the
+    one place of its bound: InvalidRequest naming :data:`MAX_CONTEXT_BYTES` for a longer one, and
+    for text UTF-8 cannot carry (lone surrogates, which JSON's ``\\ud800`` escapes let in)."""
     if not context:
         return b""
     text = json.dumps(dict(context), sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     try:
-        return text.encode()
+        encoded = text.encode()
     except UnicodeEncodeError:
         raise InvalidRequest("the encryption context is not valid Unicode text") from None
+    if len(encoded) > MAX_CONTEXT_BYTES:
+        raise InvalidRequest(f"the encryption context is limited to {MAX_CONTEXT_BYTES} bytes (as canonical JSON)")
+    return encoded
 
 
 def mac_input(head: bytes, iv: bytes, ciphertext: bytes, context: bytes) -> bytes:

@@ -21,11 +21,11 @@ from datetime import datetime
 from typing import Any
 
 from keymanager import errors
-from keymanager.domain.models import Algorithm, Key, KeyState
+from keymanager.domain.ciphertext import canonical_context
+from keymanager.domain.models import Algorithm, Key, KeyState, Origin
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_PLAINTEXT_BYTES = 4096
-MAX_CONTEXT_BYTES = 8192
 MAX_REF_CHARS = 2048
 ALIAS_PREFIX = "alias/"
 RESERVED_ALIAS_PREFIX = "alias/aws/"
@@ -83,14 +83,20 @@ _AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
     (errors.KeyDisabled, "DisabledException"),
     (errors.KeyPendingDeletion, "KMSInvalidStateException"),
     (errors.KeyDestroyed, "KMSInvalidStateException"),
+    (errors.KeyPendingImport, "KMSInvalidStateException"),
     (errors.VersionBelowMinimum, "KMSInvalidStateException"),
     (errors.Conflict, "KMSInvalidStateException"),
+    (errors.PreconditionFailed, "KMSInvalidStateException"),
     (errors.PayloadTooLarge, "ValidationException"),
     (errors.InvalidRequest, "ValidationException"),
     (errors.RateLimited, "ThrottlingException"),
+    (errors.KeyMaterialMissing, "KeyUnavailableException"),
     (errors.HsmUnavailable, "DependencyTimeoutException"),
     (errors.DatabaseUnavailable, "DependencyTimeoutException"),
+    (errors.SpoolBusy, "LimitExceededException"),
 )
+"""AWS's error for each error class of ``keymanager/errors.py`` (the first row it is an instance of
+wins, so a subclass comes before its base); ``tests/security/test_kms_error_classes.py`` walks every class."""
 
 
 # -- key references ---------------------------------------------------------------------
@@ -172,7 +178,11 @@ _STATES = {
     KeyState.DISABLED: "Disabled",
     KeyState.PENDING_DELETION: "PendingDeletion",
     KeyState.DESTROYED: "Unavailable",
+    KeyState.PENDING_IMPORT: "PendingImport",
 }
+"""AWS's ``KeyState`` of each key state."""
+_ORIGINS = {Origin.HSM: "AWS_KMS", Origin.EXTERNAL: "EXTERNAL"}
+"""AWS's ``Origin`` of each key origin: made in the HSM, or imported material."""
 
 
 def key_spec(key: Key) -> str:
@@ -192,7 +202,7 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "Description": key.description,
         "KeyUsage": "GENERATE_VERIFY_MAC" if mac else "ENCRYPT_DECRYPT",
         "KeyState": _STATES[key.state],
-        "Origin": "AWS_KMS",
+        "Origin": _ORIGINS[key.origin],
         "KeyManager": "CUSTOMER",
         "CustomerMasterKeySpec": key_spec(key),
         "KeySpec": key_spec(key),
@@ -259,14 +269,16 @@ def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required:
 
 
 def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[str, str] | None:
-    """An encryption context: a map of strings, at most 8,192 bytes in all."""
+    """An encryption context: a map of strings within the bound of ``ciphertext.canonical_context``."""
     value = params.get(name)
     if value is None:
         return None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
         raise KmsError("SerializationException", f"{name} must be a map of strings to strings")
-    if sum(len(k.encode()) + len(v.encode()) for k, v in value.items()) > MAX_CONTEXT_BYTES:
-        raise KmsError("ValidationException", f"{name} is limited to {MAX_CONTEXT_BYTES} bytes")
+    try:
+        canonical_context(value)
+    except errors.InvalidRequest as exc:
+        raise KmsError("ValidationException", f"{name}: {exc.message}") from None
     return value
 
 

@@ -21,12 +21,12 @@ would not be enforced as written. Exactly means:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from keymanager.domain import strict_json
 from keymanager.domain.kms import KmsError
 from keymanager.domain.policy import Operation, Policy
 
@@ -91,7 +91,9 @@ def parse_document(text: str, account: str) -> PolicyDraft:
     if len(text) > MAX_POLICY_CHARS:
         raise KmsError("ValidationException", f"Policy is limited to {MAX_POLICY_CHARS} characters")
     try:
-        document = json.loads(text)
+        document = strict_json.loads(text)
+    except strict_json.DuplicateKey as exc:
+        raise _malformed(str(exc)) from None
     except ValueError:
         raise _malformed("the policy is not valid JSON") from None
     if not isinstance(document, dict) or set(document) - {"Version", "Id", "Statement"}:

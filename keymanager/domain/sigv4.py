@@ -9,10 +9,18 @@ requests): dot segments and repeated slashes removed from the path, which is the
 percent-encoded once more; query pairs decoded, re-encoded and sorted; header values trimmed
 with inner whitespace collapsed, repeated headers joined with commas.
 
+What must be signed, as AWS requires: ``host``, ``x-amz-date`` and every ``x-amz-*`` header the
+request carries (``x-amz-target``, which names the operation, included), so that no header that
+decides something can be changed on a captured request. The signed ``Host`` must be one of the
+service's own names (``hosts``, normalised by :func:`normal_host`), so that a request signed for
+another endpoint holding the same key pair does not replay here. The service name of the
+credential scope is a parameter: one verifier for every SigV4 door (``kms``, ``kms-xks-proxy``).
+
 Refusals are :class:`SignatureRefused` with the AWS error name a client expects:
 ``MissingAuthenticationTokenException`` (no signature at all), ``IncompleteSignatureException``
-(a malformed ``Authorization`` header or date), ``InvalidSignatureException`` (wrong signature,
-expired or future-dated request, another service's scope), ``UnrecognizedClientException``
+(a malformed ``Authorization`` header or date, a header that must be signed and is not),
+``InvalidSignatureException`` (wrong signature, expired or future-dated request, another
+service's scope, a ``Host`` that is not this service's), ``UnrecognizedClientException``
 (session tokens, which this service does not issue). The message never carries the secret or
 the expected signature.
 """
@@ -23,7 +31,7 @@ import functools
 import hashlib
 import hmac
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote, unquote
@@ -37,6 +45,8 @@ _AUTHORIZATION = re.compile(
     r"SignedHeaders=(?P<signed>[^,\s]+)\s*,\s*Signature=(?P<signature>[0-9a-f]{64})\s*"
 )
 _MAX_ACCESS_KEY_ID = 128
+_AMZ_PREFIX = "x-amz-"
+_DEFAULT_HTTPS_PORT = ":443"
 
 
 class SignatureRefused(Exception):
@@ -74,6 +84,10 @@ class ReceivedRequest:
         """Every value of header ``name`` (lower case), in order."""
         return self._by_name.get(name, [])
 
+    def names(self) -> Collection[str]:
+        """The names (lower case) of the headers the request carries."""
+        return self._by_name.keys()
+
 
 @dataclass(frozen=True)
 class Credential:
@@ -92,9 +106,23 @@ class Credential:
         return f"{self.date}/{self.region}/{self.service}/aws4_request"
 
 
-def parse(request: ReceivedRequest, *, service: str, now: datetime, max_skew: timedelta = MAX_CLOCK_SKEW) -> Credential:
-    """The credential a request claims, checked for form, service and time (``max_skew`` either way;
-    not yet its signature).
+def normal_host(host: str) -> str:
+    """A ``Host`` value as :func:`parse` compares it: lower case, without the default port ``:443``."""
+    host = host.strip().lower()
+    return host.removesuffix(_DEFAULT_HTTPS_PORT)
+
+
+def parse(
+    request: ReceivedRequest,
+    *,
+    service: str,
+    hosts: Collection[str],
+    now: datetime,
+    max_skew: timedelta = MAX_CLOCK_SKEW,
+) -> Credential:
+    """The credential a request claims, checked for form, service, signed headers, host and time
+    (``max_skew`` either way; not yet its signature). ``service`` is the credential scope's service name (``kms``);
+    ``hosts`` the :func:`normal_host` forms of the names the service answers to.
 
     Raises :class:`SignatureRefused`.
     """
@@ -123,6 +151,7 @@ def parse(request: ReceivedRequest, *, service: str, now: datetime, max_skew: ti
     timestamp = request.header("x-amz-date")
     if timestamp is None or "x-amz-date" not in signed:
         raise SignatureRefused("IncompleteSignatureException", "the signed header X-Amz-Date is required")
+    _check_amz_headers_signed(request, signed)
     try:
         signed_at = _signed_at(timestamp)
     except ValueError:
@@ -143,6 +172,8 @@ def parse(request: ReceivedRequest, *, service: str, now: datetime, max_skew: ti
     for name in signed:
         if request.header(name) is None:
             raise SignatureRefused("IncompleteSignatureException", f"the signed header {name} is missing")
+    if normal_host(request.header("host") or "") not in hosts:
+        raise SignatureRefused("InvalidSignatureException", "the request is signed for a host that is not this service")
     return Credential(key_id, date, region, scope_service, signed, match["signature"], timestamp)
 
 
@@ -154,6 +185,16 @@ def claimed_access_key_id(authorization: str) -> str | None:
         return None
     key_id = match["credential"].split("/")[0]
     return key_id if 0 < len(key_id) <= _MAX_ACCESS_KEY_ID else None
+
+
+def _check_amz_headers_signed(request: ReceivedRequest, signed: Sequence[str]) -> None:
+    """IncompleteSignatureException unless every ``x-amz-*`` header of ``request`` is in ``signed``."""
+    unsigned = sorted(name for name in request.names() if name.startswith(_AMZ_PREFIX) and name not in signed)
+    if unsigned:
+        raise SignatureRefused(
+            "IncompleteSignatureException",
+            f"'{unsigned[0][:64]}' is present in the request but not a 'SignedHeader' in the AWS Authorization",
+        )
 
 
 def verify(request: ReceivedRequest, credential: Credential, secret: str) -> None:

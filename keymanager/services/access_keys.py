@@ -44,10 +44,14 @@ _SIGNING = {Door.KMS: ("kms", sigv4.MAX_CLOCK_SKEW), Door.XKS: ("kms-xks-proxy",
 class AccessKeyService:
     """Access keys per principal, and the principal behind a SigV4-signed request."""
 
-    def __init__(self, store: KmsStore, hsm: Hsm, principal: Callable[[str], Principal | None]) -> None:
+    def __init__(
+        self, store: KmsStore, hsm: Hsm, principal: Callable[[str], Principal | None], hosts: frozenset[str]
+    ) -> None:
+        """``hosts``: the service's own names, which a signed request's ``Host`` must be (``public_hosts``)."""
         self._store = store
         self._hsm = hsm
         self._principal = principal
+        self._hosts = hosts
         self._lock = threading.Lock()
         self._wrap_label: str | None = None
         self._secrets: dict[tuple[str, bytes], str] = {}
@@ -108,7 +112,8 @@ class AccessKeyService:
         self, snapshot: Snapshot, request: sigv4.ReceivedRequest, now: datetime, *, door: Door = Door.KMS
     ) -> tuple[Principal, sigv4.Credential]:
         """The principal whose access key signed ``request`` for ``door`` (SigV4 service ``kms``, or
-        ``kms-xks-proxy`` with AWS's five minutes of clock skew), and the credential (region) it claims.
+        ``kms-xks-proxy`` with AWS's five minutes of clock skew) and one of the service's own hosts
+        (``public_hosts``), and the credential (region) it claims.
 
         Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
         ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``
@@ -117,7 +122,7 @@ class AccessKeyService:
         """
         service, skew = _SIGNING[door]
         try:
-            credential = sigv4.parse(request, service=service, now=now, max_skew=skew)
+            credential = sigv4.parse(request, service=service, hosts=self._hosts, now=now, max_skew=skew)
         except sigv4.SignatureRefused as exc:
             raise KmsError(exc.code, exc.message) from None
         found = await snapshot.access_key(credential.access_key_id, self._store.access_key)

@@ -24,6 +24,7 @@ from keymanager.services.kms import KmsCrypto
 from keymanager.services.kms_keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
+from keymanager.services.public_hosts import public_hosts
 from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
@@ -128,7 +129,7 @@ class Services:
             readiness=readiness,
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),
-            access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name),
+            access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name, public_hosts(settings)),
             kms_crypto=KmsCrypto(crypto, hsm),
             kms_keys=KmsKeys(keys, lifecycle, kms_store),
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),

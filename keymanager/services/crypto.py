@@ -218,9 +218,7 @@ class CryptoService:
         for plaintext, context in items:
             if not isinstance(plaintext, KeyManagerError) and len(plaintext) > self._max_plaintext:
                 plaintext = PayloadTooLarge(f"plaintext is limited to {self._max_plaintext} bytes")
-            prepared.append(
-                plaintext if isinstance(plaintext, KeyManagerError) else (plaintext, ct.canonical_context(context))
-            )
+            prepared.append(plaintext if isinstance(plaintext, KeyManagerError) else _with_context(plaintext, context))
         todo = [item for item in prepared if not isinstance(item, KeyManagerError)]
         head = ct.header(key.id, version.version)
         bodies = iter(await self._hsm.aencrypt_many(version.hsm, key.algorithm, head, todo))
@@ -240,10 +238,11 @@ class CryptoService:
             try:
                 parsed = _parsed_for(key, text)
                 version = _decryption_version(key, parsed.key_version)
+                encoded = ct.canonical_context(context)
             except KeyManagerError as exc:
                 prepared.append(exc)
                 continue
-            prepared.append((version, (version.hsm, parsed.header, parsed.body, ct.canonical_context(context))))
+            prepared.append((version, (version.hsm, parsed.header, parsed.body, encoded)))
         todo = [item[1] for item in prepared if not isinstance(item, KeyManagerError)]
         opened = iter(await self._hsm.adecrypt_many(key.algorithm, todo))
         results: list[Encrypted | Decrypted | KeyManagerError] = []
@@ -336,6 +335,14 @@ class CryptoService:
     def _check_batch(self, items: Sequence[object]) -> None:
         if len(items) > self._max_batch:
             raise PayloadTooLarge(f"a batch holds at most {self._max_batch} items")
+
+
+def _with_context(plaintext: bytes, context: Context) -> tuple[bytes, bytes] | KeyManagerError:
+    """A batch item's plaintext and canonical context, or the item's own error (a context out of bounds)."""
+    try:
+        return plaintext, ct.canonical_context(context)
+    except KeyManagerError as exc:
+        return exc
 
 
 def mac_message(data: bytes, context: Context, *, framed: bool = True) -> bytes:

@@ -162,3 +162,12 @@ def test_parse_accepts_exactly_what_the_reference_parser_accepts() -> None:
             assert ct.parse(text) == expected, text
         except DecryptionFailed:
             assert expected is None, text
+
+
+def test_a_context_is_at_most_8192_bytes_canonical() -> None:
+    at_limit = {"k": "é" * ((ct.MAX_CONTEXT_BYTES - 8) // 2)}
+    assert len(ct.canonical_context(at_limit)) == ct.MAX_CONTEXT_BYTES == 8192
+    for over in ({"k": "x" * (ct.MAX_CONTEXT_BYTES - 7)}, {f"k{n:03d}": "v" for n in range(1000)}):
+        with pytest.raises(InvalidRequest) as refused:
+            ct.canonical_context(over)
+        assert "8192 bytes" in refused.value.message

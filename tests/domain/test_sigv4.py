@@ -22,6 +22,7 @@ KEY_ID = "AKIAKEYMANAGERTEST01"
 SECRET = "s3cr3t/Secret+Key/0123456789abcdefghijklmn"
 SEGMENT_CHARS = string.ascii_letters + string.digits + "-_.~ %+=!*'()@:,;é/"
 HEADER_CHARS = string.ascii_letters + string.digits + " \t-_.:/;=,"
+HOSTS = frozenset({"kms.example.test:8443", "127.0.0.1:8443"})
 
 
 def _signed(
@@ -75,7 +76,7 @@ def test_canonical_request_equals_botocores_on_3000_generated_requests() -> None
         method, url, headers, body = _random_request(rng)
         request, expected = _signed(method, url, headers, body, now)
         received = _received(request)
-        credential = sigv4.parse(received, service="kms", now=now)
+        credential = sigv4.parse(received, service="kms", hosts=HOSTS, now=now)
         assert sigv4.canonical_request(received, credential.signed_headers) == expected, url
         sigv4.verify(received, credential, SECRET)
 
@@ -83,14 +84,14 @@ def test_canonical_request_equals_botocores_on_3000_generated_requests() -> None
 def test_a_real_boto3_style_request_verifies_and_names_its_scope() -> None:
     now = datetime.now(UTC)
     request, _ = _signed("POST", "https://127.0.0.1:8443/", {"X-Amz-Target": "TrentService.ListKeys"}, b"{}", now)
-    credential = sigv4.parse(_received(request), service="kms", now=now)
+    credential = sigv4.parse(_received(request), service="kms", hosts=HOSTS, now=now)
     assert (credential.access_key_id, credential.region, credential.service) == (KEY_ID, "eu-west-1", "kms")
     sigv4.verify(_received(request), credential, SECRET)
 
 
 def _refusal(received: ReceivedRequest, now: datetime, secret: str = SECRET) -> str:
     with pytest.raises(SignatureRefused) as refused:
-        sigv4.verify(received, sigv4.parse(received, service="kms", now=now), secret)
+        sigv4.verify(received, sigv4.parse(received, service="kms", hosts=HOSTS, now=now), secret)
     assert SECRET not in str(refused.value)
     return refused.value.code
 
@@ -123,9 +124,9 @@ def test_time_skew_over_15_minutes_is_refused(signed: tuple[ReceivedRequest, dat
     received, now = signed
     for skew in (timedelta(minutes=16), -timedelta(minutes=16)):
         with pytest.raises(SignatureRefused) as refused:
-            sigv4.parse(received, service="kms", now=now + skew)
+            sigv4.parse(received, service="kms", hosts=HOSTS, now=now + skew)
         assert refused.value.code == "InvalidSignatureException"
-    sigv4.parse(received, service="kms", now=now + timedelta(minutes=14))
+    sigv4.parse(received, service="kms", hosts=HOSTS, now=now + timedelta(minutes=14))
 
 
 def test_malformed_missing_and_foreign_credentials(signed: tuple[ReceivedRequest, datetime]) -> None:
@@ -138,19 +139,51 @@ def test_malformed_missing_and_foreign_credentials(signed: tuple[ReceivedRequest
     }
     for code, headers in cases.items():
         with pytest.raises(SignatureRefused) as refused:
-            sigv4.parse(_replace(received, headers=headers), service="kms", now=now)
+            sigv4.parse(_replace(received, headers=headers), service="kms", hosts=HOSTS, now=now)
         assert refused.value.code == code
     with pytest.raises(SignatureRefused) as refused:
-        sigv4.parse(received, service="s3", now=now)
+        sigv4.parse(received, service="s3", hosts=HOSTS, now=now)
     assert refused.value.code == "InvalidSignatureException"
     no_date = [(n, v) for n, v in received.headers if n.lower() != "x-amz-date"]
     with pytest.raises(SignatureRefused) as refused:
-        sigv4.parse(_replace(received, headers=no_date), service="kms", now=now)
+        sigv4.parse(_replace(received, headers=no_date), service="kms", hosts=HOSTS, now=now)
     assert refused.value.code == "IncompleteSignatureException"
 
 
-def test_a_claimed_payload_hash_must_be_the_bodys(signed: tuple[ReceivedRequest, datetime]) -> None:
-    received, now = signed
+def test_a_claimed_payload_hash_must_be_the_bodys() -> None:
+    now = datetime.now(UTC)
     for claimed in (sigv4.UNSIGNED_PAYLOAD, "0" * 64):
-        headers = [*received.headers, ("X-Amz-Content-SHA256", claimed)]
-        assert _refusal(_replace(received, headers=headers), now) == "InvalidSignatureException"
+        headers = {"X-Amz-Target": "TrentService.Encrypt", "X-Amz-Content-SHA256": claimed}
+        request, _ = _signed("POST", "https://127.0.0.1:8443/", headers, b'{"KeyId":"a"}', now)
+        assert _refusal(_received(request), now) == "InvalidSignatureException"
+
+
+def test_every_amz_header_present_must_be_signed(signed: tuple[ReceivedRequest, datetime]) -> None:
+    received, now = signed
+    authorization = received.header("authorization") or ""
+    assert ";x-amz-target," in authorization
+    without_target = [
+        (n, authorization.replace(";x-amz-target,", ",") if n.lower() == "authorization" else v)
+        for n, v in received.headers
+    ]
+    for headers in (
+        without_target,  # the target present, the signature made without it
+        [*received.headers, ("X-Amz-Content-SHA256", "x")],
+        [*received.headers, ("X-Amz-Anything", "x")],
+    ):
+        with pytest.raises(SignatureRefused) as refused:
+            sigv4.parse(_replace(received, headers=headers), service="kms", hosts=HOSTS, now=now)
+        assert refused.value.code == "IncompleteSignatureException"
+        assert "is present in the request but not a 'SignedHeader'" in refused.value.message
+
+
+def test_the_signed_host_must_be_one_of_the_services_own(signed: tuple[ReceivedRequest, datetime]) -> None:
+    received, now = signed
+    for host in ("evil.example", "127.0.0.1:1", "127.0.0.1", ""):
+        headers = [(n, host if n.lower() == "host" else v) for n, v in received.headers]
+        with pytest.raises(SignatureRefused) as refused:
+            sigv4.parse(_replace(received, headers=headers), service="kms", hosts=HOSTS, now=now)
+        assert refused.value.code == "InvalidSignatureException", host
+    assert sigv4.parse(received, service="kms", hosts={"127.0.0.1:8443"}, now=now).service == "kms"
+    upper = [(n, "127.0.0.1:8443".upper() if n.lower() == "host" else v) for n, v in received.headers]
+    assert sigv4.parse(_replace(received, headers=upper), service="kms", hosts=HOSTS, now=now)

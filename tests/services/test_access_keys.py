@@ -20,12 +20,12 @@ from keymanager.services.container import Services
 def signed(key_id: str, secret: str, body: bytes = b"{}") -> ReceivedRequest:
     request = AWSRequest(
         method="POST",
-        url="https://kms.example/",
+        url="https://127.0.0.1:8443/",
         data=body,
         headers={"X-Amz-Target": "TrentService.ListKeys", "Content-Type": "application/x-amz-json-1.1"},
     )
     SigV4Auth(Credentials(key_id, secret), "kms", "eu-north-1").add_auth(request)
-    headers = [*request.headers.items(), ("Host", "kms.example")]
+    headers = [*request.headers.items(), ("Host", "127.0.0.1:8443")]
     return ReceivedRequest("POST", "/", "", headers, body)
 
 

@@ -13,10 +13,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES
 from keymanager.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+router = APIRouter(
+    prefix="/v1/principals",
+    tags=["principals"],
+    responses=ERROR_RESPONSES,
+    dependencies=[ADMIN],
+    route_class=StrictJsonRoute,
+)
 
 
 class AccessKeyCreate(BaseModel):

@@ -9,10 +9,13 @@ from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
 from keymanager.api.deps import READER, ServicesDep
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, IsoTime, QueryInt
 from keymanager.domain.audit import AuditQuery
 
-router = APIRouter(prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES, dependencies=[READER])
+router = APIRouter(
+    prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES, dependencies=[READER], route_class=StrictJsonRoute
+)
 
 
 class AuditRecordOut(BaseModel):

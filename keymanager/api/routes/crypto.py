@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse, Response
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -37,7 +38,7 @@ from keymanager.errors import KeyManagerError
 from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot
 
-router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 
 
 @router.post("/keys/{key}/encrypt", response_model=EncryptResponse)

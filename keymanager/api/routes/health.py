@@ -6,11 +6,12 @@ from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
 from keymanager.api.deps import READER, ServicesDep
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.metrics import Metrics
 from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
 
-router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES)
-metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429))
+router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES, route_class=StrictJsonRoute)
+metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429), route_class=StrictJsonRoute)
 
 
 @router.get("/health", response_model=Health)

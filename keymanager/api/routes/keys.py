@@ -15,13 +15,14 @@ from pydantic import TypeAdapter
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import ADMIN, AuditDep, ServicesDep, run_authenticated, services_of
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
 from keymanager.services.keys import ShownKey
 
-router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 _KEY_LIST = TypeAdapter(list[KeyOut])
 
 

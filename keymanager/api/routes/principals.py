@@ -7,10 +7,19 @@ from fastapi import APIRouter, Response
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
-me_router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES)
+router = APIRouter(
+    prefix="/v1/principals",
+    tags=["principals"],
+    responses=ERROR_RESPONSES,
+    dependencies=[ADMIN],
+    route_class=StrictJsonRoute,
+)
+me_router = APIRouter(
+    prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute
+)
 
 
 @me_router.get("/me", response_model=PrincipalOut)

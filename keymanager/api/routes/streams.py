@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
@@ -33,6 +32,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
+from keymanager.api.json_bodies import StrictJsonRoute, decoded
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody
 from keymanager.domain.models import Principal
 from keymanager.domain.stream import StreamHeader, sealed_size_bound
@@ -41,7 +41,7 @@ from keymanager.services import streams
 from keymanager.services.snapshot import Snapshot
 from keymanager.services.spool import SpoolFile
 
-router = APIRouter(prefix="/v1/keys", tags=["streams"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/keys", tags=["streams"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 
 
 class StreamAborted(Exception):
@@ -147,7 +147,7 @@ def _context(header: str | None) -> dict[str, str] | None:
     if header is None:
         return None
     try:
-        value = json.loads(base64.b64decode(header, validate=True))
+        value = decoded(base64.b64decode(header, validate=True))
     except (binascii.Error, ValueError):
         raise InvalidRequest("X-KM-Context must be base64 of a JSON object of strings") from None
     if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):

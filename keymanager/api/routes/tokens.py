@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
+from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, Body, Context, ErrorDetail, decode_base64
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal
@@ -24,7 +25,7 @@ from keymanager.errors import KeyManagerError
 from keymanager.services.snapshot import Snapshot
 from keymanager.services.tokens import TokenBatch, Tokenized, TokenRequest
 
-router = APIRouter(prefix="/v1/keys", tags=["tokens"], responses=ERROR_RESPONSES)
+router = APIRouter(prefix="/v1/keys", tags=["tokens"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 
 _TEXT = Field(max_length=64, description="Characters of the key's alphabet; spaces and dashes stay in place.")
 _TWEAK = Field(default=None, max_length=64, description="Base64 of a 0-32 byte FF1 tweak; exclusive with context.")
