@@ -33,7 +33,13 @@ PREFIX = "keystores/in-process"
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def services(request: pytest.FixtureRequest, tmp_path: Path, hsm: Hsm) -> Iterator[Services]:
     url = None if request.param == "sqlite" else create_database()
-    settings = make_settings(tmp_path / "var", url, auth_failure_burst=BURST, auth_failures_per_second=0.01)
+    settings = make_settings(
+        tmp_path / "var",
+        url,
+        auth_failure_burst=BURST,
+        auth_failures_per_second=0.01,
+        public_hosts=["testserver"],  # the in-process client's Host, which the requests are signed for
+    )
     built = Services.build(settings, hsm=hsm)
     try:
         yield built
