@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -56,6 +57,7 @@ def init(settings: Settings) -> int:
         presence = services.audit_chain.prepare()
         print(f"audit key '{settings.audit_key_label}': {'created' if presence.value == 'created' else 'present'}")
         services.hsm.ping()
+        _print_capabilities(settings.pkcs11_token_label, services.hsm.capabilities().summary())
         print(f"database: {redacted_url(settings.resolved_database_url())} (schema current)")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
         token_file = settings.var_dir / "admin.token"
@@ -69,6 +71,13 @@ def init(settings: Settings) -> int:
     finally:
         services.close()
     return 0
+
+
+def _print_capabilities(label: str, summary: dict[str, Any]) -> None:
+    """What the token can do (``Capabilities.summary``): one line of features, one line per missing one."""
+    print(f"HSM token '{label}' supports: {', '.join(summary['supported']) or 'nothing this service uses'}")
+    for feature, why in summary["unsupported"].items():
+        print(f"HSM token '{label}' cannot do {feature}: {why}")
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
