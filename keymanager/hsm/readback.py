@@ -58,6 +58,16 @@ def check_object(obj: Any, template: Mapping[Attribute, Any], length: int | None
     raise TemplateNotHonoured(wrong)
 
 
+def tighten(obj: Any) -> None:
+    """Make ``obj`` sensitive and non-extractable when the token left it otherwise (a token may ignore
+    these in an unwrap template; PKCS#11 lets both change in this direction only). A refusal leaves
+    the object as it is, for :func:`check_object` to refuse."""
+    for attribute, wanted in ((Attribute.SENSITIVE, True), (Attribute.EXTRACTABLE, False)):
+        if _read(obj, attribute) != wanted:
+            with contextlib.suppress(p11.PKCS11Error):
+                obj[attribute] = wanted
+
+
 def _first_difference(obj: Any, template: Mapping[Attribute, Any], length: int | None) -> str | None:
     for attribute in CHECKED:
         if attribute in template and _read(obj, attribute) != template[attribute]:

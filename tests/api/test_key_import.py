@@ -51,6 +51,7 @@ def import_material(
     key: str,
     materials: list[bytes],
     wrapping: WrappingAlgorithm = WrappingAlgorithm.RSAES_OAEP_SHA_1,
+    import_type: str | None = None,
 ) -> Any:
     got = client.post(f"/v1/keys/{key}/import-parameters", json={"wrapping_algorithm": wrapping.value}, headers=admin)
     assert got.status_code == 200, got.text
@@ -60,6 +61,8 @@ def import_material(
     request = {"import_token": params.import_token, "encrypted_key_material": wrapped[0]}
     if len(wrapped) > 1:
         request["encrypted_mac_key_material"] = wrapped[1]
+    if import_type is not None:
+        request["import_type"] = import_type
     return client.post(f"/v1/keys/{key}/import", json=request, headers=admin)
 
 
@@ -95,13 +98,26 @@ def test_nist_samples_through_the_service_with_the_imported_key(
     assert back == {"value": "0123456789abcdefghi"}
 
 
-def test_a_new_import_adds_a_version(
+def test_new_material_adds_a_version_only_when_asked_for(
     client: TestClient, admin: dict[str, str], billing: dict[str, str], external_key: Callable[..., dict[str, Any]]
 ) -> None:
     external_key("nist10", fmt=DIGITS)
     import_material(client, admin, "nist10", [KEY_256])
-    second = import_material(client, admin, "nist10", [os.urandom(32)])
-    assert second.json()["primary_version"] == 2
+    again = import_material(client, admin, "nist10", [KEY_256])
+    assert again.status_code == 200 and again.json()["primary_version"] == 1  # the same material: nothing changes
+    other = os.urandom(32)
+    refused = assert_error(import_material(client, admin, "nist10", [other]), 400, "invalid_request")
+    assert "NEW_KEY_MATERIAL" in refused["error"]["message"]
+    assert_error(
+        import_material(client, admin, "nist10", [KEY_256], import_type="NEW_KEY_MATERIAL"), 400, "invalid_request"
+    )
+    assert_error(import_material(client, admin, "nist10", [other], import_type="OTHER"), 400, "invalid_request")
+    second = import_material(client, admin, "nist10", [other], import_type="NEW_KEY_MATERIAL")
+    assert second.json()["primary_version"] == 2, second.text
+    records = client.get("/v1/audit", params={"key": "nist10"}, headers=admin).json()["records"]
+    imports = [(r["outcome"], r["details"].get("import_type")) for r in records if r["action"] == "key.import"]
+    assert imports.count(("ok", "NEW_KEY_MATERIAL")) == 1
+    assert imports.count(("ok", "EXISTING_KEY_MATERIAL")) == 2
     token = _tokenize(client, billing, "nist10", "0123456789").json()
     assert token["key_version"] == 2 and token["token"] != "6657667009"
     old = client.post("/v1/keys/nist10/detokenize", json={"token": "6657667009", "key_version": 1}, headers=billing)

@@ -103,7 +103,7 @@ def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
     cases = [
         ("not-a-token", [good], "not an import token"),
         (params.import_token.replace(params.import_token[-4:], "0000"), [good], "unknown"),
-        (params.import_token, [short], "must be 32 bytes"),
+        (params.import_token, [short], "must be exactly 32 bytes"),
         (params.import_token, [bytes(256)], "does not unwrap"),
         (params.import_token, [good, good], "takes 1"),
     ]
