@@ -19,8 +19,7 @@ def health(svc: ServicesDep, detail: bool = False) -> Health:
     (as this worker read it when its session opened; no call to the HSM is made here)."""
     if not detail:
         return Health(status="ok")
-    known = svc.hsm.known_capabilities()
-    return Health(status="ok", hsm=None if known is None else known.summary())
+    return Health(status="ok", hsm=svc.readiness.hsm_capabilities())
 
 
 @router.get(
