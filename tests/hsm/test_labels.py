@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 
-from keymanager.config import SOFTHSM_MODULE
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm
 from keymanager.hsm import Hsm
-from tests.conftest import TEST_PIN
+from tests.conftest import TEST_PIN, TEST_PKCS11_MODULE
 from tests.support.hsm_child import generate
 
 
@@ -19,7 +18,7 @@ def test_a_fresh_listing_sees_another_process_objects_and_a_label_is_destroyed_i
     key_id = new_id()
     context = multiprocessing.get_context("spawn")
     results = context.Queue()
-    child = context.Process(target=generate, args=(SOFTHSM_MODULE, softhsm_token, TEST_PIN, key_id, results))
+    child = context.Process(target=generate, args=(TEST_PKCS11_MODULE, softhsm_token, TEST_PIN, key_id, results))
     child.start()
     theirs = results.get(timeout=60)
     child.join(timeout=60)
