@@ -14,7 +14,7 @@ from tests.support.hsm_child import generate
 def test_a_fresh_listing_sees_another_process_objects_and_a_label_is_destroyed_idempotently(
     hsm: Hsm, softhsm_token: str
 ) -> None:
-    own = hsm.generate_version(new_id(), 1, Algorithm.AES_256_GCM)  # this process has written
+    own = hsm.generate_version(new_id(), 1, Algorithm.AES_256_CBC_HMAC_SHA256)  # this process has written
     key_id = new_id()
     context = multiprocessing.get_context("spawn")
     results = context.Queue()

@@ -37,7 +37,7 @@ def test_each_refusal_is_the_requests_error(hsm: Hsm, monkeypatch: pytest.Monkey
     restarts: list[None] = []
     monkeypatch.setattr(hsm._token, "restart", lambda: restarts.append(None))
     with pytest.raises(HsmRefused) as info:
-        hsm.generate_version(new_id(), 1, Algorithm.AES_256_GCM)
+        hsm.generate_version(new_id(), 1, Algorithm.AES_256_CBC_HMAC_SHA256)
     assert isinstance(info.value, InvalidRequest) and info.value.status == 400
     assert return_code(error()) in info.value.message
     assert not hsm._token.restart_pending and not hsm.outcome.failing
