@@ -300,8 +300,11 @@ def _unwrap_one(token: Any, wrapping: Any, algorithm: WrappingAlgorithm, target:
             obj = _rsa_aes_unwrap(wrapping, target.key_type, blob, template)
     except LOST:
         raise
-    except p11.PKCS11Error:
-        raise InvalidRequest("the encrypted key material does not unwrap with these import parameters") from None
+    except p11.PKCS11Error:  # some tokens refuse a key of the wrong length here already
+        raise InvalidRequest(
+            f"the encrypted key material does not unwrap with these import parameters as {target.what} "
+            f"of exactly {target.length} bytes"
+        ) from None
     try:
         length = _length(token, wrapping, algorithm, target, blob, obj)
         if length != target.length:
