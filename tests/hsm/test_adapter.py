@@ -195,12 +195,12 @@ def test_generate_find_destroy(hsm: Hsm) -> None:
 
 def test_destroyed_version_no_longer_encrypts(hsm: Hsm) -> None:
     key_id = new_id()
-    objects = hsm.generate_version(key_id, 1, Algorithm.AES_256_GCM)
+    objects = hsm.generate_version(key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256)
     head = ct.header(key_id, 1)
-    hsm.encrypt(objects, Algorithm.AES_256_GCM, head, b"x", b"")  # cached copy exists now
+    hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"x", b"")  # cached copy exists now
     hsm.destroy_version(objects)
     with pytest.raises(HsmUnavailable):
-        hsm.encrypt(objects, Algorithm.AES_256_GCM, head, b"x", b"")
+        hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"x", b"")
     hsm.ping()
 
 
@@ -291,7 +291,7 @@ def test_random(hsm: Hsm) -> None:
 
 
 def test_calls_from_many_threads(hsm: Hsm, make_version: Callable[[Algorithm], Version]) -> None:
-    key_id, objects = make_version(Algorithm.AES_256_GCM)
+    key_id, objects = make_version(Algorithm.AES_256_CBC_HMAC_SHA256)
     head = ct.header(key_id, 1)
     failures: list[BaseException] = []
 
@@ -299,8 +299,8 @@ def test_calls_from_many_threads(hsm: Hsm, make_version: Callable[[Algorithm], V
         try:
             for i in range(20):
                 data = f"{n}-{i}".encode()
-                body = hsm.encrypt(objects, Algorithm.AES_256_GCM, head, data, b"")
-                assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_GCM, head, body, b"")) == data
+                body = hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, data, b"")
+                assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")) == data
         except BaseException as exc:
             failures.append(exc)
 
