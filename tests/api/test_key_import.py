@@ -76,9 +76,17 @@ def test_nist_samples_through_the_service_with_the_imported_key(
     admin: dict[str, str],
     billing: dict[str, str],
     external_key: Callable[..., dict[str, Any]],
+    hsm: Hsm,
     wrapping: WrappingAlgorithm,
 ) -> None:
     pending = external_key("nist10", fmt=DIGITS)
+    if not hsm.capabilities().has(wrapping.feature):  # the token lacks it: not offered
+        offered = client.post(
+            "/v1/keys/nist10/import-parameters", json={"wrapping_algorithm": wrapping.value}, headers=admin
+        )
+        message = assert_error(offered, 400, "invalid_request")["error"]["message"]
+        assert wrapping.value not in message and "RSAES_OAEP_SHA_1" in message
+        return
     assert (pending["state"], pending["origin"], pending["versions"]) == ("pending_import", "external", [])
     assert_error(_tokenize(client, billing, "nist10", "0123456789"), 409, "key_pending_import")
     imported = import_material(client, admin, "nist10", [KEY_256], wrapping)
@@ -133,9 +141,15 @@ def test_imported_keys_of_every_algorithm_work(
     admin: dict[str, str],
     billing: dict[str, str],
     external_key: Callable[..., dict[str, Any]],
+    hsm: Hsm,
     algorithm: str,
     parts: int,
 ) -> None:
+    if not hsm.capabilities().has(algorithm):  # the token lacks it: an external key of it is refused by name
+        body = {"name": "mine", "algorithm": algorithm, "origin": "external", "policy": POLICY}
+        refused = assert_error(client.post("/v1/keys", json=body, headers=admin), 400, "invalid_request")
+        assert f"does not support {algorithm} (no CKM_" in refused["error"]["message"]
+        return
     external_key("mine", algorithm)
     done = import_material(client, admin, "mine", [os.urandom(32) for _ in range(parts)])
     assert done.status_code == 200, done.text
@@ -168,7 +182,7 @@ def test_refusals_are_clear_and_leave_nothing(
     assert_error(unknown, 400, "invalid_request")
     assert client.get("/v1/keys/nist10", headers=admin).json()["state"] == "pending_import"
     assert hsm.find_labels(f"km/{key['id']}/") == []
-    new_key("generated", {}, "AES_256_GCM")
+    new_key("generated", {}, "AES_256_CBC_HMAC_SHA256")
     generated = client.post("/v1/keys/generated/import-parameters", json={}, headers=admin)
     assert_error(generated, 409, "conflict")
     params = client.post("/v1/keys/nist10/import-parameters", json={}, headers=billing)
