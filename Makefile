@@ -6,7 +6,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 BENCH_ARGS ?= report --spawn
 
-.PHONY: setup sdk setup-test setup-bench run init test lint typecheck pytest bench clean
+.PHONY: setup sdk setup-test setup-bench run init test test-hsm lint typecheck pytest bench clean
+
+# The tests that prove an HSM: the adapter (less its SoftHSM-only files), imports, the API's and the KMS
+# door's cryptography over real TLS. `make test-hsm` runs them on KM_TEST_PKCS11_MODULE (default SoftHSM).
+HSM_SUBSET := tests/hsm --ignore=tests/hsm/test_softhsm.py --ignore=tests/hsm/test_quirks.py \
+	--ignore=tests/hsm/test_deadlines.py tests/api/test_key_import.py tests/security/test_imports.py \
+	tests/e2e/test_server.py tests/kms_api/test_operations.py tests/kms_api/test_default_algorithm.py
 
 setup:
 	@./scripts/bootstrap.sh run
@@ -41,6 +47,10 @@ pytest: setup-test
 	$(BIN)/python -m pytest --junitxml=var/test-report.xml $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+test-hsm: setup-test
+	@mkdir -p var
+	$(BIN)/python -m pytest -q -p no:cacheprovider --junitxml=var/test-hsm-report.xml $(HSM_SUBSET) $(PYTEST_ARGS)
 
 bench: setup-bench
 	$(BIN)/python -m bench $(BENCH_ARGS)

@@ -42,6 +42,10 @@ class Settings(BaseSettings):
 
     log_level: Literal["critical", "error", "warning", "info", "debug"] = "warning"
 
+    kms_default_algorithm: Literal["AES_256_GCM", "AES_256_CBC_HMAC_SHA256"] | None = None
+    """What the KMS door's ``SYMMETRIC_DEFAULT`` keys are; default: AES_256_GCM where the HSM has
+    ``CKM_AES_GCM``, else AES_256_CBC_HMAC_SHA256 (``keymanager.hsm.capabilities.sealing_algorithm``)."""
+
     host: str = "127.0.0.1"
     port: int = 8443
     tls_cert: Path | None = None

@@ -53,7 +53,10 @@ fresh() {  # fresh STAMP: the stamp exists and is newer than every pyproject.tom
 }
 
 missing=()
-[ -e "$SOFTHSM_LIB" ] || missing+=(softhsm2)
+# SoftHSM only where it is the module in use (a real HSM: KM_PKCS11_MODULE) or the tests need it.
+case "$purpose:${KM_PKCS11_MODULE:-$SOFTHSM_LIB}" in
+  test:* | *softhsm*) [ -e "$SOFTHSM_LIB" ] || missing+=(softhsm2) ;;
+esac
 command -v "$PYTHON" >/dev/null || missing+=(python3)
 if command -v "$PYTHON" >/dev/null && ! "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null; then
   missing+=(python3-venv)

@@ -1,4 +1,9 @@
-"""Shared fixtures: one SoftHSM token for the test run, settings, services, an app client.
+"""Shared fixtures: one HSM token for the test run, settings, services, an app client.
+
+The token is SoftHSM's unless the environment names another PKCS#11 module (``make test-hsm``):
+``KM_TEST_PKCS11_MODULE`` (the library), ``KM_TEST_PKCS11_TOKEN_LABEL`` (an initialised token
+whose objects the tests may create and destroy) and ``KM_TEST_PKCS11_PIN`` or
+``KM_TEST_PKCS11_PIN_FILE`` (its user PIN; 4-8 characters are fine).
 
 SoftHSM reads SOFTHSM2_CONF once per process, when the library is initialised, so the
 token directory of the run is chosen here, at import, before any test touches PKCS#11.
@@ -16,16 +21,27 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
-from keymanager.config import SOFTHSM_MODULE, Settings
+from keymanager.config import SOFTHSM_MODULE, Settings, is_softhsm_module
 from keymanager.domain.models import Role
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
 from keymanager.services.container import Services
 
-TEST_PIN = "test-user-pin-73519"
+
+def _test_pin() -> str:
+    pin_file = os.environ.get("KM_TEST_PKCS11_PIN_FILE")
+    if pin_file:
+        return Path(pin_file).read_text().strip()
+    return os.environ.get("KM_TEST_PKCS11_PIN") or "test-user-pin-73519"
+
+
+TEST_PKCS11_MODULE = os.environ.get("KM_TEST_PKCS11_MODULE") or SOFTHSM_MODULE
+"""The PKCS#11 module the tests run against (SoftHSM unless ``KM_TEST_PKCS11_MODULE`` says)."""
+ON_SOFTHSM = is_softhsm_module(TEST_PKCS11_MODULE)
+TEST_PIN = _test_pin()
 TEST_SO_PIN = "test-so-pin-88213"
-TEST_TOKEN_LABEL = "km-test"
+TEST_TOKEN_LABEL = os.environ.get("KM_TEST_PKCS11_TOKEN_LABEL") or "km-test"
 
 _HSM_DIR = Path(tempfile.mkdtemp(prefix="km-test-hsm-"))
 SOFTHSM_CONF = _HSM_DIR / "softhsm2.conf"
@@ -35,7 +51,16 @@ write_softhsm_conf(SOFTHSM_CONF, _HSM_DIR / "tokens")
 
 @pytest.fixture(scope="session")
 def softhsm_token() -> Iterator[str]:
-    """The label of this run's SoftHSM token (created once, removed at the end)."""
+    """The label of this run's token: SoftHSM's, created once and removed at the end; another
+    module's must exist and take the PIN (else the run fails at once, naming the problem)."""
+    if not ON_SOFTHSM:
+        from keymanager.hsm.probe import probe
+
+        problem = probe(TEST_PKCS11_MODULE, TEST_TOKEN_LABEL, TEST_PIN)
+        if problem is not None:
+            pytest.fail(f"KM_TEST_PKCS11_MODULE: {problem}")
+        yield TEST_TOKEN_LABEL
+        return
     if not Path(SOFTHSM_MODULE).exists():
         pytest.fail(f"SoftHSM is required for the tests: {SOFTHSM_MODULE} missing (apt-get install softhsm2)")
     ensure_softhsm_token(SOFTHSM_MODULE, TEST_TOKEN_LABEL, TEST_PIN, TEST_SO_PIN, SOFTHSM_CONF)
@@ -46,7 +71,7 @@ def softhsm_token() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def hsm(softhsm_token: str) -> Iterator[Hsm]:
     """The run's HSM adapter (one logged-in session for the whole test process)."""
-    adapter = Hsm(SOFTHSM_MODULE, softhsm_token, TEST_PIN)
+    adapter = Hsm(TEST_PKCS11_MODULE, softhsm_token, TEST_PIN)
     AuditKey(adapter).ensure(create=True)  # as `keymanager init` does; every test database shares it
     yield adapter
     adapter.close()
@@ -57,6 +82,7 @@ def make_settings(var_dir: Path, database_url: str | None = None, **overrides: o
     return Settings(
         var_dir=var_dir,
         database_url=database_url,
+        pkcs11_module=TEST_PKCS11_MODULE,
         pkcs11_token_label=TEST_TOKEN_LABEL,
         pkcs11_pin=TEST_PIN,
         pkcs11_so_pin=TEST_SO_PIN,

@@ -65,6 +65,11 @@ class Body(BaseModel):
 
 class Health(BaseModel):
     status: str
+    hsm: dict[str, Any] | None = Field(
+        default=None,
+        description="With ?detail=true: what the token can and cannot do, once this worker has read it "
+        '({"supported": [features], "unsupported": {feature: the missing mechanisms}}).',
+    )
 
 
 class Readiness(BaseModel):

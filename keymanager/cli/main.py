@@ -8,6 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -69,6 +70,7 @@ def init(settings: Settings) -> int:
         presence = services.audit_chain.prepare()
         print(f"audit key '{settings.audit_key_label}': {'created' if presence.value == 'created' else 'present'}")
         services.hsm.ping()
+        _print_capabilities(settings.pkcs11_token_label, services.hsm.capabilities().summary())
         print(f"database: {redacted_url(settings.resolved_database_url())} (schema current)")
         admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
         token_file = settings.var_dir / "admin.token"
@@ -103,6 +105,13 @@ def dev_cert(settings: Settings, name: str) -> int:
     print(f"subject:            CN={name},O=keymanager")
     print(f'bind it to a principal: kmctl principals create {name} --role app --cert-subject "CN={name},O=keymanager"')
     return 0
+
+
+def _print_capabilities(label: str, summary: dict[str, Any]) -> None:
+    """What the token can do (``Capabilities.summary``): one line of features, one line per missing one."""
+    print(f"HSM token '{label}' supports: {', '.join(summary['supported']) or 'nothing this service uses'}")
+    for feature, why in summary["unsupported"].items():
+        print(f"HSM token '{label}' cannot do {feature}: {why}")
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:

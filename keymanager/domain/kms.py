@@ -164,7 +164,9 @@ KEY_SPECS = {
     "HMAC_384": Algorithm.HMAC_SHA384,
     "HMAC_512": Algorithm.HMAC_SHA512,
 }
-"""The key specs CreateKey makes, and the native algorithm of each (every other spec: unsupported)."""
+"""The key specs CreateKey makes, and the native algorithm of each (every other spec: unsupported).
+``SYMMETRIC_DEFAULT``'s is the preferred one: the service makes it AES_256_CBC_HMAC_SHA256 on an
+HSM without AES-GCM, or what ``KM_KMS_DEFAULT_ALGORITHM`` says (``services/container.py``)."""
 MAC_ALGORITHMS = {
     Algorithm.HMAC_SHA224: "HMAC_SHA_224",
     Algorithm.HMAC_SHA256: "HMAC_SHA_256",

@@ -7,10 +7,14 @@ and runs it on the process's HSM thread within the adapter's deadline
 * :mod:`~keymanager.hsm.dispatch`: the HSM thread, deadlines, and PKCS#11 errors mapped to the service's;
 * :mod:`~keymanager.hsm.token`: the library, the logged-in session and the cached key copies;
 * :mod:`~keymanager.hsm.quirks`: SoftHSM's departures from the standard, applied to SoftHSM only;
+* :mod:`~keymanager.hsm.capabilities`: what the token can do, and what each feature needs of it;
 * :mod:`~keymanager.hsm.templates`: the labels and templates of the service's token objects;
+* :mod:`~keymanager.hsm.readback`: every object made is read back against its template;
 * :mod:`~keymanager.hsm.operations`: what each operation does on the HSM thread.
 
-Errors every method may raise: HsmUnavailable (the HSM failed or did not answer in time; the
+Errors every method may raise: HsmRefused (400: the token refused a mechanism, its parameters or a
+template), TemplateNotHonoured (503: the token made an object other than asked; it is destroyed),
+HsmUnavailable (the HSM failed or did not answer in time; the
 next call reopens the session), KeyMaterialMissing (a key version's object is not in the token:
 the same 503 on every operation, see :mod:`keymanager.hsm.operations`). Decryption raises
 DecryptionFailed for every failure of the ciphertext itself.
@@ -24,6 +28,7 @@ from collections.abc import Sequence
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
 from keymanager.hsm import operations as op
+from keymanager.hsm.capabilities import Capabilities
 from keymanager.hsm.dispatch import Dispatcher
 from keymanager.hsm.operations import IvSource
 from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, version_labels
@@ -49,6 +54,20 @@ class Hsm(Dispatcher):
         """Raise HsmUnavailable unless the token answers and takes a write: a token object is made and
         destroyed (label ``km-ready-probe``, outside the ``km/`` namespace of key versions)."""
         self.call(op.probe)
+
+    def capabilities(self) -> Capabilities:
+        """What the token can do (read from it when the first session opened; see
+        :mod:`keymanager.hsm.capabilities`)."""
+        return self.call(op.capabilities)
+
+    def known_capabilities(self) -> Capabilities | None:
+        """:meth:`capabilities` if they were read already, without calling the HSM (None if not)."""
+        return self._token.known_capabilities
+
+    def require(self, feature: str) -> None:
+        """InvalidRequest naming the missing mechanism unless the token supports ``feature`` (a key of
+        :data:`~keymanager.hsm.capabilities.FEATURES`, e.g. an algorithm's name)."""
+        self.call(op.require, feature)
 
     def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
         """Generate the token objects of one key version; all or nothing."""

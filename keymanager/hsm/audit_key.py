@@ -18,6 +18,7 @@ from pkcs11 import KeyType, Mechanism
 
 from keymanager.hsm.adapter import Hsm
 from keymanager.hsm.dispatch import success_not_recorded
+from keymanager.hsm.readback import check_object
 from keymanager.hsm.templates import HMAC_TEMPLATE
 from keymanager.hsm.token import MissingKeyObject
 
@@ -61,7 +62,8 @@ def _ensure(token: Any, label: str, create: bool) -> Presence:
     except MissingKeyObject:
         if not create:
             return Presence.MISSING
-    token.session().generate_key(
+    token.capabilities.require("audit seal")
+    made = token.session().generate_key(
         KeyType.GENERIC_SECRET,
         256,
         label=label,
@@ -69,6 +71,7 @@ def _ensure(token: Any, label: str, create: bool) -> Presence:
         mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
         template=HMAC_TEMPLATE,
     )
+    check_object(made, HMAC_TEMPLATE, 32)
     return Presence.CREATED
 
 

@@ -14,8 +14,12 @@ next call. A stuck call is never raced by another thread: see the comment above
 :func:`_hsm_worker`.
 
 Errors. A lost session or token answers HsmUnavailable and the next call reopens everything;
-any other PKCS#11 error answers HsmUnavailable and restarts the library first; a key object
-not in the token answers KeyMaterialMissing (also a 503); DecryptionFailed passes through.
+a refusal of a mechanism, its parameters or a template (:data:`REFUSALS`) is not an outage: it
+answers :class:`HsmRefused` (400 naming the PKCS#11 return code), with no restart of the library
+and no change to readiness; any other PKCS#11 error answers HsmUnavailable and restarts the
+library first; a key object not in the token answers KeyMaterialMissing (also a 503); an object
+the HSM made other than asked answers TemplateNotHonoured (a 503 that leaves readiness alone);
+DecryptionFailed passes through.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import contextlib
 import functools
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Callable
@@ -31,8 +36,9 @@ from typing import Any, TypeVar
 
 from pkcs11 import exceptions as p11
 
-from keymanager.errors import DecryptionFailed, HsmUnavailable, KeyMaterialMissing
+from keymanager.errors import DecryptionFailed, HsmUnavailable, InvalidRequest, KeyMaterialMissing
 from keymanager.hsm.quirks import quirks_for
+from keymanager.hsm.readback import TemplateNotHonoured
 from keymanager.hsm.token import LOST, MissingKeyObject, Token
 from keymanager.worker import DeadlineExceeded, LastOutcome, Worker, serve_each
 
@@ -42,6 +48,38 @@ T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
 
 _SUCCESS_NOT_RECORDED: set[Callable[..., Any]] = set()
+
+REFUSALS: tuple[type[p11.PKCS11Error], ...] = (
+    p11.MechanismInvalid,
+    p11.MechanismParamInvalid,
+    p11.KeyTypeInconsistent,
+    p11.KeySizeRange,
+    p11.TemplateInconsistent,
+    p11.TemplateIncomplete,
+    p11.AttributeValueInvalid,
+    p11.AttributeTypeInvalid,
+    p11.AttributeReadOnly,
+    p11.DomainParamsInvalid,
+    p11.FunctionNotSupported,
+    p11.KeyUnextractable,
+    p11.KeyNotWrappable,
+    p11.WrappingKeyTypeInconsistent,
+    p11.UnwrappingKeyTypeInconsistent,
+)
+"""PKCS#11 answers that refuse what was asked (a mechanism, its parameters, a template) from a token
+that works: the request's or the configuration's error, never an outage."""
+
+
+class HsmRefused(InvalidRequest):
+    """The HSM refused the mechanism, its parameters or the template of an operation (400)."""
+
+    def __init__(self, error: p11.PKCS11Error, operation: str) -> None:
+        super().__init__(f"the HSM refused {operation}: {return_code(error)} (not supported by this token)")
+
+
+def return_code(error: p11.PKCS11Error) -> str:
+    """PKCS#11's name of the return code python-pkcs11 raised as ``error``, e.g. ``CKR_MECHANISM_INVALID``."""
+    return "CKR_" + re.sub(r"(?<!^)(?=[A-Z])", "_", type(error).__name__).upper()
 
 
 def success_not_recorded(fn: F) -> F:
@@ -153,8 +191,8 @@ class Dispatcher:
             result = self._mapped(fn, *args)
             failed = False
             return result
-        except DecryptionFailed:
-            failed = False  # the caller's ciphertext, not the HSM, failed
+        except (DecryptionFailed, HsmRefused):
+            failed = False  # the caller's ciphertext or request, not the HSM, failed
             raise
         finally:
             observer(fn.__name__.lstrip("_"), time.perf_counter() - start, failed)
@@ -173,11 +211,16 @@ class Dispatcher:
         except MissingKeyObject:
             self.outcome.failed()
             raise KeyMaterialMissing() from None
+        except TemplateNotHonoured:
+            raise  # the token answered (and the object is gone): a configuration fault, readiness unchanged
         except LOST as exc:
             self._token.reset()
             self.outcome.failed()
             log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
             raise HsmUnavailable() from None
+        except REFUSALS as exc:
+            log.warning("HSM refused %s (%s)", fn.__name__.lstrip("_"), return_code(exc))
+            raise HsmRefused(exc, fn.__name__.lstrip("_")) from None
         except p11.PKCS11Error as exc:
             # Any other refusal of the HSM (general error, out of memory, template refused, a token
             # directory gone or read-only): the service answers 503, never a raw PKCS#11 error (which

@@ -4,12 +4,29 @@ Shaped like AWS KMS's import. ``make_parameters`` generates an RSA key pair in t
 private half a token object that can only unwrap (no decrypt, sign or derive), sensitive and
 non-extractable; the public half a session object, read out as DER and destroyed. The import
 token names the private key's label, which carries the key id, the wrapping algorithm and the
-expiry, so no state is kept outside the HSM and a forged token finds no object. ``unwrap_version``
-unwraps (``C_UnwrapKey``) straight into a token object with the key version's template and label,
-so the material never exists in clear in this process; the wrapping key is then destroyed (one
-use). Every PKCS#11 call runs on the HSM thread through :meth:`Hsm.call`.
+expiry, so no state is kept outside the HSM and a forged token finds no object.
 
-Wrapping algorithms (AWS names; what SoftHSM 2.6.1 can unwrap):
+``unwrap_version`` unwraps (``C_UnwrapKey``) straight into token objects with the key version's
+final template and label, so the material never exists in clear in this process and no
+extractable object is made. Each object is then checked inside the HSM, and destroyed (the
+import refused, the key unchanged) unless all hold:
+
+* its length, read from the object (``CKA_VALUE_LEN``), is exactly the algorithm's (32 bytes for
+  AES-256, the digest's length for HMAC keys): else 400 naming the expected length;
+* its attributes read back as the template asked (:mod:`keymanager.hsm.readback`; a token that
+  leaves ``CKA_SENSITIVE`` false or ``CKA_EXTRACTABLE`` true on an unwrapped key has them set,
+  which PKCS#11 allows in that direction only, and read again);
+* it works: a known-answer operation of the algorithm's own mechanism runs in the HSM (encrypt
+  and decrypt back, or sign and verify), whose output is the object's key check value;
+* on a key that has material already, the check value equals the current primary version's
+  (the same material: nothing is made) unless the import is of ``NEW_KEY_MATERIAL``, which must
+  differ. The check values are compared in this process; the material never is.
+
+The wrapping key is destroyed (one use) once an import succeeded. Every PKCS#11 call runs on the
+HSM thread through :meth:`Hsm.call`.
+
+Wrapping algorithms (AWS names), each offered only when the token has its mechanisms
+(:data:`keymanager.hsm.capabilities.FEATURES`):
 
 * ``RSAES_OAEP_SHA_1``: the material RSA-OAEP-encrypted (SHA-1, MGF1-SHA-1).
 * ``RSA_AES_KEY_WRAP_SHA_1``: an ephemeral AES key RSA-OAEP-encrypted (SHA-1), followed by the
@@ -22,18 +39,32 @@ from __future__ import annotations
 
 import contextlib
 import enum
+import hmac
 import secrets
 import time
 from dataclasses import dataclass
 from typing import Any
 
+import pkcs11
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicNumbers
 from pkcs11 import MGF, Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm.adapter import Hsm
-from keymanager.hsm.templates import AES_ENCRYPT_ONLY_TEMPLATE, AES_TEMPLATE, HMAC_TEMPLATE, version_labels
+from keymanager.hsm.capabilities import hmac_mechanism
+from keymanager.hsm.readback import check_object, tighten
+from keymanager.hsm.templates import (
+    AES_ENCRYPT_ONLY_TEMPLATE,
+    AES_TEMPLATE,
+    HMAC_TEMPLATE,
+    RSA_UNWRAP_PRIVATE_TEMPLATE,
+    RSA_UNWRAP_PUBLIC_TEMPLATE,
+    version_labels,
+)
+from keymanager.hsm.token import LOST
 
 PARAMETERS_SECONDS = 24 * 3600
 """Import parameters (the wrapping key pair) are valid for 24 hours."""
@@ -42,11 +73,25 @@ MAX_OUTSTANDING = 10
 """Unexpired, unused import parameters a key may have at once (each is an object in the token)."""
 _OAEP_SHA1 = (Mechanism.SHA_1, MGF.SHA1, None)
 _PREFIX = "km/import/"
+_ZERO_BLOCK = bytes(16)
+_CHECK_MESSAGE = b"keymanager key check value"
 
 
 class WrappingAlgorithm(enum.StrEnum):
     RSAES_OAEP_SHA_1 = "RSAES_OAEP_SHA_1"
     RSA_AES_KEY_WRAP_SHA_1 = "RSA_AES_KEY_WRAP_SHA_1"
+
+    @property
+    def feature(self) -> str:
+        """Its name in :data:`~keymanager.hsm.capabilities.FEATURES`."""
+        return f"import {self.value}"
+
+
+class ImportType(enum.StrEnum):
+    """AWS's ``ImportType``: the key's own material again, or new material (a new version)."""
+
+    EXISTING_KEY_MATERIAL = "EXISTING_KEY_MATERIAL"
+    NEW_KEY_MATERIAL = "NEW_KEY_MATERIAL"
 
 
 @dataclass(frozen=True)
@@ -58,26 +103,16 @@ class ImportParameters:
     """Unix time."""
 
 
-_PRIVATE_TEMPLATE: dict[Attribute, Any] = {
-    Attribute.TOKEN: True,
-    Attribute.PRIVATE: True,
-    Attribute.SENSITIVE: True,
-    Attribute.EXTRACTABLE: False,
-    Attribute.UNWRAP: True,
-    Attribute.DECRYPT: False,
-    Attribute.SIGN: False,
-    Attribute.DERIVE: False,
-}
-_PUBLIC_TEMPLATE: dict[Attribute, Any] = {
-    Attribute.TOKEN: False,
-    Attribute.ENCRYPT: False,
-    Attribute.WRAP: False,
-    Attribute.VERIFY: False,
-}
+def wrapping_algorithms(hsm: Hsm) -> list[WrappingAlgorithm]:
+    """The wrapping algorithms this token supports (the only ones import parameters offer)."""
+    capabilities = hsm.capabilities()
+    return [a for a in WrappingAlgorithm if capabilities.has(a.feature)]
 
 
 def make_parameters(hsm: Hsm, key_id: str, algorithm: WrappingAlgorithm, now: float | None = None) -> ImportParameters:
-    """A fresh RSA wrapping key pair for key ``key_id`` (expired pairs of that key are destroyed first)."""
+    """A fresh RSA wrapping key pair for key ``key_id`` (expired pairs of that key are destroyed first);
+    InvalidRequest naming the mechanism when the token lacks ``algorithm``'s."""
+    hsm.require(algorithm.feature)
     moment = int(now if now is not None else time.time())
     expires = moment + PARAMETERS_SECONDS
     token = f"{algorithm.value}.{expires}.{secrets.token_hex(16)}"
@@ -92,12 +127,19 @@ def unwrap_version(
     algorithm: Algorithm,
     import_token: str,
     materials: list[bytes],
+    *,
+    current: HsmObjects | None = None,
+    import_type: ImportType = ImportType.EXISTING_KEY_MATERIAL,
     now: float | None = None,
-) -> HsmObjects:
-    """Unwrap ``materials`` (one per object of ``algorithm``'s version) into version ``number``'s objects.
+) -> HsmObjects | None:
+    """Unwrap ``materials`` (one per object of ``algorithm``'s version) into version ``number``'s objects,
+    checked as the module docstring says; None when ``current`` (the key's primary version) holds the
+    same material and ``import_type`` is ``EXISTING_KEY_MATERIAL`` (nothing is made).
 
-    Raises InvalidRequest for a malformed, unknown or expired token, material of the wrong length
-    or that does not unwrap; nothing is left in the token then. On success the wrapping key is gone.
+    Raises InvalidRequest for a malformed, unknown or expired token, material of the wrong length,
+    that does not unwrap or does not work, other material than ``current``'s (or the same, for new
+    material); TemplateNotHonoured when the HSM made the object other than asked. Nothing is left in
+    the token then, and the import token stays usable. On success the wrapping key is gone.
     """
     wrapping = _parse_token(import_token)
     if wrapping[1] <= (now if now is not None else time.time()):
@@ -106,8 +148,10 @@ def unwrap_version(
     targets = _targets(algorithm, objects)
     if len(materials) != len(targets):
         raise InvalidRequest(f"{algorithm.value} takes {len(targets)} encrypted key material part(s)")
-    hsm.call(_unwrap_all, _label(key_id, import_token), wrapping[0], list(zip(targets, materials, strict=True)))
-    return objects
+    compared = None if current is None else _targets(algorithm, current)
+    parts = list(zip(targets, materials, strict=True))
+    made = hsm.call(_unwrap_all, _label(key_id, import_token), wrapping[0], parts, compared, import_type)
+    return objects if made else None
 
 
 def _parse_token(token: str) -> tuple[WrappingAlgorithm, int]:
@@ -124,17 +168,28 @@ def _label(key_id: str, token: str) -> str:
     return f"{_PREFIX}{key_id}/{token}"
 
 
-# (label, object class, key type, template, expected CKA_VALUE_LEN) of each object of a version.
-_Target = tuple[str, KeyType, dict[Attribute, Any], int]
+@dataclass(frozen=True)
+class _Target:
+    """One object of a version: its label, key type, template, exact length in bytes, and the algorithm
+    (with its mechanism) its known-answer check runs."""
+
+    label: str
+    key_type: KeyType
+    template: dict[Attribute, Any]
+    length: int
+    algorithm: Algorithm
+    what: str
 
 
 def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
-    aes = AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE
     out: list[_Target] = []
     if objects.enc_label is not None:
-        out.append((objects.enc_label, KeyType.AES, aes, 32))
+        aes = AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE
+        out.append(_Target(objects.enc_label, KeyType.AES, aes, 32, algorithm, "an AES-256 key"))
     if objects.mac_label is not None:
-        out.append((objects.mac_label, KeyType.GENERIC_SECRET, HMAC_TEMPLATE, HMAC_KEY_BITS.get(algorithm, 256) // 8))
+        mac = algorithm if algorithm in HMAC_KEY_BITS else Algorithm.HMAC_SHA256
+        size = HMAC_KEY_BITS[mac] // 8
+        out.append(_Target(objects.mac_label, KeyType.GENERIC_SECRET, HMAC_TEMPLATE, size, mac, f"a {mac.value} key"))
     return out
 
 
@@ -145,18 +200,25 @@ def _make_pair(token: Any, key_id: str, label: str, now: int) -> bytes:
     session = token.session()
     if _destroy_expired(session, key_id, now) >= MAX_OUTSTANDING:
         raise Conflict(f"a key has at most {MAX_OUTSTANDING} unused import parameters at once: use or let expire")
-    public, _private = session.generate_keypair(
+    public, private = session.generate_keypair(
         KeyType.RSA,
         RSA_BITS,
         label=label,
         store=False,
-        public_template=_PUBLIC_TEMPLATE,
-        private_template=_PRIVATE_TEMPLATE,
+        public_template=RSA_UNWRAP_PUBLIC_TEMPLATE,
+        private_template=RSA_UNWRAP_PRIVATE_TEMPLATE,
     )
     try:
-        return _spki(bytes(public[Attribute.MODULUS]), bytes(public[Attribute.PUBLIC_EXPONENT]))
+        check_object(private, RSA_UNWRAP_PRIVATE_TEMPLATE)
+        numbers = RSAPublicNumbers(
+            int.from_bytes(public[Attribute.PUBLIC_EXPONENT], "big"), int.from_bytes(public[Attribute.MODULUS], "big")
+        )
+        return numbers.public_key().public_bytes(
+            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+        )
     finally:
-        public.destroy()
+        with contextlib.suppress(p11.PKCS11Error):
+            public.destroy()
 
 
 def _destroy_expired(session: Any, key_id: str, now: int) -> int:
@@ -173,7 +235,15 @@ def _destroy_expired(session: Any, key_id: str, now: int) -> int:
     return remaining
 
 
-def _unwrap_all(token: Any, label: str, algorithm: WrappingAlgorithm, parts: list[tuple[_Target, bytes]]) -> None:
+def _unwrap_all(
+    token: Any,
+    label: str,
+    algorithm: WrappingAlgorithm,
+    parts: list[tuple[_Target, bytes]],
+    current: list[_Target] | None,
+    import_type: ImportType,
+) -> bool:
+    """Unwrap and check every part; whether the objects were kept (False: the same material as ``current``)."""
     session = token.session()
     found = list(session.get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.LABEL: label}))
     if len(found) != 1:
@@ -181,55 +251,142 @@ def _unwrap_all(token: Any, label: str, algorithm: WrappingAlgorithm, parts: lis
     wrapping, made = found[0], []
     try:
         for target, blob in parts:
-            made.append(_unwrap_one(session, wrapping, algorithm, target, blob))
+            made.append(_unwrap_one(token, wrapping, algorithm, target, blob))
+        kept = _compare(token, made, [target for target, _ in parts], current, import_type)
     except BaseException:
-        for obj in made:
-            with contextlib.suppress(p11.PKCS11Error):
-                obj.destroy()
+        _destroy(made)
         raise
+    if not kept:
+        _destroy(made)
     with contextlib.suppress(p11.PKCS11Error):
         wrapping.destroy()
+    return kept
 
 
-def _unwrap_one(session: Any, wrapping: Any, algorithm: WrappingAlgorithm, target: _Target, blob: bytes) -> Any:
-    """Unwrap ``blob`` into a session object, check its length, and copy it into the token object ``target``.
+def _compare(
+    token: Any, made: list[Any], targets: list[_Target], current: list[_Target] | None, import_type: ImportType
+) -> bool:
+    """Check each new object works; whether to keep them, compared with the key's ``current`` objects."""
+    values = [_check_value(obj, target) for obj, target in zip(made, targets, strict=True)]
+    if current is None:
+        return True
+    existing = [_check_value(token.key(target.label), target) for target in current]
+    same = all(hmac.compare_digest(a, b) for a, b in zip(values, existing, strict=True))
+    if import_type is ImportType.NEW_KEY_MATERIAL:
+        if same:
+            raise InvalidRequest("NEW_KEY_MATERIAL must differ from the key's current material")
+        return True
+    if not same:
+        raise InvalidRequest(
+            "the key material differs from this key's: a re-import takes the same material only "
+            "(new material: import_type NEW_KEY_MATERIAL)"
+        )
+    return False
 
-    The length is measured by wrapping the session object under a throwaway AES key (RFC 3394
-    output is the input plus 8 bytes), since SoftHSM leaves ``CKA_VALUE_LEN`` 0 on unwrapped keys;
-    so that object is extractable for that one wrap, and the token copy is not.
-    """
-    label, key_type, template, length = target
-    staged = {**template, Attribute.TOKEN: False, Attribute.EXTRACTABLE: True}
-    try:
-        if algorithm is WrappingAlgorithm.RSAES_OAEP_SHA_1:
-            obj = _rsa_unwrap(wrapping, key_type, blob, staged)
-        else:
-            obj = _rsa_aes_unwrap(wrapping, key_type, blob, staged)
-    except p11.PKCS11Error:
-        raise InvalidRequest("the encrypted key material does not unwrap with these import parameters") from None
-    try:
-        if _measured_length(session, obj) != length:
-            raise InvalidRequest(f"the key material must be {length} bytes")
-        return obj.copy({Attribute.TOKEN: True, Attribute.EXTRACTABLE: False, Attribute.LABEL: label})
-    finally:
+
+def _destroy(objects: list[Any]) -> None:
+    for obj in objects:
         with contextlib.suppress(p11.PKCS11Error):
             obj.destroy()
 
 
-def _measured_length(session: Any, obj: Any) -> int:
-    probe = session.generate_key(
-        KeyType.AES,
-        256,
-        store=False,
-        template={Attribute.WRAP: True, Attribute.ENCRYPT: False, Attribute.DECRYPT: False},
+def _unwrap_one(token: Any, wrapping: Any, algorithm: WrappingAlgorithm, target: _Target, blob: bytes) -> Any:
+    """Unwrap ``blob`` straight into the token object ``target`` and check its length and attributes."""
+    template = {**target.template, Attribute.LABEL: target.label}
+    try:
+        if algorithm is WrappingAlgorithm.RSAES_OAEP_SHA_1:
+            obj = _rsa_unwrap(wrapping, target.key_type, blob, template)
+        else:
+            obj = _rsa_aes_unwrap(wrapping, target.key_type, blob, template)
+    except LOST:
+        raise
+    except p11.PKCS11Error:  # some tokens refuse a key of the wrong length here already
+        raise InvalidRequest(
+            f"the encrypted key material does not unwrap with these import parameters as {target.what} "
+            f"of exactly {target.length} bytes"
+        ) from None
+    try:
+        length = _length(token, wrapping, algorithm, target, blob, obj)
+        if length != target.length:
+            raise InvalidRequest(f"the key material of {target.what} must be exactly {target.length} bytes")
+        tighten(obj)
+    except BaseException:
+        _destroy([obj])
+        raise
+    check_object(obj, target.template, target.length if token.quirks.reports_unwrapped_length else None)
+    return obj
+
+
+def _length(token: Any, wrapping: Any, algorithm: WrappingAlgorithm, target: _Target, blob: bytes, obj: Any) -> int:
+    """The unwrapped key's length in bytes, read from the object (``CKA_VALUE_LEN``), or -1 when it cannot
+    be ``target``'s.
+
+    SoftHSM leaves it at 0 (see :mod:`keymanager.hsm.quirks`); there the blob is unwrapped once more
+    into a session object that can do nothing but be wrapped, measured by wrapping it under a
+    throwaway AES key made in the HSM, and destroyed. SoftHSM pads RFC 3394 input to 8 bytes, so
+    that measure is the length rounded up to 8 bytes: exact with the known-answer check for AES keys
+    (which work only at 16, 24 or 32 bytes); for HMAC keys it leaves the last 8 bytes' bucket, and
+    an HMAC key up to 7 bytes short is the same HMAC key with zero bytes appended.
+    """
+    if token.quirks.reports_unwrapped_length:
+        return int(obj[Attribute.VALUE_LEN])
+    measured = {**_NOTHING, Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: True}
+    if algorithm is WrappingAlgorithm.RSAES_OAEP_SHA_1:
+        staged = _rsa_unwrap(wrapping, target.key_type, blob, measured)
+    else:
+        staged = _rsa_aes_unwrap(wrapping, target.key_type, blob, measured)
+    probe = token.session().generate_key(
+        KeyType.AES, 256, store=False, template={**_NOTHING, Attribute.TOKEN: False, Attribute.WRAP: True}
     )
     try:
-        return len(probe.wrap_key(obj, mechanism=Mechanism.AES_KEY_WRAP)) - 8
+        padded = len(probe.wrap_key(staged, mechanism=Mechanism.AES_KEY_WRAP)) - 8
     except p11.PKCS11Error:
-        return -1  # not a multiple of 8 bytes
+        return -1
     finally:
-        with contextlib.suppress(p11.PKCS11Error):
-            probe.destroy()
+        _destroy([probe, staged])
+    return target.length if padded == -(-target.length // 8) * 8 else padded
+
+
+_NOTHING = {
+    Attribute.ENCRYPT: False,
+    Attribute.DECRYPT: False,
+    Attribute.SIGN: False,
+    Attribute.VERIFY: False,
+    Attribute.WRAP: False,
+    Attribute.UNWRAP: False,
+    Attribute.DERIVE: False,
+}
+
+
+def _check_value(key: Any, target: _Target) -> bytes:
+    """The key check value of ``key``: a known-answer operation of ``target``'s algorithm in the HSM (fixed
+    input; encrypted data decrypted back, a MAC verified). InvalidRequest when the key does not work."""
+    try:
+        if target.key_type is KeyType.GENERIC_SECRET:
+            mechanism = hmac_mechanism(target.algorithm)
+            mac = bytes(key.sign(_CHECK_MESSAGE, mechanism=mechanism))
+            if not key.verify(_CHECK_MESSAGE, mac, mechanism=mechanism):
+                raise p11.SignatureInvalid()
+            return mac
+        if target.algorithm is Algorithm.FF1_AES_256:  # encrypt only: AES of the zero block
+            return bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_CBC, mechanism_param=_ZERO_BLOCK))
+        if target.algorithm is Algorithm.AES_256_GCM:
+            params = pkcs11.GCMParams(bytes(12), b"", 128)
+            sealed = bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_GCM, mechanism_param=params))
+            opened = key.decrypt(sealed, mechanism=Mechanism.AES_GCM, mechanism_param=params)
+        else:
+            sealed = bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=_ZERO_BLOCK))
+            opened = key.decrypt(sealed, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=_ZERO_BLOCK)
+        if bytes(opened) != _ZERO_BLOCK:
+            raise p11.EncryptedDataInvalid()
+        return sealed
+    except LOST:
+        raise
+    except p11.PKCS11Error:
+        raise InvalidRequest(
+            f"the imported key material does not work as {target.what} in the HSM: it must be exactly "
+            f"{target.length} bytes"
+        ) from None
 
 
 def _rsa_unwrap(wrapping: Any, key_type: KeyType, blob: bytes, template: dict[Attribute, Any]) -> Any:
@@ -254,6 +411,7 @@ def _rsa_aes_unwrap(wrapping: Any, key_type: KeyType, blob: bytes, template: dic
         mechanism=Mechanism.RSA_PKCS_OAEP,
         mechanism_param=_OAEP_SHA1,
         template={
+            **_NOTHING,
             Attribute.TOKEN: False,
             Attribute.UNWRAP: True,
             Attribute.SENSITIVE: True,
@@ -267,23 +425,3 @@ def _rsa_aes_unwrap(wrapping: Any, key_type: KeyType, blob: bytes, template: dic
     finally:
         with contextlib.suppress(p11.PKCS11Error):
             ephemeral.destroy()
-
-
-def _spki(modulus: bytes, exponent: bytes) -> bytes:
-    """DER SubjectPublicKeyInfo of an RSA public key (rsaEncryption, NULL parameters)."""
-    rsa_public_key = _der(0x30, _der_int(modulus) + _der_int(exponent))
-    algorithm = _der(0x30, bytes.fromhex("06092a864886f70d010101") + bytes.fromhex("0500"))
-    return _der(0x30, algorithm + _der(0x03, b"\x00" + rsa_public_key))
-
-
-def _der_int(value: bytes) -> bytes:
-    value = value.lstrip(b"\x00") or b"\x00"
-    return _der(0x02, b"\x00" + value if value[0] & 0x80 else value)
-
-
-def _der(tag: int, body: bytes) -> bytes:
-    n = len(body)
-    if n < 0x80:
-        return bytes([tag, n]) + body
-    size = n.to_bytes((n.bit_length() + 7) // 8, "big")
-    return bytes([tag, 0x80 | len(size)]) + size + body

@@ -26,7 +26,9 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed, InvalidRequest
+from keymanager.errors import DecryptionFailed
+from keymanager.hsm.capabilities import Capabilities, hmac_mechanism
+from keymanager.hsm.readback import check_object
 from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, PROBE_LABEL, template_of, version_labels
 from keymanager.hsm.token import LOST, Token
 
@@ -64,45 +66,45 @@ def data_key(
     return plaintext, encrypt(token, objects, algorithm, head, plaintext, context)
 
 
-_HMAC_MECHANISMS = {
-    Algorithm.HMAC_SHA224: Mechanism.SHA224_HMAC,
-    Algorithm.HMAC_SHA256: Mechanism.SHA256_HMAC,
-    Algorithm.HMAC_SHA384: Mechanism.SHA384_HMAC,
-    Algorithm.HMAC_SHA512: Mechanism.SHA512_HMAC,
-}
+def require(token: Token, feature: str) -> None:
+    token.capabilities.require(feature)
+
+
+def capabilities(token: Token) -> Capabilities:
+    return token.capabilities
 
 
 def generate_version(token: Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
-    """The objects of a new key version; InvalidRequest for an HMAC algorithm whose mechanism the HSM lacks."""
+    """The objects of a new key version, each read back (TemplateNotHonoured, nothing left, when the HSM
+    did not honour its template); InvalidRequest naming the mechanism the HSM lacks for ``algorithm``."""
+    token.capabilities.require(algorithm.value)
     session = token.session()
-    mechanism = _HMAC_MECHANISMS.get(algorithm)
-    if mechanism is not None and mechanism not in session.token.slot.get_mechanisms():
-        raise InvalidRequest(f"the HSM does not support {algorithm} (no {mechanism.name})")
     objects = version_labels(key_id, version, algorithm, secrets.token_hex(4))
     created: list[Any] = []
     try:
         if objects.enc_label is not None:
-            created.append(
-                session.generate_key(
-                    KeyType.AES,
-                    256,
-                    label=objects.enc_label,
-                    store=True,
-                    mechanism=Mechanism.AES_KEY_GEN,
-                    template=template_of(algorithm),
-                )
+            aes = session.generate_key(
+                KeyType.AES,
+                256,
+                label=objects.enc_label,
+                store=True,
+                mechanism=Mechanism.AES_KEY_GEN,
+                template=template_of(algorithm),
             )
+            created.append(aes)
+            check_object(aes, template_of(algorithm), 32)
         if objects.mac_label is not None:
-            created.append(
-                session.generate_key(
-                    KeyType.GENERIC_SECRET,
-                    HMAC_KEY_BITS.get(algorithm, 256),
-                    label=objects.mac_label,
-                    store=True,
-                    mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
-                    template=HMAC_TEMPLATE,
-                )
+            bits = HMAC_KEY_BITS.get(algorithm, 256)
+            secret = session.generate_key(
+                KeyType.GENERIC_SECRET,
+                bits,
+                label=objects.mac_label,
+                store=True,
+                mechanism=Mechanism.GENERIC_SECRET_KEY_GEN,
+                template=HMAC_TEMPLATE,
             )
+            created.append(secret)
+            check_object(secret, HMAC_TEMPLATE, bits // 8)
     except BaseException:
         for obj in created:
             with contextlib.suppress(p11.PKCS11Error):
@@ -162,7 +164,7 @@ def identity(token: Token) -> tuple[str, str, str]:
 
 def mac(token: Token, objects: HsmObjects, message: bytes, algorithm: Algorithm = Algorithm.HMAC_SHA256) -> bytes:
     key = token.key(_require(objects.mac_label))
-    return bytes(key.sign(bytes(message), mechanism=_HMAC_MECHANISMS[algorithm]))
+    return bytes(key.sign(bytes(message), mechanism=hmac_mechanism(algorithm)))
 
 
 def encrypt_many(

@@ -12,6 +12,13 @@ Only SoftHSM has known departures, and they are not applied to anything else:
   between our search and our ``C_DestroyObject``, SoftHSM answers ``GeneralError`` or
   ``FunctionFailed`` as well as the standard ``ObjectHandleInvalid``. Other modules get only the
   standard answer read that way; any other error is an error.
+* **Garbage mechanism flags.** SoftHSM 2.6.1 leaves ``CK_MECHANISM_INFO.flags`` uninitialised for
+  its AES mechanisms, so for SoftHSM the capabilities check mechanisms and key sizes only (see
+  :mod:`keymanager.hsm.capabilities`).
+* **No length on unwrapped keys.** SoftHSM leaves ``CKA_VALUE_LEN`` at 0 on an unwrapped key and
+  refuses it in an unwrap template, so an import's length cannot be read from the object: for
+  SoftHSM only, it is measured (see :func:`keymanager.hsm.key_import.unwrap_version`). Other
+  modules set it, as the standard says, and an unwrapped key without it is refused.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ class PlainModule:
     name = "plain"
     destroyed_elsewhere: tuple[type[p11.PKCS11Error], ...] = (p11.ObjectHandleInvalid,)
     """Errors of ``C_DestroyObject`` that mean another session destroyed the object first."""
+    trusts_mechanism_flags = True
+    """Whether ``C_GetMechanismInfo``'s flags mean what they say."""
+    reports_unwrapped_length = True
+    """Whether an unwrapped secret key's ``CKA_VALUE_LEN`` is its length."""
 
     def refresh_view(self, token: Refreshable) -> bool:
         """Make objects other processes made or destroyed visible to this one; whether it did
@@ -47,6 +58,8 @@ class SoftHsmModule(PlainModule):
 
     name = "softhsm"
     destroyed_elsewhere = (p11.ObjectHandleInvalid, p11.FunctionFailed, p11.GeneralError)
+    trusts_mechanism_flags = False
+    reports_unwrapped_length = False
 
     def refresh_view(self, token: Refreshable) -> bool:
         token.reinitialize()

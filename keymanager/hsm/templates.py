@@ -32,6 +32,25 @@ HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: Tru
 AES_ENCRYPT_ONLY_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True}
 """An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
 
+RSA_UNWRAP_PRIVATE_TEMPLATE: dict[Attribute, Any] = {
+    Attribute.TOKEN: True,
+    Attribute.PRIVATE: True,
+    Attribute.SENSITIVE: True,
+    Attribute.EXTRACTABLE: False,
+    Attribute.UNWRAP: True,
+    Attribute.DECRYPT: False,
+    Attribute.SIGN: False,
+    Attribute.DERIVE: False,
+}
+"""The private half of an import's wrapping key pair: it can only unwrap."""
+RSA_UNWRAP_PUBLIC_TEMPLATE: dict[Attribute, Any] = {
+    Attribute.TOKEN: False,
+    Attribute.ENCRYPT: False,
+    Attribute.WRAP: False,
+    Attribute.VERIFY: False,
+}
+"""Its public half: a session object, read out and destroyed (the client wraps in its own software)."""
+
 PROBE_LABEL = "km-ready-probe"
 """The object the readiness probe makes and destroys (outside the ``km/`` namespace of key versions)."""
 

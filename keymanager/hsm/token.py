@@ -18,7 +18,9 @@ from pkcs11 import Attribute, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.errors import HsmUnavailable
+from keymanager.hsm.capabilities import Capabilities, read_capabilities
 from keymanager.hsm.quirks import PlainModule
+from keymanager.hsm.readback import check_object
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +41,10 @@ LOST = (
 """Errors after which the session (or the whole library) is not worth trusting again."""
 
 
+_COPY = {Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: False}
+"""What a session copy of a key version must read back as (the token object's other attributes carry over)."""
+
+
 class MissingKeyObject(Exception):
     """A key version's object is not in the token (destroyed, or a token that is not ours)."""
 
@@ -55,6 +61,7 @@ class Token:
         self._lib: Any = None
         self._session: Any = None
         self._keys: dict[str, Any] = {}
+        self._capabilities: Capabilities | None = None
         self.restart_pending = False
         """Set when a call failed or overran its deadline: the next call starts the library afresh first."""
 
@@ -75,6 +82,8 @@ class Token:
             except p11.UserAlreadyLoggedIn:
                 # A previous session of this process logged in and is gone; the login persists.
                 self._session = token.open(rw=True)
+            if self._capabilities is None:
+                self._capabilities = read_capabilities(token.slot, trust_flags=self.quirks.trusts_mechanism_flags)
         except p11.PKCS11Error as exc:
             self.reset()
             log.warning("HSM session could not be opened: %s", type(exc).__name__)
@@ -83,6 +92,18 @@ class Token:
             self.reset()
             log.warning("PKCS#11 module could not be loaded: %s", type(exc).__name__)
             raise HsmUnavailable() from None
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """The token's mechanisms, read when the first session opens and kept for the process."""
+        self.session()
+        assert self._capabilities is not None
+        return self._capabilities
+
+    @property
+    def known_capabilities(self) -> Capabilities | None:
+        """The capabilities if they were read already (no call to the token), else None."""
+        return self._capabilities
 
     def _find_token(self) -> Any:
         try:
@@ -140,6 +161,7 @@ class Token:
             return cached
         token_key = self._find(label)
         copy = token_key.copy({Attribute.TOKEN: False})
+        check_object(copy, _COPY)
         self._keys[label] = copy
         return copy
 

@@ -1,9 +1,13 @@
 """Access keys of the AWS KMS API: creation, listing, revocation, and SigV4 authentication.
 
 The secret of an access key is needed in clear to verify a signature, so it is stored sealed
-(AES-256-GCM in the HSM, bound to its access key id) under a dedicated non-extractable HSM key
-labelled ``km/access-keys/…/aes``, made on first use through the same adapter call that makes
-key versions. It is never logged and never stored in clear.
+(bound to its access key id) under a dedicated non-extractable HSM key, made on first use
+through the same adapter call that makes key versions. The sealing scheme follows the token
+(:func:`keymanager.hsm.capabilities.sealing_algorithm`): AES-256-GCM (key labelled
+``km/access-keys/…/aes``) where the token has ``CKM_AES_GCM``, else AES-256-CBC-PAD with
+HMAC-SHA256 in the HSM, encrypt-then-MAC (keys ``km/access-keys-cbc/…/aes`` and ``…/hmac``).
+The label stored with each sealed secret names its scheme, so secrets sealed either way keep
+opening. It is never logged and never stored in clear.
 
 Verification cost. Opening the sealed secret is one HSM call (a thread hop and a GCM
 decryption); each process therefore keeps the secrets it opened in a bounded cache (at most
@@ -28,14 +32,14 @@ from keymanager.domain.kms import KmsError
 from keymanager.domain.models import Algorithm, Door, HsmObjects, Principal, Role, admits
 from keymanager.errors import DecryptionFailed, InvalidRequest, NotFound
 from keymanager.hsm import Hsm
+from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
 SECRET_CACHE_SIZE = 1024
-WRAP_KEY_NAME = "access-keys"
-WRAP_KEY_PREFIX = f"km/{WRAP_KEY_NAME}/"
-"""Labels of the sealing key: ``version_labels(WRAP_KEY_NAME, 1, AES_256_GCM, nonce)``."""
+WRAP_KEY_NAMES = {Algorithm.AES_256_GCM: "access-keys", Algorithm.AES_256_CBC_HMAC_SHA256: "access-keys-cbc"}
+"""The sealing key of each scheme: ``version_labels(WRAP_KEY_NAMES[scheme], 1, scheme, nonce)``."""
 _UNKNOWN = "The security token included in the request is invalid."
 _SIGNING = {Door.KMS: ("kms", sigv4.MAX_CLOCK_SKEW), Door.XKS: ("kms-xks-proxy", timedelta(minutes=5))}
 """Each SigV4 door's service name and clock skew."""
@@ -78,7 +82,8 @@ class AccessKeyService:
             if problem is not None:
                 raise InvalidRequest(problem)
         label = self._wrap_key()
-        sealed = self._hsm.encrypt(_wrap(label), Algorithm.AES_256_GCM, ak.sealing_header(key_id), secret.encode(), b"")
+        scheme, objects = _sealing(label)
+        sealed = self._hsm.encrypt(objects, scheme, ak.sealing_header(key_id), secret.encode(), b"")
         created = self._store.add_access_key(principal_name, key_id, sealed, label, record=record)
         return key_id, secret, created
 
@@ -95,14 +100,18 @@ class AccessKeyService:
             raise NotFound("access key not found")
 
     def _wrap_key(self) -> str:
-        """The label of the HSM key sealing secrets: the token's first, or a new one."""
+        """The label (its ``/aes`` object) of the HSM key sealing new secrets, in the scheme the token
+        supports best: the token's first such key, or a new one. InvalidRequest naming the missing
+        mechanisms when the token supports no scheme."""
         with self._lock:
             if self._wrap_label is None:
-                labels = [label for label in self._hsm.find_labels(WRAP_KEY_PREFIX) if label.endswith("/aes")]
+                scheme = sealing_algorithm(self._hsm.capabilities())
+                name = WRAP_KEY_NAMES[scheme]
+                labels = [label for label in self._hsm.find_labels(f"km/{name}/") if label.endswith("/aes")]
                 if labels:
                     self._wrap_label = labels[0]
                 else:
-                    made = self._hsm.generate_version(WRAP_KEY_NAME, 1, Algorithm.AES_256_GCM)
+                    made = self._hsm.generate_version(name, 1, scheme)
                     assert made.enc_label is not None
                     self._wrap_label = made.enc_label
             return self._wrap_label
@@ -142,10 +151,9 @@ class AccessKeyService:
         cached = self._secrets.get((key.id, key.sealed_secret))
         if cached is not None:
             return cached
+        scheme, objects = _sealing(key.wrap_label)
         try:
-            opened = await self._hsm.adecrypt(
-                _wrap(key.wrap_label), Algorithm.AES_256_GCM, ak.sealing_header(key.id), key.sealed_secret, b""
-            )
+            opened = await self._hsm.adecrypt(objects, scheme, ak.sealing_header(key.id), key.sealed_secret, b"")
         except DecryptionFailed:
             log.error("the sealed secret of access key %s does not open (request refused)", key.id)
             raise KmsError("UnrecognizedClientException", _UNKNOWN) from None
@@ -156,5 +164,10 @@ class AccessKeyService:
         return secret
 
 
-def _wrap(label: str) -> HsmObjects:
-    return HsmObjects(enc_label=label, mac_label=None)
+def _sealing(label: str) -> tuple[Algorithm, HsmObjects]:
+    """The scheme and objects of the sealing key whose AES object is ``label`` (as stored with a secret)."""
+    if label.startswith(f"km/{WRAP_KEY_NAMES[Algorithm.AES_256_CBC_HMAC_SHA256]}/"):
+        return Algorithm.AES_256_CBC_HMAC_SHA256, HsmObjects(
+            enc_label=label, mac_label=label.removesuffix("/aes") + "/hmac"
+        )
+    return Algorithm.AES_256_GCM, HsmObjects(enc_label=label, mac_label=None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -11,8 +12,10 @@ from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
+from keymanager.domain.models import Algorithm
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
+from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
@@ -131,7 +134,7 @@ class Services:
             inventory=Inventory(engine),
             access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name, public_hosts(settings)),
             kms_crypto=KmsCrypto(crypto, hsm),
-            kms_keys=KmsKeys(keys, lifecycle, kms_store),
+            kms_keys=KmsKeys(keys, lifecycle, kms_store, symmetric_default=_symmetric_default(settings, hsm)),
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
             xks=XksService(crypto),
             xks_health=XksHealth(hsm, readiness),
@@ -165,3 +168,12 @@ class Services:
         if self.owns_hsm:
             self.hsm.close()
         self.store.close()
+
+
+def _symmetric_default(settings: Settings, hsm: Hsm) -> Callable[[], Algorithm]:
+    """What the KMS door's ``SYMMETRIC_DEFAULT`` is: ``KM_KMS_DEFAULT_ALGORITHM``, or the best scheme the
+    token supports (asked when a key is made, from the capabilities its session read)."""
+    if settings.kms_default_algorithm is not None:
+        configured = Algorithm(settings.kms_default_algorithm)
+        return lambda: configured
+    return lambda: sealing_algorithm(hsm.capabilities())

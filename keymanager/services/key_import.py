@@ -3,9 +3,14 @@
 A key created with ``origin: external`` starts in ``pending_import`` with no version. An admin asks
 for import parameters (an RSA wrapping public key, an import token, an expiry 24 h away), wraps
 the key material under it, and imports it: the material is unwrapped inside the HSM into the next
-version's objects, which becomes primary; the first import enables the key. A new import adds a
-version (an imported key's rotation). A failure leaves nothing behind: the objects are destroyed
-when the version cannot be recorded.
+version's objects and checked there (exact length, attributes, a known-answer operation; see
+:mod:`keymanager.hsm.key_import`); the first import makes version 1 and enables the key.
+
+Afterwards, as in AWS KMS, an import of ``EXISTING_KEY_MATERIAL`` (the default) takes only the
+key's own material again (its key check value, computed in the HSM, must equal the primary
+version's): nothing changes and the import is audited. New material becomes a new primary
+version only through ``import_type: NEW_KEY_MATERIAL`` (an imported key's rotation), audited as
+such. A failure leaves nothing behind: the objects are destroyed when the version cannot be recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from keymanager.domain.models import Key, KeyState, Origin
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
 from keymanager.hsm import key_import as ki
-from keymanager.hsm.key_import import ImportParameters, WrappingAlgorithm
+from keymanager.hsm.key_import import ImportParameters, ImportType, WrappingAlgorithm
 from keymanager.services.lifecycle import add_version
 
 _IMPORTABLE = (KeyState.PENDING_IMPORT, KeyState.ENABLED, KeyState.DISABLED)
@@ -35,20 +40,39 @@ class KeyImportService:
         """Fresh import parameters for ``key``; InvalidRequest for an unknown algorithm, Conflict for a key
         that does not take imports."""
         _check_importable(key)
-        try:
-            algorithm = WrappingAlgorithm(wrapping_algorithm)
-        except ValueError:
-            names = ", ".join(a.value for a in WrappingAlgorithm)
-            raise InvalidRequest(f"wrapping_algorithm is one of {names}") from None
-        return ki.make_parameters(self._hsm, key.id, algorithm)
+        offered = ki.wrapping_algorithms(self._hsm)
+        if wrapping_algorithm not in offered:
+            names = ", ".join(a.value for a in offered) or "none (the HSM lacks the mechanisms)"
+            raise InvalidRequest(f"wrapping_algorithm is one of {names} on this HSM")
+        return ki.make_parameters(self._hsm, key.id, WrappingAlgorithm(wrapping_algorithm))
 
     def import_material(
-        self, key: Key, import_token: str, materials: list[bytes], *, record: AuditEntry | None = None
+        self,
+        key: Key,
+        import_token: str,
+        materials: list[bytes],
+        *,
+        import_type: str = ImportType.EXISTING_KEY_MATERIAL.value,
+        record: AuditEntry | None = None,
     ) -> Key:
-        """Unwrap ``materials`` into a new primary version of ``key`` (enabling a pending key); the updated key."""
+        """Import ``materials`` into ``key``: its first version (enabling it), its own material again
+        (nothing changes), or with ``NEW_KEY_MATERIAL`` a new primary version; the key as it is then.
+
+        ``record`` is written with the change (or alone, when nothing changes). InvalidRequest for an
+        unknown import type, and for every refusal of :func:`keymanager.hsm.key_import.unwrap_version`.
+        """
         _check_importable(key)
+        try:
+            kind = ImportType(import_type)
+        except ValueError:
+            raise InvalidRequest(f"import_type is one of {', '.join(ImportType)}") from None
+        current = key.versions[key.primary_version].hsm if key.primary_version else None
         number = key.primary_version + 1
-        objects = ki.unwrap_version(self._hsm, key.id, number, key.algorithm, import_token, materials)
+        objects = ki.unwrap_version(
+            self._hsm, key.id, number, key.algorithm, import_token, materials, current=current, import_type=kind
+        )
+        if objects is None:  # the key's own material again
+            return self._store.update_key(key.id, record=record)
         return add_version(self._store, self._hsm, key, objects, record=record, what="import")
 
 

@@ -93,6 +93,8 @@ class KeyService:
         external = origin is Origin.EXTERNAL
         if external and rotation_period_days:
             raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
+        if external:
+            self._hsm.require(algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
         objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)

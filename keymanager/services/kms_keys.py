@@ -21,7 +21,7 @@ from typing import Any
 from keymanager.db.kms import KmsStore
 from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import Key, KeyState
+from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
@@ -38,7 +38,16 @@ _ENCRYPTING = frozenset({Operation.ENCRYPT, Operation.DECRYPT, Operation.GENERAT
 class KmsKeys:
     """Key management operations of the KMS API (``reads`` and ``changes``: operation → handler)."""
 
-    def __init__(self, keys: KeyService, lifecycle: LifecycleService, store: KmsStore) -> None:
+    def __init__(
+        self,
+        keys: KeyService,
+        lifecycle: LifecycleService,
+        store: KmsStore,
+        *,
+        symmetric_default: Callable[[], Algorithm] = lambda: Algorithm.AES_256_GCM,
+    ) -> None:
+        self._symmetric_default = symmetric_default
+        """The algorithm of a new ``SYMMETRIC_DEFAULT`` key (it follows the token; see the container)."""
         self._keys = keys
         self._lifecycle = lifecycle
         self._store = store
@@ -119,6 +128,8 @@ class KmsKeys:
             raise kms.unsupported(f"Origin {origin}")
         spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
         algorithm = kms.KEY_SPECS.get(spec or "SYMMETRIC_DEFAULT")
+        if algorithm is kms.KEY_SPECS["SYMMETRIC_DEFAULT"]:
+            algorithm = self._symmetric_default()
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
         usage = kms.string(params, "KeyUsage", limit=32)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 from keymanager.db import Store
 from keymanager.errors import KeyManagerError
@@ -36,6 +37,12 @@ class Readiness:
     def check(self) -> dict[str, bool]:
         """``{"hsm": ready?, "database": ready?}``; blocks at most about two HSM/audit deadlines."""
         return {"hsm": self._hsm_ready(), "database": self._database_ready()}
+
+    def hsm_capabilities(self) -> dict[str, Any] | None:
+        """What the HSM token can and cannot do (``Capabilities.summary``), as this process read it when
+        its session opened; None before that. Makes no call to the HSM."""
+        known = self._hsm.known_capabilities()
+        return None if known is None else known.summary()
 
     def hsm_stuck_for(self) -> float:
         """Seconds the HSM's running call is past its deadline (0.0 when none is)."""

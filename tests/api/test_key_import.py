@@ -51,6 +51,7 @@ def import_material(
     key: str,
     materials: list[bytes],
     wrapping: WrappingAlgorithm = WrappingAlgorithm.RSAES_OAEP_SHA_1,
+    import_type: str | None = None,
 ) -> Any:
     got = client.post(f"/v1/keys/{key}/import-parameters", json={"wrapping_algorithm": wrapping.value}, headers=admin)
     assert got.status_code == 200, got.text
@@ -60,6 +61,8 @@ def import_material(
     request = {"import_token": params.import_token, "encrypted_key_material": wrapped[0]}
     if len(wrapped) > 1:
         request["encrypted_mac_key_material"] = wrapped[1]
+    if import_type is not None:
+        request["import_type"] = import_type
     return client.post(f"/v1/keys/{key}/import", json=request, headers=admin)
 
 
@@ -73,9 +76,17 @@ def test_nist_samples_through_the_service_with_the_imported_key(
     admin: dict[str, str],
     billing: dict[str, str],
     external_key: Callable[..., dict[str, Any]],
+    hsm: Hsm,
     wrapping: WrappingAlgorithm,
 ) -> None:
     pending = external_key("nist10", fmt=DIGITS)
+    if not hsm.capabilities().has(wrapping.feature):  # the token lacks it: not offered
+        offered = client.post(
+            "/v1/keys/nist10/import-parameters", json={"wrapping_algorithm": wrapping.value}, headers=admin
+        )
+        message = assert_error(offered, 400, "invalid_request")["error"]["message"]
+        assert wrapping.value not in message and "RSAES_OAEP_SHA_1" in message
+        return
     assert (pending["state"], pending["origin"], pending["versions"]) == ("pending_import", "external", [])
     assert_error(_tokenize(client, billing, "nist10", "0123456789"), 409, "key_pending_import")
     imported = import_material(client, admin, "nist10", [KEY_256], wrapping)
@@ -95,13 +106,26 @@ def test_nist_samples_through_the_service_with_the_imported_key(
     assert back == {"value": "0123456789abcdefghi"}
 
 
-def test_a_new_import_adds_a_version(
+def test_new_material_adds_a_version_only_when_asked_for(
     client: TestClient, admin: dict[str, str], billing: dict[str, str], external_key: Callable[..., dict[str, Any]]
 ) -> None:
     external_key("nist10", fmt=DIGITS)
     import_material(client, admin, "nist10", [KEY_256])
-    second = import_material(client, admin, "nist10", [os.urandom(32)])
-    assert second.json()["primary_version"] == 2
+    again = import_material(client, admin, "nist10", [KEY_256])
+    assert again.status_code == 200 and again.json()["primary_version"] == 1  # the same material: nothing changes
+    other = os.urandom(32)
+    refused = assert_error(import_material(client, admin, "nist10", [other]), 400, "invalid_request")
+    assert "NEW_KEY_MATERIAL" in refused["error"]["message"]
+    assert_error(
+        import_material(client, admin, "nist10", [KEY_256], import_type="NEW_KEY_MATERIAL"), 400, "invalid_request"
+    )
+    assert_error(import_material(client, admin, "nist10", [other], import_type="OTHER"), 400, "invalid_request")
+    second = import_material(client, admin, "nist10", [other], import_type="NEW_KEY_MATERIAL")
+    assert second.json()["primary_version"] == 2, second.text
+    records = client.get("/v1/audit", params={"key": "nist10"}, headers=admin).json()["records"]
+    imports = [(r["outcome"], r["details"].get("import_type")) for r in records if r["action"] == "key.import"]
+    assert imports.count(("ok", "NEW_KEY_MATERIAL")) == 1
+    assert imports.count(("ok", "EXISTING_KEY_MATERIAL")) == 2
     token = _tokenize(client, billing, "nist10", "0123456789").json()
     assert token["key_version"] == 2 and token["token"] != "6657667009"
     old = client.post("/v1/keys/nist10/detokenize", json={"token": "6657667009", "key_version": 1}, headers=billing)
@@ -117,9 +141,15 @@ def test_imported_keys_of_every_algorithm_work(
     admin: dict[str, str],
     billing: dict[str, str],
     external_key: Callable[..., dict[str, Any]],
+    hsm: Hsm,
     algorithm: str,
     parts: int,
 ) -> None:
+    if not hsm.capabilities().has(algorithm):  # the token lacks it: an external key of it is refused by name
+        body = {"name": "mine", "algorithm": algorithm, "origin": "external", "policy": POLICY}
+        refused = assert_error(client.post("/v1/keys", json=body, headers=admin), 400, "invalid_request")
+        assert f"does not support {algorithm} (no CKM_" in refused["error"]["message"]
+        return
     external_key("mine", algorithm)
     done = import_material(client, admin, "mine", [os.urandom(32) for _ in range(parts)])
     assert done.status_code == 200, done.text
@@ -152,7 +182,7 @@ def test_refusals_are_clear_and_leave_nothing(
     assert_error(unknown, 400, "invalid_request")
     assert client.get("/v1/keys/nist10", headers=admin).json()["state"] == "pending_import"
     assert hsm.find_labels(f"km/{key['id']}/") == []
-    new_key("generated", {}, "AES_256_GCM")
+    new_key("generated", {}, "AES_256_CBC_HMAC_SHA256")
     generated = client.post("/v1/keys/generated/import-parameters", json={}, headers=admin)
     assert_error(generated, 409, "conflict")
     params = client.post("/v1/keys/nist10/import-parameters", json={}, headers=billing)

@@ -20,6 +20,8 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tests.conftest import ON_SOFTHSM, TEST_PIN, TEST_PKCS11_MODULE, TEST_TOKEN_LABEL
+
 ROOT = Path(__file__).resolve().parents[2]
 E2E_PIN = "e2e-user-pin-60331"
 
@@ -54,7 +56,8 @@ def free_port() -> int:
 
 
 def server_env(var_dir: Path, **extra: str) -> dict[str, str]:
-    """The environment of a keymanager process: the caller's, less the test run's SoftHSM setup."""
+    """The environment of a keymanager process: the caller's, less the test run's SoftHSM setup (its own
+    SoftHSM token under ``var_dir``; under ``make test-hsm`` the token under test)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("KM_") and k != "SOFTHSM2_CONF"}
     env.update(
         KM_VAR_DIR=str(var_dir),
@@ -62,6 +65,8 @@ def server_env(var_dir: Path, **extra: str) -> dict[str, str]:
         KM_PKCS11_TOKEN_LABEL="km-e2e",
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
     )
+    if not ON_SOFTHSM:  # make test-hsm: the servers use the token under test
+        env.update(KM_PKCS11_MODULE=TEST_PKCS11_MODULE, KM_PKCS11_TOKEN_LABEL=TEST_TOKEN_LABEL, KM_PKCS11_PIN=TEST_PIN)
     env.update(extra)
     return env
 

@@ -29,6 +29,17 @@ def test_init_is_idempotent(server: Server) -> None:
     assert (server.var_dir / "admin.token").read_text() == before
     assert before.strip() not in again.stdout
     assert oct((server.var_dir / "admin.token").stat().st_mode & 0o777) == "0o600"
+    assert re.search(r"HSM token '[^']+' supports: .*AES_256_CBC_HMAC_SHA256", again.stdout)
+
+
+def test_health_detail_lists_what_the_token_can_and_cannot_do(server: Server) -> None:
+    with server.client() as client:
+        client.get("/v1/ready")  # this worker's session is open: its capabilities are read
+        detail = client.get("/v1/health", params={"detail": "true"}).json()
+    assert detail["status"] == "ok"
+    assert "AES_256_CBC_HMAC_SHA256" in detail["hsm"]["supported"]  # every worker opened its session at start
+    for feature, why in detail["hsm"]["unsupported"].items():
+        assert feature not in detail["hsm"]["supported"] and "CKM_" in why
 
 
 def test_health_ready_and_request_id(server: Server) -> None:

@@ -20,8 +20,9 @@ from pkcs11 import exceptions as p11
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
-from keymanager.errors import DecryptionFailed, HsmUnavailable, InvalidRequest
+from keymanager.errors import DecryptionFailed, HsmUnavailable
 from keymanager.hsm import Hsm, operations, version_labels
+from keymanager.hsm.dispatch import HsmRefused
 from tests.conftest import TEST_PIN
 
 pytestmark = pytest.mark.softhsm
@@ -194,12 +195,12 @@ def test_generate_find_destroy(hsm: Hsm) -> None:
 
 def test_destroyed_version_no_longer_encrypts(hsm: Hsm) -> None:
     key_id = new_id()
-    objects = hsm.generate_version(key_id, 1, Algorithm.AES_256_GCM)
+    objects = hsm.generate_version(key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256)
     head = ct.header(key_id, 1)
-    hsm.encrypt(objects, Algorithm.AES_256_GCM, head, b"x", b"")  # cached copy exists now
+    hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"x", b"")  # cached copy exists now
     hsm.destroy_version(objects)
     with pytest.raises(HsmUnavailable):
-        hsm.encrypt(objects, Algorithm.AES_256_GCM, head, b"x", b"")
+        hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, b"x", b"")
     hsm.ping()
 
 
@@ -290,7 +291,7 @@ def test_random(hsm: Hsm) -> None:
 
 
 def test_calls_from_many_threads(hsm: Hsm, make_version: Callable[[Algorithm], Version]) -> None:
-    key_id, objects = make_version(Algorithm.AES_256_GCM)
+    key_id, objects = make_version(Algorithm.AES_256_CBC_HMAC_SHA256)
     head = ct.header(key_id, 1)
     failures: list[BaseException] = []
 
@@ -298,8 +299,8 @@ def test_calls_from_many_threads(hsm: Hsm, make_version: Callable[[Algorithm], V
         try:
             for i in range(20):
                 data = f"{n}-{i}".encode()
-                body = hsm.encrypt(objects, Algorithm.AES_256_GCM, head, data, b"")
-                assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_GCM, head, body, b"")) == data
+                body = hsm.encrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, data, b"")
+                assert asyncio.run(hsm.adecrypt(objects, Algorithm.AES_256_CBC_HMAC_SHA256, head, body, b"")) == data
         except BaseException as exc:
             failures.append(exc)
 
@@ -369,18 +370,6 @@ class _FailingSecondGenerate:
         return getattr(self._session, name)
 
 
-def test_an_hmac_algorithm_the_hsm_lacks_is_refused_by_name(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An HSM without the algorithm's mechanism (faked: HMAC_SHA384 asks for one this token has not)."""
-    before = hsm.find_labels("km/")
-    present = hsm.call(lambda token: set(token.session().token.slot.get_mechanisms()))
-    missing = next(m for m in pkcs11.Mechanism if m not in present and not m.name.startswith("_"))
-    monkeypatch.setitem(operations._HMAC_MECHANISMS, Algorithm.HMAC_SHA384, missing)
-    with pytest.raises(InvalidRequest, match=f"HMAC_SHA384 .no {missing.name}"):
-        hsm.generate_version(new_id(), 1, Algorithm.HMAC_SHA384)
-    assert hsm.find_labels("km/") == before
-    hsm.ping()
-
-
 @pytest.mark.parametrize("error", [p11.DeviceError(), p11.GeneralError(), p11.DeviceMemory()])
 def test_failed_generation_leaves_nothing(hsm: Hsm, monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
     before = hsm.find_labels("km/")
@@ -397,15 +386,15 @@ def test_failed_generation_leaves_nothing(hsm: Hsm, monkeypatch: pytest.MonkeyPa
     hsm.ping()
 
 
-def test_refused_template_is_unavailable_and_leaves_nothing(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An HSM that refuses the MAC key's template (after the AES key was made) answers
-    HsmUnavailable, never a raw PKCS#11 error, and the AES key is removed again."""
+def test_refused_template_is_the_requests_error_and_leaves_nothing(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An HSM that refuses the MAC key's template (after the AES key was made) answers HsmRefused
+    (400 naming the return code), never a raw PKCS#11 error, and the AES key is removed again."""
     before = hsm.find_labels("km/")
     monkeypatch.setattr(
         operations, "HMAC_TEMPLATE", {**operations.HMAC_TEMPLATE, Attribute.CLASS: pkcs11.ObjectClass.PUBLIC_KEY}
     )
     key_id = new_id()
-    with pytest.raises(HsmUnavailable):
+    with pytest.raises(HsmRefused, match="CKR_"):
         hsm.generate_version(key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256)
     assert hsm.find_labels("km/") == before
 

@@ -11,7 +11,7 @@ import pytest
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 from cryptography.hazmat.primitives.keywrap import aes_key_wrap_with_padding
-from pkcs11 import Attribute, ObjectClass
+from pkcs11 import Attribute, Mechanism, ObjectClass
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects
@@ -19,6 +19,7 @@ from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
 from keymanager.hsm import key_import as ki
 from keymanager.hsm import tokenization as tk
+from keymanager.hsm.capabilities import Capabilities
 from tests.domain.test_ff1 import KEY_256
 
 pytestmark = pytest.mark.softhsm
@@ -60,6 +61,10 @@ def test_nist_key_imported_gives_the_nist_samples(
     hsm: Hsm, made: list[HsmObjects], wrapping: ki.WrappingAlgorithm
 ) -> None:
     key_id = new_id()
+    if not hsm.capabilities().has(wrapping.feature):  # the token lacks it: refused by name
+        with pytest.raises(InvalidRequest, match=f"{wrapping.value} .no CKM_"):
+            ki.make_parameters(hsm, key_id, wrapping)
+        return
     params = ki.make_parameters(hsm, key_id, wrapping)
     assert params.public_key[:1] == b"\x30"
     assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{params.import_token}"]
@@ -103,7 +108,7 @@ def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
     cases = [
         ("not-a-token", [good], "not an import token"),
         (params.import_token.replace(params.import_token[-4:], "0000"), [good], "unknown"),
-        (params.import_token, [short], "must be 32 bytes"),
+        (params.import_token, [short], "must be exactly 32 bytes"),
         (params.import_token, [bytes(256)], "does not unwrap"),
         (params.import_token, [good, good], "takes 1"),
     ]
@@ -135,3 +140,62 @@ def _destroy_all(token: Any, key_id: str) -> None:
     for obj in list(token.session().get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})):
         if key_id in obj[Attribute.LABEL]:
             obj.destroy()
+
+
+def test_only_the_wrapping_algorithms_the_token_has_are_offered(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
+    capabilities = hsm.capabilities()
+    assert ki.wrapping_algorithms(hsm) == [a for a in ki.WrappingAlgorithm if capabilities.has(a.feature)]
+    lacking = Capabilities(
+        {m: i for m, i in capabilities.mechanisms.items() if m is not Mechanism.AES_KEY_WRAP_PAD},
+        capabilities.trust_flags,
+    )
+    monkeypatch.setattr(hsm._token, "_capabilities", lacking)
+    assert ki.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1 not in ki.wrapping_algorithms(hsm)
+    with pytest.raises(InvalidRequest, match=r"RSA_AES_KEY_WRAP_SHA_1 .no CKM_AES_KEY_WRAP_PAD"):
+        ki.make_parameters(hsm, new_id(), ki.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1)
+
+
+class _UnwrapIgnoresSensitive:
+    """A wrapping key whose token makes unwrapped keys non-sensitive whatever the template says
+    (as openCryptoki 3.8 does): a fault injected in front of the real object."""
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def unwrap_key(self, *args: Any, template: dict[Attribute, Any], **kwargs: Any) -> Any:
+        return self._real.unwrap_key(*args, template={**template, Attribute.SENSITIVE: False}, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._real, name)
+
+
+def test_an_unwrapped_key_left_non_sensitive_is_made_sensitive_before_use(
+    hsm: Hsm, made: list[HsmObjects], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    real = ki._rsa_unwrap
+    monkeypatch.setattr(ki, "_rsa_unwrap", lambda w, *a: real(_UnwrapIgnoresSensitive(w), *a))
+    key_id = new_id()
+    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    blob = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32))
+    try:
+        objects = ki.unwrap_version(hsm, key_id, 1, Algorithm.HMAC_SHA256, params.import_token, [blob])
+    except InvalidRequest as refused:  # a token may refuse CKA_SENSITIVE false in an unwrap template
+        assert "does not unwrap" in refused.message
+        assert hsm.find_labels(f"km/{key_id}/") == []
+        hsm.call(_destroy_all, key_id)
+        return
+    assert objects is not None
+    made.append(objects)
+    assert hsm.call(_read, objects.mac_label)["SENSITIVE"] is True
+
+
+def test_the_known_answer_check_refuses_material_that_does_not_work(hsm: Hsm) -> None:
+    """25 bytes as an AES key: on a token that reports lengths, refused by length; on SoftHSM (measured
+    to 8 bytes) by the known-answer encryption. Either way the message names the length."""
+    key_id = new_id()
+    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    blob = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(25))
+    with pytest.raises(InvalidRequest, match="exactly 32 bytes"):
+        ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256, params.import_token, [blob, blob])
+    assert hsm.find_labels(f"km/{key_id}/") == []
+    hsm.call(_destroy_all, key_id)

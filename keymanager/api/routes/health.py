@@ -14,10 +14,13 @@ router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES, rout
 metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429), route_class=StrictJsonRoute)
 
 
-@router.get("/health", response_model=Health)
-def health() -> Health:
-    """Liveness: the process answers."""
-    return Health(status="ok")
+@router.get("/health", response_model=Health, response_model_exclude_none=True)
+def health(svc: ServicesDep, detail: bool = False) -> Health:
+    """Liveness: the process answers. With ``detail=true``, also what the HSM token can and cannot do
+    (as this worker read it when its session opened; no call to the HSM is made here)."""
+    if not detail:
+        return Health(status="ok")
+    return Health(status="ok", hsm=svc.readiness.hsm_capabilities())
 
 
 @router.get(

@@ -24,7 +24,9 @@ router = APIRouter(
 
 class ImportParametersRequest(Body):
     wrapping_algorithm: str = Field(
-        default="RSAES_OAEP_SHA_1", max_length=64, description="RSAES_OAEP_SHA_1 or RSA_AES_KEY_WRAP_SHA_1."
+        default="RSAES_OAEP_SHA_1",
+        max_length=64,
+        description="RSAES_OAEP_SHA_1 or RSA_AES_KEY_WRAP_SHA_1, where the HSM has its mechanisms.",
     )
 
 
@@ -39,6 +41,12 @@ class ImportRequest(Body):
     encrypted_key_material: str = Field(max_length=4096, description="Base64; the AES (or HMAC) key.")
     encrypted_mac_key_material: str | None = Field(
         default=None, max_length=4096, description="Base64; the HMAC key of an AES_256_CBC_HMAC_SHA256 key only."
+    )
+    import_type: str = Field(
+        default="EXISTING_KEY_MATERIAL",
+        max_length=32,
+        description="EXISTING_KEY_MATERIAL: the first material, or the key's own again (nothing changes); "
+        "NEW_KEY_MATERIAL: different material, which becomes a new primary version.",
     )
 
 
@@ -62,11 +70,15 @@ def import_parameters(
 @router.post("/{key}/import", response_model=KeyOut)
 @audited("key.import")
 def import_key_material(key: str, body: ImportRequest, svc: ServicesDep, trail: AuditDep) -> KeyOut:
-    """Unwrap the material inside the HSM into the key's next version, which becomes primary."""
+    """Unwrap the material inside the HSM and check it there: the key's first version, its own material
+    again (the key unchanged), or with ``import_type: NEW_KEY_MATERIAL`` a new primary version."""
+    trail.details.update(import_type=body.import_type[:32])
     found = svc.keys.find(key)
     trail.key_id = found.id
     materials = [decode_base64(body.encrypted_key_material, "encrypted_key_material")]
     if body.encrypted_mac_key_material is not None:
         materials.append(decode_base64(body.encrypted_mac_key_material, "encrypted_mac_key_material"))
-    imported = svc.key_import.import_material(found, body.import_token, materials, record=trail.success())
+    imported = svc.key_import.import_material(
+        found, body.import_token, materials, import_type=body.import_type, record=trail.success()
+    )
     return KeyOut.of(imported, svc.keys.named([imported.policy])[0])

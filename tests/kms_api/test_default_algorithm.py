@@ -1,0 +1,51 @@
+"""The KMS door's SYMMETRIC_DEFAULT follows the token (AES-GCM where it has CKM_AES_GCM, else
+CBC-PAD + HMAC-SHA256 in the HSM) or ``KM_KMS_DEFAULT_ALGORITHM``; either way boto3 sees AWS's shape."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import boto3
+from botocore.config import Config
+
+from tests.e2e.conftest import Server, running_server
+from tests.kms_api.conftest import REGION, new_pair
+
+
+def _native_algorithm(server: Server, key_id: str) -> str:
+    with server.client(server.admin_token) as admin:
+        algorithm: str = admin.get(f"/v1/keys/{key_id}").json()["algorithm"]
+        return algorithm
+
+
+def _round_trip(kms: Any) -> str:
+    key = kms.create_key(Description="default")["KeyMetadata"]
+    assert (key["KeySpec"], key["EncryptionAlgorithms"]) == ("SYMMETRIC_DEFAULT", ["SYMMETRIC_DEFAULT"])
+    blob = kms.encrypt(KeyId=key["KeyId"], Plaintext=b"4111111111111111")["CiphertextBlob"]
+    assert kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b"4111111111111111"
+    key_id: str = key["KeyId"]
+    return key_id
+
+
+def test_symmetric_default_is_the_best_scheme_the_token_has(kms_server: Server, admin_kms: Any) -> None:
+    with kms_server.client() as anyone:
+        anyone.get("/v1/ready")
+        supported = anyone.get("/v1/health", params={"detail": "true"}).json()["hsm"]["supported"]
+    expected = "AES_256_GCM" if "AES_256_GCM" in supported else "AES_256_CBC_HMAC_SHA256"
+    assert _native_algorithm(kms_server, _round_trip(admin_kms)) == expected
+
+
+def test_the_setting_chooses_symmetric_default(tmp_path: Path) -> None:
+    with running_server(tmp_path, workers=1, KM_KMS_DEFAULT_ALGORITHM="AES_256_CBC_HMAC_SHA256") as server:
+        pair = new_pair(server, "kms-default-admin", "admin")
+        kms = boto3.client(
+            "kms",
+            endpoint_url=server.url,
+            region_name=REGION,
+            aws_access_key_id=pair.access_key_id,
+            aws_secret_access_key=pair.secret_access_key,
+            verify=str(server.ca),
+            config=Config(retries={"max_attempts": 1}),
+        )
+        assert _native_algorithm(server, _round_trip(kms)) == "AES_256_CBC_HMAC_SHA256"
