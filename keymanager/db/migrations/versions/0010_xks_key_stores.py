@@ -1,6 +1,6 @@
 """AWS External Key Stores: the URI path prefix (unique) and AWS region of a principal of role ``xks``.
 
-Revision ID: 0011
+Revision ID: 0010
 Revises: 0009
 Create Date: 2026-12-01
 """
@@ -12,7 +12,7 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0011"
+revision: str = "0010"
 down_revision: str | None = "0009"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
