@@ -33,7 +33,7 @@ from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.container import Services
-from keymanager.services.kms import Call
+from keymanager.services.kms.crypto import Call
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
 

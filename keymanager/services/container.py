@@ -18,8 +18,8 @@ from keymanager.services.audit_chain import AuditChain
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import KmsCrypto
-from keymanager.services.kms_keys import KmsKeys
+from keymanager.services.kms.crypto import KmsCrypto
+from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.readiness import Readiness

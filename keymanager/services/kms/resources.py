@@ -22,7 +22,7 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState, Role
 from keymanager.domain.policy import Policy
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import Call, page, require_admin
+from keymanager.services.kms.crypto import Call, page, require_admin
 
 _POLICY_NAME = "default"
 

@@ -2,7 +2,7 @@
 
 Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
 (DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
-operation needs the admin role. Policies, tags and grants: :mod:`keymanager.services.kms_resources`,
+operation needs the admin role. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
@@ -25,8 +25,8 @@ from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import Call, page, require_admin
-from keymanager.services.kms_resources import KmsKeyResources
+from keymanager.services.kms.crypto import Call, page, require_admin
+from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]
