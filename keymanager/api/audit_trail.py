@@ -47,6 +47,7 @@ from keymanager.services.audit import AuditWriter
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
+_UNAUDITED = "__km_unaudited_action__"
 CLIENT_CLOSED = 499
 """The status recorded when the client hung up before its answer completed (nginx's code)."""
 log = logging.getLogger(__name__)
@@ -57,6 +58,17 @@ def audited(action: str) -> Callable[[F], F]:
 
     def mark(endpoint: F) -> F:
         setattr(endpoint, _ATTRIBUTE, action)
+        return endpoint
+
+    return mark
+
+
+def unaudited(action: str) -> Callable[[F], F]:
+    """Name the action of a route's endpoint that writes no audit record (reading the audit log or
+    the metrics): the action its caller is authorized for (``services/authorization.py``)."""
+
+    def mark(endpoint: F) -> F:
+        setattr(endpoint, _UNAUDITED, action)
         return endpoint
 
     return mark
@@ -95,8 +107,13 @@ class AuditContext:
 
     @property
     def action(self) -> str:
-        """The audited action: the route's (:func:`audited`) or the declared one."""
-        return self.declared or _declared_action(self.scope) or "unaudited"
+        """The request's action: the declared one, else the route's (:func:`audited`, :func:`unaudited`)."""
+        return (
+            self.declared
+            or _declared_action(self.scope)
+            or getattr(self.scope.get("endpoint"), _UNAUDITED, None)
+            or "unaudited"
+        )
 
     def success(self, about: Located | None = None, **details: Any) -> AuditEntry:
         """The record of this request's success (naming the key version ``about`` used, with

@@ -32,6 +32,7 @@ from keymanager.domain import kms
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.kms.crypto import Call
 from keymanager.services.snapshot import Snapshot, run_validated
@@ -166,7 +167,8 @@ async def _answer(
 
 
 async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str, Any]) -> dict[str, Any]:
-    """Authenticate and run the operation; its audit record is written on success.
+    """Authenticate the caller, authorize it for the operation (``services/authorization.py``) and
+    run the operation; its audit record is written on success.
 
     Keys in use go through ``run_validated`` on the metadata snapshot (as the REST hot path);
     reads and changes authenticate on fresh reads and run on a worker thread (as REST's admin
@@ -185,7 +187,9 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     if use is not None:
 
         async def attempt(snapshot: Snapshot) -> dict[str, Any]:
-            return await use(snapshot, await authenticated(snapshot))
+            call = await authenticated(snapshot)
+            authorize(call.principal, trail.action)
+            return await use(snapshot, call)
 
         def entry(_: dict[str, Any]) -> AuditEntry:
             assert exchange.call is not None
@@ -198,6 +202,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     handler = read or svc.kms_keys.changes.get(exchange.operation)
     if handler is None:
         raise kms.unsupported(exchange.operation)
+    authorize(call.principal, trail.action)
     answer = await asyncio.to_thread(handler, call, trail.success())
     if read is not None:  # a read's record (a change committed its own with itself)
         trail.key_id = call.key_id

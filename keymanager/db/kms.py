@@ -165,14 +165,6 @@ class KmsStore:
             session.execute(statement)
             _changed(session, record)
 
-    def existing_principals(self, names: Collection[str]) -> dict[str, str]:
-        """Name to role of the principals among ``names`` that exist."""
-        with self._transaction() as session:
-            rows = session.execute(
-                select(PrincipalRow.name, PrincipalRow.role).where(PrincipalRow.name.in_(sorted(names)))
-            )
-            return {row.name: row.role for row in rows}
-
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
         with connection_errors_as_unavailable(), self._sessions.begin() as session:

@@ -10,8 +10,9 @@ reads the audit log and never uses a key.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -43,6 +44,25 @@ log = logging.getLogger(__name__)
 _NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
 MAX_NAMES = 10_000
 """Principal names remembered per process (see :meth:`KeyService.named`)."""
+
+
+class Unnameable(enum.Enum):
+    """Why a key policy cannot name a principal."""
+
+    MISSING = "no principal has this name"
+    AUDITOR = "an auditor never uses a key"
+
+
+def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[str, Unnameable]:
+    """Of ``names``, those a policy cannot name (``found``: the principals that exist, by name)."""
+    refused = {}
+    for name in names:
+        principal = found.get(name)
+        if principal is None:
+            refused[name] = Unnameable.MISSING
+        elif principal.role is Role.AUDITOR:
+            refused[name] = Unnameable.AUDITOR
+    return refused
 
 
 @dataclass(frozen=True)
@@ -119,13 +139,19 @@ class KeyService:
     def _by_id(self, policy: Policy) -> Policy:
         """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""
         found = {p.name: p for p in self._store.principals_by_name(policy.principals())}
-        unknown = sorted(policy.principals() - found.keys())
+        refused = _unnameable(policy.principals(), found)
+        unknown = sorted(name for name, why in refused.items() if why is Unnameable.MISSING)
         if unknown:
             raise InvalidRequest(f"the policy names principals that do not exist: {_listed(unknown)}")
-        auditors = sorted(name for name, p in found.items() if p.role is Role.AUDITOR)
+        auditors = sorted(name for name, why in refused.items() if why is Unnameable.AUDITOR)
         if auditors:
             raise InvalidRequest(f"auditors cannot be named in a key policy: {_listed(auditors)}")
         return policy.translated({name: p.id for name, p in found.items()})
+
+    def unnameable(self, names: Collection[str]) -> dict[str, Unnameable]:
+        """The names among ``names`` that a key policy cannot name, each with the reason (for a door
+        that words the refusal its own way, naming the statement: the KMS API's policy documents)."""
+        return _unnameable(names, {p.name: p for p in self._store.principals_by_name(names)})
 
     def named(self, policies: Sequence[Policy]) -> list[Policy]:
         """Stored ``policies`` (by id) by principal name, as the API shows them (at most one query)."""

@@ -101,8 +101,3 @@ def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: Km
     assert kms_store.tags_of(key.id) == {"b": "2", "c": "3"}
     with pytest.raises(errors.KeyNotFound):
         kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, record=None)
-
-
-def test_existing_principals_with_their_roles(store: Store, kms_store: KmsStore) -> None:
-    store.create_principal(a_principal("billing"), "h" * 64)
-    assert kms_store.existing_principals(["billing", "nobody"]) == {"billing": a_principal("billing").role.value}

@@ -12,11 +12,11 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES
 from keymanager.errors import InvalidRequest
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[AUTHORIZED])
 
 
 class AccessKeyCreate(BaseModel):

@@ -13,10 +13,10 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, Body, KeyOut, decode_base64, encode_base64
 
-router = APIRouter(prefix="/v1/keys", tags=["key import"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+router = APIRouter(prefix="/v1/keys", tags=["key import"], responses=ERROR_RESPONSES, dependencies=[AUTHORIZED])
 
 
 class ImportParametersRequest(Body):

@@ -1,14 +1,14 @@
-"""``/v1/principals``: named callers with a role (admin only)."""
+"""``/v1/principals``: named callers with a role (admins manage them: ``services/authorization.py``)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, Caller, ServicesDep
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
-router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[ADMIN])
+router = APIRouter(prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, dependencies=[AUTHORIZED])
 
 
 @router.post("", status_code=201, response_model=PrincipalCreated)

@@ -2,7 +2,8 @@
 
 Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
 (DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
-operation needs the admin role. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
+operation needs the right to manage keys (``services/authorization.py``), checked before the door
+calls it. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
@@ -25,7 +26,7 @@ from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
-from keymanager.services.kms.crypto import Call, page, require_admin
+from keymanager.services.kms.crypto import Call, page
 from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
@@ -106,7 +107,6 @@ class KmsKeys:
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        require_admin(call.principal)
         params = call.params
         for name in ("CustomKeyStoreId", "XksKeyId"):
             if params.get(name) is not None:
@@ -194,7 +194,6 @@ class KmsKeys:
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
@@ -233,7 +232,6 @@ class KmsKeys:
         return key
 
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
-        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)
