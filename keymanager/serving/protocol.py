@@ -26,7 +26,7 @@ import uvloop
 from cryptography import x509
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from keymanager.api.middleware import next_request_id
+from keymanager.api.request_context import next_request_id
 from keymanager.config import Settings
 
 CLOSE_GRACE_SECONDS = 1.0
