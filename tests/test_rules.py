@@ -123,3 +123,32 @@ def test_every_kms_operation_served_has_its_right(services: Services) -> None:
     served = {*services.kms_crypto.operations, *services.kms_keys.reads, *services.kms_keys.changes}
     assert {f"kms.{operation}" for operation in served} <= RIGHTS.keys()
     assert not {f"kms.{operation}" for operation in KNOWN_UNSUPPORTED} & RIGHTS.keys()
+
+
+def awrite_callers(source: str) -> list[str]:
+    """Each function in ``source`` that calls ``….awrite(…)``, by name."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            calls = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+            found += [
+                function.name for call in calls if isinstance(call.func, ast.Attribute) and call.func.attr == "awrite"
+            ]
+    return found
+
+
+def test_every_audit_record_of_a_request_is_written_through_the_audit_log() -> None:
+    callers = {
+        f"{path.relative_to(PACKAGE)}:{name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in awrite_callers(path.read_text())
+    }
+    assert callers == {"services/audit_log.py:_write"}
+
+
+def test_a_second_writer_is_caught() -> None:
+    source = """
+async def write_summary(services, entry):
+    await services.audit_writer.awrite(entry)
+"""
+    assert awrite_callers(source) == ["write_summary"]

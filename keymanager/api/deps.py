@@ -16,7 +16,7 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Request, params
 
 from keymanager.api.audit_trail import AuditContext, audit_context
-from keymanager.api.front_door import CREDENTIAL
+from keymanager.api.request_context import CREDENTIAL
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
@@ -86,4 +86,4 @@ async def run_authenticated(
     async def attempt(snapshot: Snapshot) -> T:
         return await use(snapshot, await authenticate(request, snapshot, trail))
 
-    return await run_validated(svc.cache, svc.audit_writer, attempt, record)
+    return await run_validated(svc.cache, svc.audit_log, attempt, record)

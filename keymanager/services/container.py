@@ -15,6 +15,7 @@ from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
+from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
@@ -53,6 +54,7 @@ class Services:
     key_import: KeyImportService
     audit_records: AuditRecords
     audit_writer: AuditWriter
+    audit_log: AuditLog
     audit_reader: AuditReader
     audit_chain: AuditChain
     cache: MetadataCache
@@ -104,6 +106,7 @@ class Services:
             key_import=KeyImportService(store, hsm),
             audit_records=audit_records,
             audit_writer=audit_writer,
+            audit_log=AuditLog(audit_writer),
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
             audit_chain=AuditChain(audit_records, audit_key, checkpoint_file=settings.audit_checkpoint_file),

@@ -25,7 +25,7 @@ def read(services: Services, principal: Principal, ref: str) -> ShownKey:
     def entry(_: ShownKey) -> AuditEntry:
         return AuditEntry(time=datetime.now(UTC), action="key.read", outcome=Outcome.OK, status=200)
 
-    return asyncio.run(run_validated(services.cache, services.audit_writer, attempt, entry))
+    return asyncio.run(run_validated(services.cache, services.audit_log, attempt, entry))
 
 
 def reads_recorded(services: Services) -> int:
