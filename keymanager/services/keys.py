@@ -22,18 +22,14 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
-from keymanager.domain.policy import Operation, Policy
+from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import (
     Conflict,
     Forbidden,
     InvalidRequest,
-    KeyDestroyed,
-    KeyDisabled,
     KeyManagerError,
     KeyNotFound,
-    KeyPendingDeletion,
-    KeyPendingImport,
     PreconditionFailed,
 )
 from keymanager.hsm import Hsm
@@ -263,6 +259,15 @@ class KeyService:
             expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 
+    def rename(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None = None) -> None:
+        """Give each key id its new name, in order, in one change (recording ``record``): how the KMS
+        API moves its aliases (whose names it checked). KeyNotFound, or Conflict for a taken name."""
+        self._store.rename_keys(renames, record=record)
+
+    def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None = None) -> None:
+        """Rotate key ``key_id`` every ``days`` days from now on (None: only by hand), recording ``record``."""
+        self._store.set_rotation_period(key_id, days, record=record)
+
 
 def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> AuditEntry | None:
     """``entry`` naming ``key`` (and ``version``)."""
@@ -297,24 +302,3 @@ def destroyed_on_failure(hsm: Hsm, objects: HsmObjects | None, what: str) -> Ite
 def _listed(names: Sequence[str]) -> str:
     """At most five names, for an error message."""
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-
-
-_STATE_ERRORS: dict[KeyState, type[KeyManagerError]] = {
-    KeyState.DISABLED: KeyDisabled,
-    KeyState.PENDING_DELETION: KeyPendingDeletion,
-    KeyState.DESTROYED: KeyDestroyed,
-    KeyState.PENDING_IMPORT: KeyPendingImport,
-}
-
-
-def require_enabled(key: Key) -> None:
-    """Raise the error of the key's state unless it is enabled (409 ``key_disabled`` and the others)."""
-    if key.state is not KeyState.ENABLED:
-        raise _STATE_ERRORS[key.state]()
-
-
-def require_use(key: Key, principal: Principal, operation: Operation) -> None:
-    """Raise Forbidden unless the key's policy lets ``principal`` (by id) do ``operation`` now;
-    an auditor never uses a key."""
-    if principal.role is Role.AUDITOR or not key.policy.allows(operation, principal.id):
-        raise Forbidden(f"the principal may not {operation.value.replace('_', ' ')} with this key")

@@ -181,14 +181,14 @@ class KmsKeys:
         name, target = self._alias_and_target(call)
         if self._keys.id_of(name) is not None:
             raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
-        self._store.rename_keys([(target.id, name)], record=replace(entry, key_id=target.id))
+        self._keys.rename([(target.id, name)], record=replace(entry, key_id=target.id))
         return {}
 
     def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name, target = self._alias_and_target(call)
         current = self._keys.find(name)
         if current.id != target.id:
-            self._store.rename_keys(
+            self._keys.rename(
                 [(current.id, kms.unaliased_name()), (target.id, name)], record=replace(entry, key_id=target.id)
             )
         return {}
@@ -197,18 +197,18 @@ class KmsKeys:
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
-        self._store.rename_keys([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
+        self._keys.rename([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
         return {}
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
         days = kms.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
-        self._store.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
+        self._keys.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
         return {}
 
     def disable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
-        self._store.set_rotation_period(key.id, None, record=replace(entry, key_id=key.id))
+        self._keys.set_rotation_period(key.id, None, record=replace(entry, key_id=key.id))
         return {}
 
     def rotate_key_on_demand(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
