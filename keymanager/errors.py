@@ -11,6 +11,7 @@ Hierarchy::
     ├── NotFound                  404 not_found
     │   └── KeyNotFound           404 key_not_found
     ├── Conflict                  409 conflict
+    ├── PreconditionFailed        412 precondition_failed (If-Match names an older state)
     ├── KeyDisabled               409 key_disabled
     ├── KeyPendingDeletion        409 key_pending_deletion
     ├── KeyDestroyed              409 key_destroyed

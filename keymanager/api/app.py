@@ -18,7 +18,7 @@ from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
-from keymanager.api.front_door import BodyLimits, FrontDoor, summary_entry
+from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
@@ -27,7 +27,7 @@ from keymanager.config import Settings
 from keymanager.domain.models import KeyState
 from keymanager.services.container import Services
 from keymanager.services.spool import remove_dead
-from keymanager.services.throttle import AuthThrottle, FailureSummary
+from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-            await _write_summaries(app.state.services, throttle.due(everything=True))
+            await app.state.services.audit_log.summaries(throttle.due(everything=True))
             if owned:
                 _close_with_checkpoint(app.state.services)
 
@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             methods=lambda scope: errors.methods_served(app.router.routes, scope),
         ),
         trail=AuditTrail(
-            writer=lambda: app.state.services.audit_writer,
+            log=lambda: app.state.services.audit_log,
             key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         ),
         metrics=app_metrics,
@@ -169,15 +169,7 @@ async def _summarise(services: Services, throttle: AuthThrottle) -> None:
     """Every interval, write the summaries of failed authentications whose interval is over."""
     while True:
         await asyncio.sleep(throttle.summary_seconds)
-        await _write_summaries(services, throttle.due())
-
-
-async def _write_summaries(services: Services, summaries: list[FailureSummary]) -> None:
-    for summary in summaries:
-        try:
-            await services.audit_writer.awrite(summary_entry(summary, "", 401, {}))
-        except Exception as exc:  # the counts are lost (the audit log counted the failure), the loop goes on
-            log.warning("could not record a summary of failed authentications: %s", type(exc).__name__)
+        await services.audit_log.summaries(throttle.due())
 
 
 STUCK_EXIT_STATUS = 70

@@ -5,7 +5,8 @@ A route is audited when its endpoint is decorated with :func:`audited`, which na
 fill the request's :class:`AuditContext` (principal, key, version, details); the path's
 parameters (the key, the principal's name …) are in every record of the request already.
 
-Who writes the record is decided in one place, :meth:`AuditContext.owes_record`:
+Which record a request owes is decided in one place for every door, ``AuditLog.owed``
+(``services/audit_log.py``); :meth:`AuditContext.owes_record` gives it this door's facts:
 
 - a route whose success is recorded with the change itself — in the transaction that makes
   it, or by ``run_validated`` before the route answers — takes that record from
@@ -13,9 +14,11 @@ Who writes the record is decided in one place, :meth:`AuditContext.owes_record`:
   ``status_code``, 200 by default): the record commits before the response exists, and the
   route can only answer that status once it committed;
 - every other answer (reads, refusals, failures, a change that failed after taking its record)
-  is recorded by :class:`AuditTrail` when the response starts, with the response's status and
-  an outcome derived from it. If the record cannot be written, the client gets 503
-  ``database_unavailable`` instead of the answer (fail closed).
+  is recorded by :class:`AuditTrail` (through ``AuditLog.answer``) when the response starts,
+  with the response's status and an outcome derived from it. If the record cannot be written,
+  the client gets 503 ``database_unavailable`` instead of the answer (fail closed);
+- a request the front door refused before its route was known (names, length, credential)
+  owes no record of its own: a failed authentication is summarised (``api/front_door.py``).
 
 A request that fails after its answer started (a stream cut mid-way) is recorded with the
 status and code of the :class:`KeyManagerError` that caused it, 500 for anything else; one that
@@ -24,8 +27,8 @@ hangs up before the answer completed (mid-upload or mid-download) is recorded wi
 and logged as one WARNING line, without a traceback.
 
 The AWS KMS door (``api/kms.py``) has no routes: it declares each call's action on the context
-(:attr:`AuditContext.declared`) and writes its own records, so that a failed write answers in
-AWS's error shape.
+(:attr:`AuditContext.declared`) and asks ``AuditLog`` itself when it answers, so that a failed
+write answers in AWS's error shape.
 """
 
 from __future__ import annotations
@@ -42,11 +45,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.errors import DatabaseUnavailable, KeyManagerError
-from keymanager.services.audit import AuditWriter
+from keymanager.errors import KeyManagerError
+from keymanager.services.audit_log import AuditLog, Owed
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
+_UNAUDITED = "__km_unaudited_action__"
 CLIENT_CLOSED = 499
 """The status recorded when the client hung up before its answer completed (nginx's code)."""
 log = logging.getLogger(__name__)
@@ -57,6 +61,17 @@ def audited(action: str) -> Callable[[F], F]:
 
     def mark(endpoint: F) -> F:
         setattr(endpoint, _ATTRIBUTE, action)
+        return endpoint
+
+    return mark
+
+
+def unaudited(action: str) -> Callable[[F], F]:
+    """Name the action of a route's endpoint that writes no audit record (reading the audit log or
+    the metrics): the action its caller is authorized for (``services/authorization.py``)."""
+
+    def mark(endpoint: F) -> F:
+        setattr(endpoint, _UNAUDITED, action)
         return endpoint
 
     return mark
@@ -95,8 +110,13 @@ class AuditContext:
 
     @property
     def action(self) -> str:
-        """The audited action: the route's (:func:`audited`) or the declared one."""
-        return self.declared or _declared_action(self.scope) or "unaudited"
+        """The request's action: the declared one, else the route's (:func:`audited`, :func:`unaudited`)."""
+        return (
+            self.declared
+            or _declared_action(self.scope)
+            or getattr(self.scope.get("endpoint"), _UNAUDITED, None)
+            or "unaudited"
+        )
 
     def success(self, about: Located | None = None, **details: Any) -> AuditEntry:
         """The record of this request's success (naming the key version ``about`` used, with
@@ -132,10 +152,22 @@ class AuditContext:
         ref = self.scope.get("path_params", {}).get("key")
         return ref if isinstance(ref, str) else None
 
+    @property
+    def success_taken(self) -> bool:
+        """Whether :meth:`success` gave out this request's success record."""
+        return self._success_taken
+
     def owes_record(self, status: int) -> bool:
-        """Whether the trail must write this request's record for an answer of ``status``: for an
-        audited route, unless the answer is a success whose record :meth:`success` gave out."""
-        return _declared_action(self.scope) is not None and not (self._success_taken and status < 400)
+        """Whether the trail must write this request's record for an answer of ``status``
+        (``AuditLog.owed``: for an audited route, unless the answer is a success whose record
+        :meth:`success` gave out)."""
+        owed = AuditLog.owed(
+            audited=_declared_action(self.scope) is not None,
+            authenticated=True,  # the front door refuses the unauthenticated before any route is known
+            success_taken=self._success_taken,
+            status=status,
+        )
+        return owed is Owed.ANSWER
 
 
 def outcome_of(status: int) -> Outcome:
@@ -168,8 +200,8 @@ class AuditTrail:
     """Writes the records the answers of audited requests owe (see the module docstring); the
     gateway (``api/gateway.py``) calls it as a request's answer starts, fails or is abandoned."""
 
-    def __init__(self, *, writer: Callable[[], AuditWriter], key_id: Callable[[str], str | None]) -> None:
-        self.writer = writer
+    def __init__(self, *, log: Callable[[], AuditLog], key_id: Callable[[str], str | None]) -> None:
+        self.log = log
         self.key_id = key_id
 
     @staticmethod
@@ -177,7 +209,7 @@ class AuditTrail:
         """The audit context of the request ``scope``, which its route fills."""
         client = scope.get("client")
         context = AuditContext(request_id=request_id, client=client[0] if client else None, scope=scope)
-        if traceparent is not None:  # validated, 55 characters (api/middleware.py)
+        if traceparent is not None:  # validated, 55 characters (api/request_context.py)
             context.details["traceparent"] = traceparent
         return context
 
@@ -189,12 +221,7 @@ class AuditTrail:
         if context.key_id is None and context.key_ref is not None:
             # Refused before the route learnt the key's id: name the key by id all the same.
             context.key_id = await run_in_threadpool(self.key_id, context.key_ref)
-        try:
-            await self.writer().awrite(context.entry(status))
-        except KeyManagerError:
-            raise
-        except Exception:
-            raise DatabaseUnavailable("the audit record could not be written") from None
+        await self.log().answer(context.entry(status))
 
     async def failed(self, context: AuditContext, exc: BaseException) -> None:
         """Record a request that failed with ``exc`` after its answer started: the status and code of

@@ -1,9 +1,11 @@
-"""Request dependencies: the process's services, the authenticated principal, role guards.
+"""Request dependencies: the process's services, the authenticated and authorized principal.
 
 Every route authenticates one way, :func:`authenticate`, through a metadata snapshot
 (:mod:`keymanager.services.snapshot`): the routes that use a key run on snapshots of their own
-(:func:`run_authenticated`), every other route takes :data:`Caller`, read fresh from the
-database. Role guards are route dependencies (``dependencies=[ADMIN]``).
+(:func:`run_authenticated`), every other route takes :data:`Caller` (or :data:`AUTHORIZED`, when
+it needs no principal of its own), read fresh from the database. Authentication ends with the
+services' one rule of roles (``services/authorization.py``) for the route's declared action:
+no route names a role.
 """
 
 from __future__ import annotations
@@ -14,11 +16,12 @@ from typing import Annotated, TypeVar
 from fastapi import Depends, Request, params
 
 from keymanager.api.audit_trail import AuditContext, audit_context
-from keymanager.api.front_door import CREDENTIAL
+from keymanager.api.request_context import CREDENTIAL
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
-from keymanager.domain.models import Principal, Role
-from keymanager.errors import Forbidden, Unauthenticated
+from keymanager.domain.models import Principal
+from keymanager.errors import Unauthenticated
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 
@@ -47,34 +50,26 @@ def credential_of(request: Request) -> Credential:
 
 
 async def authenticate(request: Request, snapshot: Snapshot, trail: AuditContext) -> Principal:
-    """The principal of the request's credential, looked up through ``snapshot``; else 401."""
+    """The principal of the request's credential, looked up through ``snapshot`` (else 401), once the
+    services' rule of roles lets it do the route's action (else 403)."""
     principal = await snapshot.principal(credential_of(request))
     trail.principal = principal.name
     request.scope["state"]["principal_id"] = principal.id  # for the request's log lines
-    return principal
+    return authorize(principal, trail.action)
 
 
 async def caller(request: Request, trail: AuditDep) -> Principal:
-    """The principal of the request's credential, read fresh from the database; else 401."""
+    """The principal of the request's credential, read fresh from the database (else 401), authorized
+    for the route's action (else 403)."""
     return await authenticate(request, services_of(request).cache.snapshot(fresh=True), trail)
 
 
 Caller = Annotated[Principal, Depends(caller)]
 
 
-def require_role(*roles: Role) -> params.Depends:
-    """A route dependency letting only principals with one of ``roles`` through (else 403)."""
-
-    async def check(principal: Caller) -> None:
-        if principal.role not in roles:
-            raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
-
-    return params.Depends(check)
-
-
-ADMIN = require_role(Role.ADMIN)
-READER = require_role(Role.AUDITOR, Role.ADMIN)
-"""Who reads the audit log and the metrics."""
+AUTHORIZED = params.Depends(caller)
+"""A route dependency: the caller authenticated and authorized for the route's action, for a
+route that needs no principal of its own (it names no role: the services decide)."""
 
 
 async def run_authenticated(
@@ -91,4 +86,4 @@ async def run_authenticated(
     async def attempt(snapshot: Snapshot) -> T:
         return await use(snapshot, await authenticate(request, snapshot, trail))
 
-    return await run_validated(svc.cache, svc.audit_writer, attempt, record)
+    return await run_validated(svc.cache, svc.audit_log, attempt, record)

@@ -25,28 +25,25 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 from starlette.responses import Response
 from starlette.types import Scope
 
 from keymanager.api.errors import render
-from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.api.request_context import CREDENTIAL
 from keymanager.domain.credentials import Credential
 from keymanager.domain.names import KEY_REF_RULE, PRINCIPAL_NAME_RULE, is_key_ref, is_principal_name
+from keymanager.domain.sigv4 import claimed_access_key_id
 from keymanager.errors import InvalidRequest, KeyManagerError, PayloadTooLarge, RateLimited, Unauthenticated
 from keymanager.services.container import Services
+from keymanager.services.credential_index import ACCESS_KEY
 from keymanager.services.throttle import AuthThrottle, FailureSummary
 
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 """Routes anyone may call; every other path (unknown ones included) needs a principal."""
-CREDENTIAL = "credential"
 CLIENT_SUBJECT = "client_subject"
 MAX_TOKEN_CHARS = 256
 MAX_SUBJECT_CHARS = 1024
-AUTH_FAILED = "auth.failed"
-"""Audit action of the summaries of failed authentications."""
 
 _KEY = re.compile(r"/v1/keys/([^/]*)(?:/.*)?")
 _PRINCIPAL = re.compile(r"/v1/principals/([^/]*)")
@@ -124,7 +121,7 @@ class FrontDoor:
         services = self.services()
         wait = self.throttle.retry_after(address)
         if wait is not None and not await vouched_for(services, credential):
-            await write_summary(services, self.throttle.refused(address), scope, 429)
+            await summarise(services, self.throttle.refused(address), scope, 429)
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
             if credential is None:
@@ -132,7 +129,7 @@ class FrontDoor:
             if not services.cache.knows(credential):
                 await services.cache.snapshot(fresh=False).principal(credential)
         except Unauthenticated:
-            await write_summary(services, self.throttle.failed(address), scope, 401)
+            await summarise(services, self.throttle.failed(address), scope, 401)
             raise
         scope["state"][CREDENTIAL] = credential
 
@@ -145,27 +142,23 @@ async def vouched_for(services: Services, credential: Credential | None) -> bool
     return services.cache.knows(credential) or await services.credentials.holds(credential.cache_name)
 
 
-async def write_summary(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:
-    """Record ``summary`` (when one is due) naming this request; the audit log's error if it fails."""
-    if summary is not None:
-        details = {"method": scope["method"], "path": scope["path"]}
-        entry = summary_entry(summary, scope["state"].get("request_id", ""), status, details)
-        await services.audit_writer.awrite(entry)
+async def vouched_for_signature(services: Services, scope: Scope) -> bool:
+    """Whether the access key a SigV4-signed request (the KMS and XKS doors) claims is a stored one:
+    a throttled address is served for it (its signature is then verified as any other's)."""
+    authorization = next((v for k, v in scope["headers"] if k.lower() == b"authorization"), b"")
+    key_id = claimed_access_key_id(authorization.decode("latin-1"))
+    return key_id is not None and await services.credentials.holds(ACCESS_KEY + key_id)
 
 
-def summary_entry(summary: FailureSummary, request_id: str, status: int, details: dict[str, Any]) -> AuditEntry:
-    """The audit entry of a summary of failed authentications (``status``: of the request that made it due)."""
-    counts = {"failures": summary.failures, "throttled": summary.throttled}
-    if summary.client is None:
-        counts["addresses"] = summary.addresses
-    return AuditEntry(
-        time=datetime.now(UTC),
-        action=AUTH_FAILED,
-        outcome=Outcome.DENIED,
+async def summarise(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:
+    """Hand ``summary`` (when the throttle made one due) to the audit log, naming this request
+    (``AuditLog.failed_authentication``); the audit log's error if it cannot be written."""
+    await services.audit_log.failed_authentication(
+        summary,
+        request_id=scope["state"].get("request_id", ""),
         status=status,
-        request_id=request_id,
-        client=summary.client,
-        details={**counts, **details},
+        method=scope["method"],
+        path=scope["path"],
     )
 
 

@@ -4,7 +4,7 @@ metrics of every request, and the hot routes answered without FastAPI.
 :func:`keymanager.api.app.create_app` returns a :class:`Gateway` around its FastAPI app; it is
 what uvicorn serves. Each HTTP request passes, in this order:
 
-1. its context (``api/middleware.py``): the request id and trace context, in the scope's state,
+1. its context (``api/request_context.py``): the request id and trace context, in the scope's state,
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
 2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
@@ -47,7 +47,7 @@ from keymanager.api.fastpath import SERVED, FastPath, FastRoute, read_body, repl
 from keymanager.api.front_door import FrontDoor
 from keymanager.api.logs import request_scope
 from keymanager.api.metrics import Metrics
-from keymanager.api.middleware import log_access, request_ids, response_ids
+from keymanager.api.request_context import log_access, request_ids, response_ids
 from keymanager.api.xks import MARK as XKS_MARK
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 

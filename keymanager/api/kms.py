@@ -29,14 +29,15 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import write_summary
+from keymanager.api.front_door import summarise, vouched_for_signature
 from keymanager.domain import kms, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.domain.sigv4 import ReceivedRequest, claimed_access_key_id
+from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
+from keymanager.services.audit_log import Owed
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.credential_index import ACCESS_KEY
-from keymanager.services.kms import Call
+from keymanager.services.kms.crypto import Call
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
 
@@ -116,33 +117,52 @@ class KmsDoor:
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []
         wait = self.throttle.retry_after(address)
-        if wait is not None and not await _vouched_for(svc, headers):
-            await write_summary(svc, self.throttle.refused(address), scope, 400)
+        if wait is not None and not await vouched_for_signature(svc, scope):
+            await summarise(svc, self.throttle.refused(address), scope, 400)
             status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
-            status, answer = await _answer(exchange, scope, receive, headers)
-            if status != 200 and exchange.call is None:  # refused before the caller authenticated
-                await write_summary(svc, self.throttle.failed(address), scope, status)
+            status, refusal, answer = await _answer(exchange, scope, receive, headers)
+            status, answer = await self._recorded(exchange, scope, address, status, refusal, answer)
         body = json.dumps(answer, separators=(",", ":")).encode()
         response_headers = [*_HEADERS, *extra, (b"x-amzn-requestid", trail.request_id.encode())]
         response_headers.append((b"content-length", str(len(body)).encode()))
         await send({"type": "http.response.start", "status": status, "headers": response_headers})
         await send({"type": "http.response.body", "body": body})
 
-
-async def _vouched_for(svc: Services, headers: list[tuple[str, str]]) -> bool:
-    """Whether the access key the request claims is a stored one: a throttled address is served
-    for it (its signature is then verified as any other's)."""
-    authorization = next((v for k, v in headers if k.lower() == "authorization"), "")
-    key_id = claimed_access_key_id(authorization)
-    return key_id is not None and await svc.credentials.holds(ACCESS_KEY + key_id)
+    async def _recorded(
+        self,
+        exchange: _Exchange,
+        scope: Scope,
+        address: str,
+        status: int,
+        refusal: kms.KmsError | None,
+        answer: dict[str, Any],
+    ) -> tuple[int, dict[str, Any]]:
+        """The answer once the audit log has what the call owes (``AuditLog.owed``): the record of a
+        read or a refusal, or — refused before its caller authenticated — its share of its
+        address's summary of failed authentications. A record that cannot be written turns the
+        answer into a 503 ``DependencyTimeoutException``."""
+        svc, trail = exchange.svc, exchange.trail
+        owed = svc.audit_log.owed(
+            audited=True, authenticated=exchange.call is not None, success_taken=trail.success_taken, status=status
+        )
+        if owed is Owed.SUMMARY:
+            await summarise(svc, self.throttle.failed(address), scope, status)
+        elif owed is Owed.ANSWER:
+            try:
+                await svc.audit_log.answer(await _entry(exchange, status, refusal))
+            except Exception:
+                log.error("the audit record of a KMS call could not be written")
+                refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
+                return refusal.status, {"__type": refusal.code, "message": refusal.message}
+        return status, answer
 
 
 async def _answer(
     exchange: _Exchange, scope: Scope, receive: Receive, headers: list[tuple[str, str]]
-) -> tuple[int, dict[str, Any]]:
-    """The status and JSON of the answer. A success's audit record is written by the operation, a refusal's here."""
+) -> tuple[int, kms.KmsError | None, dict[str, Any]]:
+    """The status, the refusal (None for a success) and the JSON of the answer."""
     try:
         if not exchange.operation:
             raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
@@ -156,28 +176,29 @@ async def _answer(
             headers=headers,
             body=body,
         )
-        return 200, await _serve(exchange, request, _params(body))
+        return 200, None, await _serve(exchange, request, _params(body))
     except KeyManagerError as exc:
         refusal = kms.aws_error(exc)
     except Exception as exc:  # never a stack trace to the client; the class name to the log
         log.error("unhandled %s in KMS operation %s", type(exc).__name__, exchange.trail.action)
         refusal = kms.KmsError("KMSInternalException", "internal error", 500)
-    if exchange.call is None:  # nobody authenticated: summarised per address by the caller, never one record each
-        return refusal.status, {"__type": refusal.code, "message": refusal.message}
-    entry = exchange.trail.entry(refusal.status)
+    return refusal.status, refusal, {"__type": refusal.code, "message": refusal.message}
+
+
+async def _entry(exchange: _Exchange, status: int, refusal: kms.KmsError | None) -> AuditEntry:
+    """The record of the answer ``status``: a read's, or a refusal's (its AWS code, the key it named)."""
+    entry = exchange.trail.entry(status)
+    if refusal is None:
+        return entry
     if refusal.code in kms.DENIED:
         entry = replace(entry, outcome=Outcome.DENIED)
-    try:
-        entry = replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
-        await exchange.svc.audit_writer.awrite(entry)
-    except Exception:
-        log.error("the audit record of a refused KMS call could not be written")
-        refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
-    return refusal.status, {"__type": refusal.code, "message": refusal.message}
+    return replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
 
 
 async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str, Any]) -> dict[str, Any]:
-    """Authenticate and run the operation; its audit record is written on success.
+    """Authenticate the caller, authorize it for the operation (``services/authorization.py``) and
+    run the operation. A success's record is committed with it (keys in use, changes); a read's
+    is the answer's, which the door writes as it answers (``KmsDoor._recorded``).
 
     Keys in use go through ``run_validated`` on the metadata snapshot (as the REST hot path);
     reads and changes authenticate on fresh reads and run on a worker thread (as REST's admin
@@ -196,23 +217,26 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str
     if use is not None:
 
         async def attempt(snapshot: Snapshot) -> dict[str, Any]:
-            return await use(snapshot, await authenticated(snapshot))
+            call = await authenticated(snapshot)
+            authorize(call.principal, trail.action)
+            return await use(snapshot, call)
 
         def entry(_: dict[str, Any]) -> AuditEntry:
             assert exchange.call is not None
             trail.key_id, trail.key_version = exchange.call.key_id, exchange.call.key_version
             return trail.success()
 
-        return await run_validated(svc.cache, svc.audit_writer, attempt, entry)
+        return await run_validated(svc.cache, svc.audit_log, attempt, entry)
     call = await authenticated(svc.cache.snapshot(fresh=True))
     read = svc.kms_keys.reads.get(exchange.operation)
     handler = read or svc.kms_keys.changes.get(exchange.operation)
     if handler is None:
         raise kms.unsupported(exchange.operation)
-    answer = await asyncio.to_thread(handler, call, trail.success())
-    if read is not None:  # a read's record (a change committed its own with itself)
-        trail.key_id = call.key_id
-        await svc.audit_writer.awrite(trail.success())
+    authorize(call.principal, trail.action)
+    if read is None:  # a change commits its record with itself
+        return await asyncio.to_thread(handler, call, trail.success())
+    answer = await asyncio.to_thread(read, call, trail.entry(200))  # (a read ignores the record)
+    trail.key_id = call.key_id
     return answer
 
 

@@ -29,13 +29,15 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import write_summary
+from keymanager.api.front_door import summarise, vouched_for_signature
 from keymanager.domain import xks
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
 from keymanager.domain.models import Door
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
+from keymanager.services.audit_log import Owed
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -87,14 +89,14 @@ class XksDoor:
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []
         wait = self.throttle.retry_after(address)
-        if wait is not None:
-            await write_summary(svc, self.throttle.refused(address), scope, 429)
+        if wait is not None and not await vouched_for_signature(svc, scope):
+            await summarise(svc, self.throttle.refused(address), scope, 429)
             status, answer = 429, _error(xks.XksError("ThrottlingException", "too many failed authentications"))
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, answer = await _answer(exchange, scope, receive)
             if status != 200 and exchange.call is None:  # refused before the key store authenticated
-                await write_summary(svc, self.throttle.failed(address), scope, status)
+                await summarise(svc, self.throttle.failed(address), scope, status)
             if status == 405:
                 extra = [(b"allow", b"POST")]
         body = json.dumps(answer, separators=(",", ":")).encode()
@@ -127,10 +129,16 @@ async def _answer(exchange: _Exchange, scope: Scope, receive: Receive) -> tuple[
     except Exception as exc:  # never a stack trace to the client; the class name to the log
         log.error("unhandled %s in XKS operation %s", type(exc).__name__, exchange.trail.action)
         refusal = xks.XksError("InternalException", "internal error")
-    if exchange.call is None or exchange.call.path.operation == "GetHealthStatus":
+    owed = exchange.svc.audit_log.owed(
+        audited=exchange.call is not None and exchange.call.path.operation != "GetHealthStatus",
+        authenticated=exchange.call is not None,
+        success_taken=False,
+        status=refusal.status,
+    )
+    if owed is not Owed.ANSWER or exchange.call is None:  # a summary's share is counted by the caller
         return refusal.status, _error(refusal)
     try:
-        await exchange.svc.audit_writer.awrite(_record(exchange.trail, exchange.call, refusal.status, refusal.name))
+        await exchange.svc.audit_log.answer(_record(exchange.trail, exchange.call, refusal.status, refusal.name))
     except Exception:
         log.error("the audit record of a refused XKS call could not be written")
         refusal = xks.XksError("DependencyTimeoutException", "the audit record could not be written")
@@ -146,6 +154,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, body: bytes) -> 
     async def authenticated(snapshot: Snapshot) -> XksCall:
         principal, _ = await svc.access_keys.authenticate(snapshot, request, now, door=Door.XKS)
         trail.principal = principal.name
+        authorize(principal, trail.action)
         exchange.call = call = XksCall(principal, path, {})
         if principal.xks_uri_prefix != path.prefix:
             raise xks.XksError("InvalidUriPathException", "the URI path is not this key store's")
@@ -165,7 +174,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest, body: bytes) -> 
         assert exchange.call is not None
         return _record(trail, exchange.call, 200, None)
 
-    return await run_validated(svc.cache, svc.audit_writer, attempt, entry)
+    return await run_validated(svc.cache, svc.audit_log, attempt, entry)
 
 
 def _record(trail: AuditContext, call: XksCall, status: int, error: str | None) -> AuditEntry:

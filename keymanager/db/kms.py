@@ -1,35 +1,36 @@
-"""What the AWS KMS API stores beyond :class:`~keymanager.db.store.Store`: access keys, key tags,
-and the key changes only that API makes (a key's name, which is its alias, and its rotation period).
+"""What the AWS KMS API stores beyond :class:`~keymanager.db.store.Store`: access keys and key tags
+(the keys themselves, aliases and rotation periods included, are ``Store``'s: one repository
+writes each table).
 
 Every change bumps the metadata version in its own transaction, with its audit entry, exactly
-as ``Store`` does: a revoked access key stops working at once on every replica.
+as ``Store`` does (``db/changes.py``): a revoked access key stops working at once on every replica.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from datetime import UTC, datetime
 
-from sqlalchemy import Engine, delete, select, update
+from sqlalchemy import Engine, delete, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from keymanager import errors
 from keymanager.db import records
+from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import AccessKeyRow, KeyRow, KeyTagRow, PrincipalRow
-from keymanager.db.store import _AUDIT_KEY, _changed, _rowcount
 from keymanager.domain.access_keys import MAX_PER_PRINCIPAL, AccessKey
 from keymanager.domain.audit import AuditEntry, ChainKey
 
 
 class KmsStore:
-    """Access keys and the KMS API's key changes, over one engine; safe to share between threads."""
+    """Access keys and key tags, over one engine; safe to share between threads."""
 
     def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
         """``audit_key`` seals the audit records written with changes (see ``keymanager.db.audit``)."""
-        self._sessions = sessionmaker(engine, expire_on_commit=False, info={_AUDIT_KEY: audit_key})
+        self._sessions = sessions(engine, audit_key)
 
     # -- access keys --------------------------------------------------------------------
     def add_access_key(
@@ -59,7 +60,7 @@ class KmsStore:
                     )
                 )
                 session.flush()
-                _changed(session, record)
+                record_change(session, record)
         except IntegrityError:
             raise errors.Conflict("this access key id is taken") from None
         return now
@@ -82,9 +83,9 @@ class KmsStore:
         with self._transaction() as session:
             owner = select(PrincipalRow.id).where(PrincipalRow.name == principal_name).scalar_subquery()
             statement = delete(AccessKeyRow).where(AccessKeyRow.id == access_key_id, AccessKeyRow.principal_id == owner)
-            if _rowcount(session, statement) == 0:
+            if rowcount(session, statement) == 0:
                 return False
-            _changed(session, record)
+            record_change(session, record)
             return True
 
     def access_key(self, access_key_id: str) -> AccessKey | None:
@@ -105,28 +106,6 @@ class KmsStore:
                 wrap_label=row.wrap_label,
                 created_at=_utc(row.created_at),
             )
-
-    # -- key changes of the KMS API ---------------------------------------------------------
-    def rename_keys(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None) -> None:
-        """Give each key id its new name, in order, in one transaction (Conflict for a taken name)."""
-        try:
-            with self._transaction() as session:
-                for key_id, name in renames:
-                    statement = update(KeyRow).where(KeyRow.id == key_id).values(name=name, updated_at=_now())
-                    if _rowcount(session, statement) == 0:
-                        raise errors.KeyNotFound()
-                session.flush()
-                _changed(session, record)
-        except IntegrityError:
-            raise errors.Conflict("a key with this name (alias) exists") from None
-
-    def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None) -> None:
-        """Rotate key ``key_id`` every ``days`` days (None: only by hand)."""
-        with self._transaction() as session:
-            statement = update(KeyRow).where(KeyRow.id == key_id).values(rotation_period_days=days, updated_at=_now())
-            if _rowcount(session, statement) == 0:
-                raise errors.KeyNotFound()
-            _changed(session, record)
 
     # -- tags -------------------------------------------------------------------------------
     def tags_of(self, key_id: str) -> dict[str, str]:
@@ -155,7 +134,7 @@ class KmsStore:
                 else:
                     session.add(KeyTagRow(key_id=key_id, tag_key=tag_key, tag_value=value))
             session.flush()
-            _changed(session, record)
+            record_change(session, record)
             return True
 
     def untag_key(self, key_id: str, tag_keys: Collection[str], *, record: AuditEntry | None) -> None:
@@ -163,24 +142,12 @@ class KmsStore:
         with self._transaction() as session:
             statement = delete(KeyTagRow).where(KeyTagRow.key_id == key_id, KeyTagRow.tag_key.in_(sorted(tag_keys)))
             session.execute(statement)
-            _changed(session, record)
-
-    def existing_principals(self, names: Collection[str]) -> dict[str, str]:
-        """Name to role of the principals among ``names`` that exist."""
-        with self._transaction() as session:
-            rows = session.execute(
-                select(PrincipalRow.name, PrincipalRow.role).where(PrincipalRow.name.in_(sorted(names)))
-            )
-            return {row.name: row.role for row in rows}
+            record_change(session, record)
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
             yield session
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
 
 
 def _utc(moment: datetime) -> datetime:

@@ -8,19 +8,18 @@ reached; its message never names the URL or the password.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict, Unpack, cast
+from typing import Any, TypedDict, Unpack
 
-from sqlalchemy import ColumnElement, Connection, Engine, Executable, delete, select, text, update
-from sqlalchemy.engine import CursorResult
+from sqlalchemy import ColumnElement, Connection, Engine, delete, select, text, update
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session
 
 from keymanager import errors
 from keymanager.db import records
-from keymanager.db.audit import append as append_audit
+from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.db.records import select_keys
@@ -44,7 +43,7 @@ class Store:
     def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
         """``audit_key`` seals the audit records written with changes (see ``keymanager.db.audit``)."""
         self._engine = engine
-        self._sessions = sessionmaker(engine, expire_on_commit=False, info={_AUDIT_KEY: audit_key})
+        self._sessions = sessions(engine, audit_key)
 
     def close(self) -> None:
         """Close the pooled database connections; a later call opens new ones."""
@@ -71,7 +70,7 @@ class Store:
             with self._transaction() as session:
                 session.add(records.principal_row(principal, token_hash))
                 session.flush()
-                _changed(session, record)
+                record_change(session, record)
         except IntegrityError:
             raise self._principal_conflict(principal) from None
 
@@ -113,7 +112,7 @@ class Store:
                 return False
             session.execute(delete(PrincipalRow).where(PrincipalRow.id == principal_id))
             _forget_in_policies(session, principal_id)
-            _changed(session, record)
+            record_change(session, record)
             return True
 
     # -- keys ---------------------------------------------------------------
@@ -124,7 +123,7 @@ class Store:
             with self._transaction() as session:
                 session.add(records.key_row(key))
                 session.flush()
-                _changed(session, record)
+                record_change(session, record)
         except IntegrityError:
             raise errors.Conflict(f"a key named {key.name!r} exists") from None
 
@@ -166,8 +165,28 @@ class Store:
                 if expected_updated_at is not None and session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)):
                     raise errors.PreconditionFailed()
                 raise errors.KeyNotFound()
-            _changed(session, record)
+            record_change(session, record)
             return _load_key(session, key_id)
+
+    def rename_keys(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None) -> None:
+        """Give each key id its new name, in order, in one transaction (the KMS API's aliases are key
+        names); KeyNotFound for an unknown id, Conflict for a taken name."""
+        try:
+            with self._transaction() as session:
+                for key_id, name in renames:
+                    if not _update_keys(session, KeyRow.id == key_id, {"name": name, "updated_at": _now()}):
+                        raise errors.KeyNotFound()
+                session.flush()
+                record_change(session, record)
+        except IntegrityError:
+            raise errors.Conflict("a key with this name (alias) exists") from None
+
+    def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None) -> None:
+        """Rotate key ``key_id`` every ``days`` days (None: only by hand); KeyNotFound for an unknown id."""
+        with self._transaction() as session:
+            if not _update_keys(session, KeyRow.id == key_id, {"rotation_period_days": days, "updated_at": _now()}):
+                raise errors.KeyNotFound()
+            record_change(session, record)
 
     def add_key_version(
         self,
@@ -201,7 +220,7 @@ class Store:
                     )
                 session.add(records.version_row(key_id, version))
                 session.flush()
-                _changed(session, record)
+                record_change(session, record)
                 return _load_key(session, key_id)
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
@@ -246,7 +265,7 @@ class Store:
                 update(KeyVersionRow).where(KeyVersionRow.key_id == key_id).values(destroyed_at=now),
                 execution_options={"synchronize_session": False},
             )
-            _changed(session, record)
+            record_change(session, record)
             return True
 
     def keys_with_rotation_period(self) -> list[Key]:
@@ -282,7 +301,7 @@ class Store:
         with self._transaction() as session:
             if not _update_keys(session, condition, values):
                 raise _refusal(session, key_id, refused)
-            _changed(session, record)
+            record_change(session, record)
             return _load_key(session, key_id)
 
     def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:
@@ -301,17 +320,6 @@ class Store:
 
 
 _METADATA_VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
-_AUDIT_KEY = "audit_key"
-"""Where a session of a :class:`Store` finds the store's audit key (``Session.info``)."""
-
-
-def _changed(session: Session, entry: AuditEntry | None) -> None:
-    """Close a change: bump the metadata version (caches everywhere notice) and record ``entry``."""
-    session.execute(
-        update(MetadataVersionRow).where(MetadataVersionRow.id == 1).values(version=MetadataVersionRow.version + 1)
-    )
-    if entry is not None:
-        append_audit(session.connection(), [entry], session.info.get(_AUDIT_KEY))
 
 
 def _forget_in_policies(session: Session, principal_id: str) -> None:
@@ -340,13 +348,7 @@ def _load_key(session: Session, key_id: str) -> Key:
 
 def _update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:
     """Update the key rows matching ``condition``; the number of rows updated."""
-    return _rowcount(session, update(KeyRow).where(condition).values(values))
-
-
-def _rowcount(session: Session, statement: Executable) -> int:
-    """Execute an UPDATE or DELETE without touching loaded objects; rows matched."""
-    result = session.execute(statement, execution_options={"synchronize_session": False})
-    return cast("CursorResult[Any]", result).rowcount
+    return rowcount(session, update(KeyRow).where(condition).values(values))
 
 
 def _refusal(session: Session, key_id: str, conflict: str) -> errors.KeyManagerError:

@@ -19,12 +19,13 @@ from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.access_keys import AccessKeyService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
+from keymanager.services.audit_log import AuditLog
 from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import KmsCrypto
-from keymanager.services.kms_keys import KmsKeys
+from keymanager.services.kms.crypto import KmsCrypto
+from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.principals import PrincipalService
 from keymanager.services.public_hosts import public_hosts
@@ -60,6 +61,7 @@ class Services:
     key_import: KeyImportService
     audit_records: AuditRecords
     audit_writer: AuditWriter
+    audit_log: AuditLog
     audit_reader: AuditReader
     audit_chain: AuditChain
     cache: MetadataCache
@@ -121,6 +123,7 @@ class Services:
             key_import=KeyImportService(store, hsm),
             audit_records=audit_records,
             audit_writer=audit_writer,
+            audit_log=AuditLog(audit_writer),
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
             audit_chain=AuditChain(

@@ -6,10 +6,17 @@ reads the same whichever service raises it.
 
 from __future__ import annotations
 
-from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, Principal
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, Principal, Role
 from keymanager.domain.policy import Operation
-from keymanager.errors import InvalidRequest
-from keymanager.services.keys import require_enabled, require_use
+from keymanager.errors import (
+    Forbidden,
+    InvalidRequest,
+    KeyDestroyed,
+    KeyDisabled,
+    KeyManagerError,
+    KeyPendingDeletion,
+    KeyPendingImport,
+)
 
 _TOKENS = (Operation.TOKENIZE, Operation.DETOKENIZE)
 
@@ -30,3 +37,24 @@ def usable(key: Key, principal: Principal, operation: Operation) -> Key:
     elif key.algorithm is Algorithm.FF1_AES_256:
         raise InvalidRequest("an FF1_AES_256 key only makes tokens")
     return key
+
+
+_STATE_ERRORS: dict[KeyState, type[KeyManagerError]] = {
+    KeyState.DISABLED: KeyDisabled,
+    KeyState.PENDING_DELETION: KeyPendingDeletion,
+    KeyState.DESTROYED: KeyDestroyed,
+    KeyState.PENDING_IMPORT: KeyPendingImport,
+}
+
+
+def require_enabled(key: Key) -> None:
+    """Raise the error of the key's state unless it is enabled (409 ``key_disabled`` and the others)."""
+    if key.state is not KeyState.ENABLED:
+        raise _STATE_ERRORS[key.state]()
+
+
+def require_use(key: Key, principal: Principal, operation: Operation) -> None:
+    """Raise Forbidden unless the key's policy lets ``principal`` (by id) do ``operation`` now;
+    an auditor never uses a key."""
+    if principal.role is Role.AUDITOR or not key.policy.allows(operation, principal.id):
+        raise Forbidden(f"the principal may not {operation.value.replace('_', ' ')} with this key")

@@ -10,8 +10,9 @@ reads the audit log and never uses a key.
 from __future__ import annotations
 
 import asyncio
+import enum
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -21,18 +22,14 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
-from keymanager.domain.policy import Operation, Policy
+from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import (
     Conflict,
     Forbidden,
     InvalidRequest,
-    KeyDestroyed,
-    KeyDisabled,
     KeyManagerError,
     KeyNotFound,
-    KeyPendingDeletion,
-    KeyPendingImport,
     PreconditionFailed,
 )
 from keymanager.hsm import Hsm
@@ -43,6 +40,25 @@ log = logging.getLogger(__name__)
 _NOT_SWITCHABLE = (KeyState.PENDING_DELETION, KeyState.DESTROYED, KeyState.PENDING_IMPORT)
 MAX_NAMES = 10_000
 """Principal names remembered per process (see :meth:`KeyService.named`)."""
+
+
+class Unnameable(enum.Enum):
+    """Why a key policy cannot name a principal."""
+
+    MISSING = "no principal has this name"
+    AUDITOR = "an auditor never uses a key"
+
+
+def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[str, Unnameable]:
+    """Of ``names``, those a policy cannot name (``found``: the principals that exist, by name)."""
+    refused = {}
+    for name in names:
+        principal = found.get(name)
+        if principal is None:
+            refused[name] = Unnameable.MISSING
+        elif principal.role is Role.AUDITOR:
+            refused[name] = Unnameable.AUDITOR
+    return refused
 
 
 @dataclass(frozen=True)
@@ -121,13 +137,19 @@ class KeyService:
     def _by_id(self, policy: Policy) -> Policy:
         """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""
         found = {p.name: p for p in self._store.principals_by_name(policy.principals())}
-        unknown = sorted(policy.principals() - found.keys())
+        refused = _unnameable(policy.principals(), found)
+        unknown = sorted(name for name, why in refused.items() if why is Unnameable.MISSING)
         if unknown:
             raise InvalidRequest(f"the policy names principals that do not exist: {_listed(unknown)}")
-        auditors = sorted(name for name, p in found.items() if p.role is Role.AUDITOR)
+        auditors = sorted(name for name, why in refused.items() if why is Unnameable.AUDITOR)
         if auditors:
             raise InvalidRequest(f"auditors cannot be named in a key policy: {_listed(auditors)}")
         return policy.translated({name: p.id for name, p in found.items()})
+
+    def unnameable(self, names: Collection[str]) -> dict[str, Unnameable]:
+        """The names among ``names`` that a key policy cannot name, each with the reason (for a door
+        that words the refusal its own way, naming the statement: the KMS API's policy documents)."""
+        return _unnameable(names, {p.name: p for p in self._store.principals_by_name(names)})
 
     def named(self, policies: Sequence[Policy]) -> list[Policy]:
         """Stored ``policies`` (by id) by principal name, as the API shows them (at most one query)."""
@@ -239,6 +261,15 @@ class KeyService:
             expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 
+    def rename(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None = None) -> None:
+        """Give each key id its new name, in order, in one change (recording ``record``): how the KMS
+        API moves its aliases (whose names it checked). KeyNotFound, or Conflict for a taken name."""
+        self._store.rename_keys(renames, record=record)
+
+    def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None = None) -> None:
+        """Rotate key ``key_id`` every ``days`` days from now on (None: only by hand), recording ``record``."""
+        self._store.set_rotation_period(key_id, days, record=record)
+
 
 def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> AuditEntry | None:
     """``entry`` naming ``key`` (and ``version``)."""
@@ -273,24 +304,3 @@ def destroyed_on_failure(hsm: Hsm, objects: HsmObjects | None, what: str) -> Ite
 def _listed(names: Sequence[str]) -> str:
     """At most five names, for an error message."""
     return ", ".join(names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
-
-
-_STATE_ERRORS: dict[KeyState, type[KeyManagerError]] = {
-    KeyState.DISABLED: KeyDisabled,
-    KeyState.PENDING_DELETION: KeyPendingDeletion,
-    KeyState.DESTROYED: KeyDestroyed,
-    KeyState.PENDING_IMPORT: KeyPendingImport,
-}
-
-
-def require_enabled(key: Key) -> None:
-    """Raise the error of the key's state unless it is enabled (409 ``key_disabled`` and the others)."""
-    if key.state is not KeyState.ENABLED:
-        raise _STATE_ERRORS[key.state]()
-
-
-def require_use(key: Key, principal: Principal, operation: Operation) -> None:
-    """Raise Forbidden unless the key's policy lets ``principal`` (by id) do ``operation`` now;
-    an auditor never uses a key."""
-    if principal.role is Role.AUDITOR or not key.policy.allows(operation, principal.id):
-        raise Forbidden(f"the principal may not {operation.value.replace('_', ' ')} with this key")

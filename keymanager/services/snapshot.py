@@ -41,7 +41,8 @@ from keymanager.errors import (
     UnknownKeyVersion,
     VersionBelowMinimum,
 )
-from keymanager.services.audit import AuditWriter, StaleMetadata
+from keymanager.services.audit import StaleMetadata
+from keymanager.services.audit_log import AuditLog
 
 T = TypeVar("T")
 ATTEMPTS = 3
@@ -283,7 +284,7 @@ def _principal(store: Store, credential: Credential) -> Principal | None:
 
 async def run_validated(
     cache: MetadataCache,
-    audit: AuditWriter,
+    audit: AuditLog,
     attempt: Callable[[Snapshot], Awaitable[T]],
     entry: Callable[[T], AuditEntry],
 ) -> T:
@@ -308,7 +309,7 @@ async def run_validated(
         if snapshot.mixed and not last:
             continue
         try:
-            await audit.awrite(entry(result), None if last else snapshot.version)
+            await audit.success(entry(result), None if last else snapshot.version)
         except StaleMetadata:
             cache.clear()
             continue

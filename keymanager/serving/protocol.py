@@ -33,7 +33,7 @@ import uvloop
 from cryptography import x509
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from keymanager.api.middleware import next_request_id
+from keymanager.api.request_context import next_request_id
 from keymanager.config import Settings
 from keymanager.serving.client_address import proxy_trust
 from keymanager.serving.front import ConnectionFront

@@ -11,10 +11,10 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
-from keymanager.api.front_door import AUTH_FAILED
 from keymanager.api.metrics import Metrics
 from keymanager.config import Settings
 from keymanager.domain.audit import AuditQuery
+from keymanager.services.audit_log import AUTH_FAILED
 from keymanager.services.container import Services
 from tests.api.support import assert_error, b64, use_policy
 from tests.conftest import auth

@@ -63,26 +63,26 @@ def test_rename_keys_moves_a_name_in_one_transaction(store: Store, kms_store: Km
     first, second = a_key("billing"), a_key("kms-" + "0" * 32)
     store.create_key(first)
     store.create_key(second)
-    kms_store.rename_keys([(first.id, "kms-" + "1" * 32), (second.id, "billing")], record=None)
+    store.rename_keys([(first.id, "kms-" + "1" * 32), (second.id, "billing")], record=None)
     moved = store.get_key("billing")
     assert moved is not None and moved.id == second.id
     with pytest.raises(errors.Conflict):
-        kms_store.rename_keys([(first.id, "billing")], record=None)
+        store.rename_keys([(first.id, "billing")], record=None)
     with pytest.raises(errors.KeyNotFound):
-        kms_store.rename_keys([("f" * 32, "other")], record=None)
+        store.rename_keys([("f" * 32, "other")], record=None)
 
 
 def test_rotation_period(store: Store, kms_store: KmsStore) -> None:
     key = a_key("billing")
     store.create_key(key)
-    kms_store.set_rotation_period(key.id, 90, record=None)
+    store.set_rotation_period(key.id, 90, record=None)
     found = store.get_key(key.id)
     assert found is not None and found.rotation_period_days == 90
-    kms_store.set_rotation_period(key.id, None, record=None)
+    store.set_rotation_period(key.id, None, record=None)
     found = store.get_key(key.id)
     assert found is not None and found.rotation_period_days is None
     with pytest.raises(errors.KeyNotFound):
-        kms_store.set_rotation_period("f" * 32, 90, record=None)
+        store.set_rotation_period("f" * 32, 90, record=None)
 
 
 def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: KmsStore) -> None:
@@ -101,8 +101,3 @@ def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: Km
     assert kms_store.tags_of(key.id) == {"b": "2", "c": "3"}
     with pytest.raises(errors.KeyNotFound):
         kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, record=None)
-
-
-def test_existing_principals_with_their_roles(store: Store, kms_store: KmsStore) -> None:
-    store.create_principal(a_principal("billing"), "h" * 64)
-    assert kms_store.existing_principals(["billing", "nobody"]) == {"billing": a_principal("billing").role.value}

@@ -145,13 +145,17 @@ def test_a_stranger_flooding_bad_tokens_refuses_no_good_client_from_its_address(
         time.sleep(max(0.0, flood_started + BURST_SECONDS - time.monotonic()))
         stop.set()
         flood.join()
+        flood_seconds = time.monotonic() - flood_started
         with client(server, server.admin_token, ADMIN_ADDRESS) as admin:
             after = admin.get("/v1/audit", params={"limit": 1000}).json()["records"]
     counts = {name: f"{len(statuses)} of {GOOD_REQUESTS} refused" for name, statuses in refused.items()}
     assert all(not statuses for statuses in refused.values()), (counts, refused)
     assert set(stranger_statuses) <= {401, 429}
     throttled = stranger_statuses.count(429)
-    assert throttled >= len(stranger_statuses) - 2 * (20 + 2 * 12), (throttled, len(stranger_statuses))
+    # What the throttle lets through: each worker's burst (20) and its refill (2 a second) over the
+    # flood's real duration (longer than BURST_SECONDS on a loaded machine), plus a second of slack.
+    let_through = 2 * (20 + 2 * (flood_seconds + 1))
+    assert throttled >= len(stranger_statuses) - let_through, (throttled, len(stranger_statuses), flood_seconds)
     seen = max(r["seq"] for r in before)
     summaries = [r for r in after if r["seq"] > seen and r["action"] == "auth.failed"]
     assert len(summaries) <= 2, summaries

@@ -12,7 +12,7 @@ from keymanager.domain.models import KeyState, Origin, Principal, Role
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import DatabaseUnavailable, Forbidden, KeyNotFound
 from keymanager.services.container import Services
-from keymanager.services.keys import ShownKey
+from keymanager.services.keys import ShownKey, Unnameable
 from keymanager.services.snapshot import Snapshot, run_validated
 
 
@@ -25,7 +25,7 @@ def read(services: Services, principal: Principal, ref: str) -> ShownKey:
     def entry(_: ShownKey) -> AuditEntry:
         return AuditEntry(time=datetime.now(UTC), action="key.read", outcome=Outcome.OK, status=200)
 
-    return asyncio.run(run_validated(services.cache, services.audit_writer, attempt, entry))
+    return asyncio.run(run_validated(services.cache, services.audit_log, attempt, entry))
 
 
 def reads_recorded(services: Services) -> int:
@@ -138,3 +138,11 @@ def test_principal_names_are_read_once_per_process(
     assert asked == [frozenset({admin.id, billing.id})]
     assert first.policy.to_dict()["encrypt"] == again.policy.to_dict()["encrypt"] == ["admin", "billing"]
     assert listed[0].policy == first.policy
+
+
+def test_a_policy_names_no_auditor_and_no_one_missing(services: Services, billing: Principal) -> None:
+    services.principals.create("reader", Role.AUDITOR)
+    assert services.keys.unnameable(["billing", "reader", "nobody"]) == {
+        "reader": Unnameable.AUDITOR,
+        "nobody": Unnameable.MISSING,
+    }

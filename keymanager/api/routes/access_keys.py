@@ -12,7 +12,7 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, ConfigDict, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES
 from keymanager.errors import InvalidRequest
@@ -21,7 +21,7 @@ router = APIRouter(
     prefix="/v1/principals",
     tags=["principals"],
     responses=ERROR_RESPONSES,
-    dependencies=[ADMIN],
+    dependencies=[AUTHORIZED],
     route_class=StrictJsonRoute,
 )
 

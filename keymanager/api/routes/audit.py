@@ -8,13 +8,18 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Query
 from pydantic import BaseModel
 
-from keymanager.api.deps import READER, ServicesDep
+from keymanager.api.audit_trail import unaudited
+from keymanager.api.deps import AUTHORIZED, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, IsoTime, QueryInt
 from keymanager.domain.audit import AuditQuery
 
 router = APIRouter(
-    prefix="/v1/audit", tags=["audit"], responses=ERROR_RESPONSES, dependencies=[READER], route_class=StrictJsonRoute
+    prefix="/v1/audit",
+    tags=["audit"],
+    responses=ERROR_RESPONSES,
+    dependencies=[AUTHORIZED],
+    route_class=StrictJsonRoute,
 )
 
 
@@ -50,6 +55,7 @@ class AuditVerification(BaseModel):
 
 
 @router.get("", response_model=AuditPage)
+@unaudited("audit.read")
 def list_audit(
     svc: ServicesDep,
     key: str | None = None,
@@ -78,6 +84,7 @@ def list_audit(
 
 
 @router.get("/verify", response_model=AuditVerification)
+@unaudited("audit.verify")
 def verify_audit(svc: ServicesDep) -> AuditVerification:
     """Check the whole chain, its links and its seals (with the HSM's audit key): ``ok``, or the
     first broken record and why. Records removed from the end back to an earlier seal are seen

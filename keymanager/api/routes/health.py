@@ -5,7 +5,8 @@ from __future__ import annotations
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from keymanager.api.deps import READER, ServicesDep
+from keymanager.api.audit_trail import unaudited
+from keymanager.api.deps import AUTHORIZED, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.metrics import Metrics
 from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
@@ -38,7 +39,8 @@ def ready(svc: ServicesDep) -> JSONResponse:
     return JSONResponse(status_code=200 if ok else 503, content=body.model_dump())
 
 
-@metrics_router.get("/metrics", response_class=Response, tags=["health"], dependencies=[READER])
+@metrics_router.get("/metrics", response_class=Response, tags=["health"], dependencies=[AUTHORIZED])
+@unaudited("metrics.read")
 def prometheus_metrics(request: Request) -> Response:
     """Prometheus text: requests by route and status, latencies, HSM operations and errors, audit queue
     and write failures, database pool, keys by state, build and per-worker process metrics."""

@@ -13,12 +13,16 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, Body, KeyOut, decode_base64, encode_base64
 
 router = APIRouter(
-    prefix="/v1/keys", tags=["key import"], responses=ERROR_RESPONSES, dependencies=[ADMIN], route_class=StrictJsonRoute
+    prefix="/v1/keys",
+    tags=["key import"],
+    responses=ERROR_RESPONSES,
+    dependencies=[AUTHORIZED],
+    route_class=StrictJsonRoute,
 )
 
 

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Header, Query, Request, Response
 from pydantic import TypeAdapter
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.api.deps import ADMIN, AuditDep, ServicesDep, run_authenticated, services_of
+from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep, run_authenticated, services_of
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
 from keymanager.domain.audit import AuditEntry
@@ -33,7 +33,7 @@ def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
     return KeyOut.of(key, svc.keys.named([key.policy])[0])
 
 
-@router.post("", status_code=201, response_model=KeyOut, dependencies=[ADMIN])
+@router.post("", status_code=201, response_model=KeyOut, dependencies=[AUTHORIZED])
 @audited("key.create")
 def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken."""
@@ -83,7 +83,7 @@ def _read(trail: AuditContext, shown: ShownKey) -> AuditEntry:
 @router.patch(
     "/{key}",
     response_model=KeyOut,
-    dependencies=[ADMIN],
+    dependencies=[AUTHORIZED],
     responses={412: {"model": ErrorBody, "description": "precondition_failed: If-Match names an older state"}},
 )
 @audited("key.update")
@@ -113,7 +113,7 @@ def update_key(
     return _tagged(svc, updated, response)
 
 
-@router.post("/{key}/rotate", response_model=KeyOut, dependencies=[ADMIN])
+@router.post("/{key}/rotate", response_model=KeyOut, dependencies=[AUTHORIZED])
 @audited("key.rotate")
 def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Make a new HSM-generated version primary; older versions still decrypt down to ``min_decryption_version``."""
@@ -121,7 +121,7 @@ def rotate_key(key: str, svc: ServicesDep, trail: AuditDep, response: Response) 
     return _changed(svc, key, trail, response, lambda found, record: rotate(found, record=record))
 
 
-@router.delete("/{key}", response_model=KeyOut, dependencies=[ADMIN])
+@router.delete("/{key}", response_model=KeyOut, dependencies=[AUTHORIZED])
 @audited("key.schedule_deletion")
 def schedule_key_deletion(
     key: str,
@@ -137,7 +137,7 @@ def schedule_key_deletion(
     return _changed(svc, key, trail, response, lambda found, record: schedule(found, pending_days, record=record))
 
 
-@router.post("/{key}/cancel-deletion", response_model=KeyOut, dependencies=[ADMIN])
+@router.post("/{key}/cancel-deletion", response_model=KeyOut, dependencies=[AUTHORIZED])
 @audited("key.cancel_deletion")
 def cancel_key_deletion(key: str, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
     """Return a key pending deletion to ``disabled`` (enable it with PATCH when wanted)."""

@@ -1,12 +1,12 @@
-"""``/v1/principals``: named callers with a role (admin only); ``/v1/principals/me``: the caller
-itself (anyone authenticated)."""
+"""``/v1/principals``: named callers with a role (admins manage them: ``services/authorization.py``);
+``/v1/principals/me``: the caller itself (any authenticated principal)."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Response
 
 from keymanager.api.audit_trail import audited
-from keymanager.api.deps import ADMIN, AuditDep, Caller, ServicesDep
+from keymanager.api.deps import AUTHORIZED, AuditDep, Caller, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
 
@@ -14,7 +14,7 @@ router = APIRouter(
     prefix="/v1/principals",
     tags=["principals"],
     responses=ERROR_RESPONSES,
-    dependencies=[ADMIN],
+    dependencies=[AUTHORIZED],
     route_class=StrictJsonRoute,
 )
 me_router = APIRouter(

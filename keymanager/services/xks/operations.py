@@ -21,7 +21,8 @@ from keymanager.domain.models import Algorithm, Key, KeyState, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest
 from keymanager.services.crypto import CryptoService
-from keymanager.services.keys import require_use, visible
+from keymanager.services.key_use import require_use
+from keymanager.services.keys import visible
 from keymanager.services.snapshot import Snapshot
 
 _USAGES = ((Operation.ENCRYPT, "ENCRYPT"), (Operation.DECRYPT, "DECRYPT"))

@@ -21,6 +21,8 @@ from starlette.types import Scope
 
 from keymanager.api.logs import ACCESS_LOGGER, request_fields
 
+CREDENTIAL = "credential"
+"""Where in ``scope["state"]`` the front door puts the credential it accepted (``api/front_door.py``)."""
 _PROCESS_PREFIX = secrets.token_hex(8)
 _SEQUENCE = itertools.count()
 

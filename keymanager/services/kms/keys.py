@@ -2,7 +2,8 @@
 
 Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
 (DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
-operation needs the admin role. Policies, tags and grants: :mod:`keymanager.services.kms_resources`,
+operation needs the right to manage keys (``services/authorization.py``), checked before the door
+calls it. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
@@ -25,8 +26,8 @@ from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import InvalidRequest, KeyNotFound
 from keymanager.services.keys import KeyService
-from keymanager.services.kms import Call, page, require_admin
-from keymanager.services.kms_resources import KmsKeyResources
+from keymanager.services.kms.crypto import Call, page
+from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]
@@ -115,7 +116,6 @@ class KmsKeys:
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        require_admin(call.principal)
         params = call.params
         for name in ("CustomKeyStoreId", "XksKeyId"):
             if params.get(name) is not None:
@@ -192,35 +192,34 @@ class KmsKeys:
         name, target = self._alias_and_target(call)
         if self._keys.id_of(name) is not None:
             raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
-        self._store.rename_keys([(target.id, name)], record=replace(entry, key_id=target.id))
+        self._keys.rename([(target.id, name)], record=replace(entry, key_id=target.id))
         return {}
 
     def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name, target = self._alias_and_target(call)
         current = self._keys.find(name)
         if current.id != target.id:
-            self._store.rename_keys(
+            self._keys.rename(
                 [(current.id, kms.unaliased_name()), (target.id, name)], record=replace(entry, key_id=target.id)
             )
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
-        self._store.rename_keys([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
+        self._keys.rename([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
         return {}
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
         days = kms.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
-        self._store.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
+        self._keys.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
         return {}
 
     def disable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
-        self._store.set_rotation_period(key.id, None, record=replace(entry, key_id=key.id))
+        self._keys.set_rotation_period(key.id, None, record=replace(entry, key_id=key.id))
         return {}
 
     def rotate_key_on_demand(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -244,7 +243,6 @@ class KmsKeys:
         return key
 
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
-        require_admin(call.principal)
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain import kms, kms_blob
-from keymanager.domain.models import Algorithm, Principal, Role
+from keymanager.domain.models import Algorithm, Principal
 from keymanager.domain.policy import Operation
-from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest, KeyNotFound
+from keymanager.errors import DecryptionFailed, InvalidRequest, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot
@@ -58,12 +58,6 @@ class Call:
 
     def noted(self, key_id: str, key_version: int | None = None) -> None:
         self.key_id, self.key_version = key_id, key_version
-
-
-def require_admin(principal: Principal) -> None:
-    """AccessDeniedException unless ``principal`` is an admin (management operations)."""
-    if principal.role is not Role.ADMIN:
-        raise Forbidden("this operation needs the role admin")
 
 
 def page(
@@ -165,8 +159,6 @@ class KmsCrypto:
         return await self.generate_data_key(snapshot, call, plaintext=False)
 
     async def generate_random(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
-        if call.principal.role not in (Role.ADMIN, Role.APP):
-            raise Forbidden("GenerateRandom needs the role admin or app")
         if call.params.get("CustomKeyStoreId") is not None:
             raise kms.unsupported("CustomKeyStoreId")
         count = kms.integer(call.params, "NumberOfBytes", 1, 1024)

@@ -1,5 +1,6 @@
 """The AWS KMS API's key policies, tags and grants: GetKeyPolicy, PutKeyPolicy, ListKeyPolicies,
-TagResource, UntagResource, ListResourceTags, ListGrants. Every one needs the admin role.
+TagResource, UntagResource, ListResourceTags, ListGrants. Every one needs the right to manage keys
+(``services/authorization.py``), checked before the door calls them.
 
 A key's policy is its native policy (:mod:`keymanager.domain.kms_policy` spells it in IAM's
 words and reads it back, exactly or not at all), stored through ``KeyService.update`` as
@@ -19,10 +20,10 @@ from typing import Any
 from keymanager.db.kms import KmsStore
 from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.models import Key, KeyState, Role
+from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Policy
-from keymanager.services.keys import KeyService
-from keymanager.services.kms import Call, page, require_admin
+from keymanager.services.keys import KeyService, Unnameable
+from keymanager.services.kms.crypto import Call, page
 
 _POLICY_NAME = "default"
 
@@ -64,11 +65,11 @@ class KmsKeyResources:
         """The native policy (by principal name) of a document; MalformedPolicyDocumentException
         naming the statement that cannot be translated or names a principal that cannot be named."""
         draft = kms_policy.parse_document(text, account)
-        roles = self._store.existing_principals(draft.named_in.keys())
+        refused = self._keys.unnameable(draft.named_in.keys())
         for name, label in draft.named_in.items():
-            if name not in roles:
+            if refused.get(name) is Unnameable.MISSING:
                 raise kms.KmsError("MalformedPolicyDocumentException", f"{label}: no principal is named {name[:128]}")
-            if roles[name] == Role.AUDITOR.value:
+            if refused.get(name) is Unnameable.AUDITOR:
                 raise kms.KmsError(
                     "MalformedPolicyDocumentException", f"{label}: the auditor {name} cannot be named in a key policy"
                 )
@@ -116,8 +117,7 @@ class KmsKeyResources:
 
     # -- steps -------------------------------------------------------------------------------
     def admin_key(self, call: Call) -> Key:
-        """The key ``KeyId`` names, for an admin (AccessDeniedException for anyone else)."""
-        require_admin(call.principal)
+        """The key ``KeyId`` names (the door authorized its caller to manage keys); KeyNotFound."""
         key = self._keys.find(call.ref())
         call.noted(key.id)
         return key

@@ -1,0 +1,142 @@
+"""Who may do what: the one rule of roles, for every door.
+
+Every request a door serves names its action — the action its audit record names too: a REST
+route's (``@audited("key.create")``), ``kms.<Operation>`` for the AWS KMS API, and so on for
+each door to come. :data:`RIGHTS` gives each action the :class:`Right` it needs, and
+:data:`ROLES` the roles that hold each right; a door authenticates its caller, then asks
+:func:`authorize` and translates the refusal (``Forbidden``) into its protocol's error (REST's
+403 ``forbidden``, the KMS API's ``AccessDeniedException``). It writes no role of its own
+(``tests/test_rules.py`` holds that line).
+
+An action missing from the table is refused to everyone (default deny). What a principal may
+do with one key is not decided here but by the key's policy, in the services that use keys
+(``services/key_use.py``, ``KeyService.get``): :attr:`Right.KEY_POLICY` lets every role through
+to that check (an auditor is refused there: it never uses a key).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+
+from keymanager.domain.models import Principal, Role
+from keymanager.errors import Forbidden
+
+
+class Right(enum.Enum):
+    """What an action needs of its caller's role."""
+
+    MANAGE = "manage keys, principals and access keys"
+    READ_LOG = "read the audit log and the metrics"
+    RANDOM = "draw random bytes from the HSM"
+    SELF = "learn who it is (its own name and role)"
+    KEY_STORE = "serve AWS KMS as an external key store (which keys: their policies)"
+    KEY_POLICY = "whatever the key's policy grants (decided per key)"
+
+
+ROLES: Mapping[Right, tuple[Role, ...]] = {
+    Right.MANAGE: (Role.ADMIN,),
+    Right.READ_LOG: (Role.AUDITOR, Role.ADMIN),
+    Right.RANDOM: (Role.ADMIN, Role.APP),
+    Right.SELF: (Role.ADMIN, Role.APP, Role.AUDITOR),
+    Right.KEY_STORE: (Role.XKS,),
+    Right.KEY_POLICY: (Role.ADMIN, Role.APP, Role.AUDITOR),
+}
+"""The roles holding each right: the only place a role is written down for a door."""
+
+_REST_MANAGE = (
+    "principal.create",
+    "principal.list",
+    "principal.delete",
+    "access_key.create",
+    "access_key.list",
+    "access_key.delete",
+    "key.create",
+    "key.update",
+    "key.rotate",
+    "key.schedule_deletion",
+    "key.cancel_deletion",
+    "key.import_parameters",
+    "key.import",
+)
+_REST_KEY_POLICY = (
+    "key.list",
+    "key.read",
+    "key.encrypt",
+    "key.decrypt",
+    "key.generate_data_key",
+    "key.reencrypt",
+    "key.encrypt_batch",
+    "key.decrypt_batch",
+    "key.mac",
+    "key.mac_verify",
+    "key.encrypt_stream",
+    "key.decrypt_stream",
+    "key.tokenize",
+    "key.detokenize",
+    "key.tokenize_batch",
+    "key.detokenize_batch",
+)
+_REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read")
+_KMS_MANAGE = (
+    "CreateKey",
+    "EnableKey",
+    "DisableKey",
+    "UpdateKeyDescription",
+    "ScheduleKeyDeletion",
+    "CancelKeyDeletion",
+    "CreateAlias",
+    "UpdateAlias",
+    "DeleteAlias",
+    "EnableKeyRotation",
+    "DisableKeyRotation",
+    "RotateKeyOnDemand",
+    "GetKeyRotationStatus",
+    "ListKeyRotations",
+    "PutKeyPolicy",
+    "GetKeyPolicy",
+    "ListKeyPolicies",
+    "TagResource",
+    "UntagResource",
+    "ListResourceTags",
+    "ListGrants",
+)
+_KMS_KEY_POLICY = (
+    "DescribeKey",
+    "ListKeys",
+    "ListAliases",
+    "Encrypt",
+    "Decrypt",
+    "ReEncrypt",
+    "GenerateDataKey",
+    "GenerateDataKeyWithoutPlaintext",
+    "GenerateMac",
+    "VerifyMac",
+)
+_XKS = ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
+
+RIGHTS: Mapping[str, Right] = {
+    **dict.fromkeys(_REST_MANAGE, Right.MANAGE),
+    **dict.fromkeys(_REST_KEY_POLICY, Right.KEY_POLICY),
+    **dict.fromkeys(_REST_READ_LOG, Right.READ_LOG),
+    **{f"kms.{operation}": Right.MANAGE for operation in _KMS_MANAGE},
+    **{f"kms.{operation}": Right.KEY_POLICY for operation in _KMS_KEY_POLICY},
+    "kms.GenerateRandom": Right.RANDOM,
+    "principal.whoami": Right.SELF,
+    **{
+        f"xks.{operation}": Right.KEY_STORE for operation in ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
+    },
+}
+"""The right each action of each door needs."""
+
+
+def authorize(principal: Principal, action: str) -> Principal:
+    """``principal``, if its role holds the right ``action`` needs; else Forbidden (also for an
+    action the table does not know)."""
+    right = RIGHTS.get(action)
+    if right is None:
+        raise Forbidden("this action is not open to any role")
+    roles = ROLES[right]
+    if principal.role not in roles:
+        raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
+    return principal

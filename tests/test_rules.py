@@ -1,0 +1,154 @@
+"""One set of rules behind every door: no door decides a role, every action is in the services'
+table of rights, and every audit record is written through the one place that decides it.
+
+Beside ``tests/test_layers.py``: where that test holds the arrows between layers, this one
+holds the rules a door must leave to the services (``services/authorization.py``,
+``services/audit_log.py``).
+"""
+
+from __future__ import annotations
+
+import ast
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.routing import APIRoute
+
+from keymanager.api.audit_trail import AuditContext
+from keymanager.api.deps import caller
+from keymanager.api.front_door import PUBLIC_PATHS
+from keymanager.api.kms import KNOWN_UNSUPPORTED
+from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
+from keymanager.services.authorization import RIGHTS
+from keymanager.services.container import Services
+
+PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
+DOORS = sorted(
+    [
+        *(PACKAGE / "api").rglob("*.py"),
+        *(p for d in ("kms", "kmip", "xks") for p in (PACKAGE / "services" / d).rglob("*.py")),
+    ]
+)
+"""The doors' own code: the API layer and the services' translation packages."""
+GUARDS = {"require_role", "require_admin", "ADMIN", "READER"}
+"""The names the role guards of the doors went by."""
+
+
+def _is_role(node: ast.expr) -> bool:
+    """``node`` reads a principal's role or names a role (``x.role``, ``Role.ADMIN``)."""
+    if not isinstance(node, ast.Attribute):
+        return False
+    return node.attr == "role" or (isinstance(node.value, ast.Name) and node.value.id == "Role")
+
+
+def role_decisions(source: str) -> list[str]:
+    """Each place in ``source`` that compares a role, or names a role guard."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Compare) and any(_is_role(n) for n in [node.left, *node.comparators]):
+            found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif isinstance(node, ast.Name) and node.id in GUARDS:
+            found.append(f"line {node.lineno}: {node.id}")
+        elif isinstance(node, ast.ImportFrom):
+            found += [f"line {node.lineno}: import {a.name}" for a in node.names if a.name in GUARDS]
+    return found
+
+
+@pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_door_decides_a_role(path: Path) -> None:
+    assert role_decisions(path.read_text()) == []
+
+
+def test_a_role_decided_by_a_door_is_caught() -> None:
+    source = """
+from keymanager.domain.models import Role
+from keymanager.api.deps import ADMIN
+
+@router.post("", dependencies=[ADMIN])
+def route(principal):
+    if principal.role is not Role.ADMIN:
+        raise Forbidden()
+    if Role.APP in roles or body.role == "admin":
+        pass
+    made = create(body.name, body.role)
+"""
+    assert sorted({place.split(":")[0] for place in role_decisions(source)}) == ["line 3", "line 5", "line 7", "line 9"]
+
+
+def _routes() -> list[APIRoute]:
+    """Every route of the REST API (the routers ``create_app`` includes)."""
+    routers = [module.router for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens)]
+    routers += [key_import.router, health.metrics_router]
+    return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
+
+
+def _authenticates(route: APIRoute) -> bool:
+    """The route's caller is authenticated (and so authorized): by a dependency, or by its endpoint."""
+    pending = [route.dependant]
+    while pending:
+        dependant = pending.pop()
+        if dependant.call is caller:
+            return True
+        pending += dependant.dependencies
+    return _runs_authenticated(route.endpoint)
+
+
+def _runs_authenticated(function: Any, depth: int = 2) -> bool:
+    """``function`` calls ``run_authenticated``, itself or through a function of its module."""
+    source = inspect.getsource(function)
+    if "run_authenticated(" in source:
+        return True
+    module = inspect.getmodule(function)
+    called = {
+        n.func.id
+        for n in ast.walk(ast.parse(source.lstrip()))
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+    }
+    helpers = [getattr(module, name) for name in called if inspect.isfunction(getattr(module, name, None))]
+    return depth > 0 and any(_runs_authenticated(h, depth - 1) for h in helpers if h is not function)
+
+
+@pytest.mark.parametrize("route", _routes(), ids=lambda r: f"{sorted(r.methods)[0]} {r.path}")
+def test_every_route_authorizes_its_action_with_the_services(route: APIRoute) -> None:
+    if route.path in PUBLIC_PATHS:
+        return
+    assert _authenticates(route)
+    action = AuditContext(request_id="", client=None, scope={"endpoint": route.endpoint}).action
+    assert action in RIGHTS
+
+
+def test_every_kms_operation_served_has_its_right(services: Services) -> None:
+    served = {*services.kms_crypto.operations, *services.kms_keys.reads, *services.kms_keys.changes}
+    assert {f"kms.{operation}" for operation in served} <= RIGHTS.keys()
+    assert not {f"kms.{operation}" for operation in KNOWN_UNSUPPORTED} & RIGHTS.keys()
+
+
+def awrite_callers(source: str) -> list[str]:
+    """Each function in ``source`` that calls ``….awrite(…)``, by name."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            calls = [n for n in ast.walk(function) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)]
+            found += [
+                function.name for call in calls if isinstance(call.func, ast.Attribute) and call.func.attr == "awrite"
+            ]
+    return found
+
+
+def test_every_audit_record_of_a_request_is_written_through_the_audit_log() -> None:
+    callers = {
+        f"{path.relative_to(PACKAGE)}:{name}"
+        for path in PACKAGE.rglob("*.py")
+        for name in awrite_callers(path.read_text())
+    }
+    assert callers == {"services/audit_log.py:_write"}
+
+
+def test_a_second_writer_is_caught() -> None:
+    source = """
+async def write_summary(services, entry):
+    await services.audit_writer.awrite(entry)
+"""
+    assert awrite_callers(source) == ["write_summary"]
