@@ -48,6 +48,14 @@ class Server:
             context.load_cert_chain(*cert)
         return httpx.Client(base_url=self.url, verify=context, headers=headers, timeout=30)
 
+    def supported(self) -> list[str]:
+        """The features (algorithms, internal uses) the server's token supports, as
+        ``GET /v1/health?detail=true`` lists them."""
+        with self.client() as anyone:
+            anyone.get("/v1/ready")  # the answering worker's session is open: its capabilities are read
+            supported: list[str] = anyone.get("/v1/health", params={"detail": "true"}).json()["hsm"]["supported"]
+        return supported
+
 
 def free_port() -> int:
     with socket.socket() as sock:
