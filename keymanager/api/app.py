@@ -105,7 +105,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     if services is not None:
         app.state.services = services
     errors.install(app)
-    app.include_router(principals.me_router)  # before the admin-only routes of /v1/principals
+    app.include_router(principals.me_router)
     for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)

@@ -265,7 +265,7 @@ class Core:
         return Call("POST", "/v1/principals", _json_parser(NewPrincipal.from_json), json=body)
 
     def whoami(self) -> Call[Principal]:
-        return Call("GET", "/v1/principals/me", _json_parser(Principal.from_json), retryable=True)
+        return Call("GET", "/v1/whoami", _json_parser(Principal.from_json), retryable=True)
 
     def list_principals(self) -> Call[list[Principal]]:
         parse = _json_parser(lambda data: [Principal.from_json(p) for p in data])

@@ -248,13 +248,17 @@ def test_hsm_failure_while_generating_leaves_nothing(
     assert lenient_client.post("/v1/keys", json={"name": "cards"}, headers=admin).status_code == 201
 
 
-def test_hsm_refusing_the_template_is_503(
+def test_hsm_refusing_the_template_is_a_refusal_not_an_outage(
     lenient_client: TestClient, hsm: Hsm, admin: dict[str, str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """A template the token refuses is answered by name (issue 28: a refusal is not an outage):
+    400 naming the return code, nothing left behind, the service still ready."""
     before = hsm.find_labels("km/")
     refused = {**operations.HMAC_TEMPLATE, Attribute.CLASS: ObjectClass.PUBLIC_KEY}
     monkeypatch.setattr(operations, "HMAC_TEMPLATE", refused)
     response = lenient_client.post("/v1/keys", json={"name": "cards"}, headers=admin)
-    assert_error(response, 503, "hsm_unavailable")
+    body = assert_error(response, 400, "invalid_request")
+    assert "CKR_" in body["error"]["message"]
     assert hsm.find_labels("km/") == before
     assert "cards" not in _admin_key_names(lenient_client, admin)
+    assert lenient_client.get("/v1/ready").status_code == 200

@@ -182,10 +182,10 @@ def test_whoami_names_the_caller_for_every_role(
 ) -> None:
     for role in ("app", "auditor", "admin"):
         token = new_principal(f"whoami-{role}", role)
-        me = client.get("/v1/principals/me", headers=auth(token))
+        me = client.get("/v1/whoami", headers=auth(token))
         assert me.status_code == 200, me.text
         assert (me.json()["name"], me.json()["role"]) == (f"whoami-{role}", role) and "token" not in me.json()
-    assert_error(client.get("/v1/principals/me"), 401, "unauthenticated")
-    assert_error(client.get("/v1/principals/me", headers=auth("not-a-token")), 401, "unauthenticated")
+    assert_error(client.get("/v1/whoami"), 401, "unauthenticated")
+    assert_error(client.get("/v1/whoami", headers=auth("not-a-token")), 401, "unauthenticated")
     records = client.get("/v1/audit", params={"action": "principal.whoami"}, headers=admin).json()["records"]
     assert {r["principal"] for r in records} >= {"whoami-app", "whoami-auditor", "whoami-admin"}

@@ -30,7 +30,7 @@ WITHOUT_BODY = {
     ("get", "/v1/health"),
     ("get", "/v1/ready"),
     ("get", "/v1/principals"),
-    ("get", "/v1/principals/me"),
+    ("get", "/v1/whoami"),
     ("delete", "/v1/principals/{name}"),
     ("get", "/v1/keys"),
     ("get", "/v1/keys/{key}"),

@@ -32,6 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
         workers=2,
         KM_AUDIT_CHECKPOINT_FILE=str(home / "checkpoints"),
         KM_AUDIT_CHECKPOINT_INTERVAL_SECONDS="0.2",
+        KM_LOG_LEVEL="info",  # a development server logs its checkpoint lines from info up
     ) as started:
         yield started
 
@@ -90,7 +91,8 @@ def test_a_rehashed_tail_is_caught_by_the_api(server: Server, database: Engine) 
 
 
 def test_a_checkpoint_is_written_at_shutdown(tmp_path: Path) -> None:
-    with running_server(tmp_path, workers=1, KM_AUDIT_CHECKPOINT_INTERVAL_SECONDS="3600") as stopped:
+    hourly = {"KM_AUDIT_CHECKPOINT_INTERVAL_SECONDS": "3600", "KM_LOG_LEVEL": "info"}  # info: see the server above
+    with running_server(tmp_path, workers=1, **hourly) as stopped:
         traffic(stopped, 2)
     engine = make_engine(f"sqlite:///{stopped.var_dir / 'keymanager.db'}")
     try:

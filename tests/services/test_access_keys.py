@@ -19,6 +19,9 @@ from keymanager.hsm.capabilities import Capabilities
 from keymanager.services.access_keys import AccessKeyService, _sealing
 from keymanager.services.container import Services
 
+HOSTS = frozenset({"127.0.0.1:8443"})
+"""The Host the requests of these tests are signed for (the test settings' listen address)."""
+
 
 def signed(key_id: str, secret: str, body: bytes = b"{}") -> ReceivedRequest:
     request = AWSRequest(
@@ -74,7 +77,7 @@ def test_sealing_follows_the_token_and_every_sealed_secret_keeps_opening(
     real = services.hsm.capabilities()
     lacking = Capabilities({m: i for m, i in real.mechanisms.items() if m is not Mechanism.AES_GCM}, real.trust_flags)
     monkeypatch.setattr(services.hsm._token, "_capabilities", lacking)
-    fresh = AccessKeyService(services.access_keys._store, services.hsm)
+    fresh = AccessKeyService(services.access_keys._store, services.hsm, services.store.principal_by_name, HOSTS)
     key_id, secret, _ = fresh.create("billing")
     stored = fresh._store.access_key(key_id)
     assert stored is not None and stored.wrap_label.startswith("km/access-keys-cbc/")
@@ -88,7 +91,9 @@ def test_sealing_follows_the_token_and_every_sealed_secret_keeps_opening(
     )
     monkeypatch.setattr(services.hsm._token, "_capabilities", no_scheme)
     with pytest.raises(InvalidRequest, match="CKM_AES_GCM"):
-        AccessKeyService(services.access_keys._store, services.hsm).create("billing")
+        AccessKeyService(services.access_keys._store, services.hsm, services.store.principal_by_name, HOSTS).create(
+            "billing"
+        )
 
 
 def test_unknown_ids_never_grow_the_cache(services: Services) -> None:

@@ -1,5 +1,6 @@
 """``/v1/principals``: named callers with a role (admins manage them: ``services/authorization.py``);
-``/v1/principals/me``: the caller itself (any authenticated principal)."""
+``/v1/whoami``: the caller itself (any authenticated principal; not under ``/v1/principals/``,
+where ``me`` would be a principal's name)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,10 @@ router = APIRouter(
     dependencies=[AUTHORIZED],
     route_class=StrictJsonRoute,
 )
-me_router = APIRouter(
-    prefix="/v1/principals", tags=["principals"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute
-)
+me_router = APIRouter(prefix="/v1", tags=["principals"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 
 
-@me_router.get("/me", response_model=PrincipalOut)
+@me_router.get("/whoami", response_model=PrincipalOut)
 @audited("principal.whoami")
 def whoami(acting: Caller) -> PrincipalOut:
     """The principal the request's credential (bearer token or client certificate) belongs to: its
