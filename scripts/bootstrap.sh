@@ -98,7 +98,7 @@ case "$purpose" in
     step_done
     ;;
   bench)
-    step "installing keymanager, the SDK and the bench's packages (boto3, moto, matplotlib, ...) into $VENV" "1-2 min"
+    step "installing keymanager, the SDK and the bench's packages (boto3, moto[kms], rich, psutil, ...) into $VENV" "1-2 min"
     "${PIP[@]}" -e '.[bench]' -e ./sdk
     step_done
     ;;
