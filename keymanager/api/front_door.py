@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from starlette.responses import Response
-from starlette.types import Scope
+from starlette.types import Receive, Scope
 
 from keymanager.api.errors import render
 from keymanager.api.request_context import CREDENTIAL
@@ -140,6 +140,30 @@ async def vouched_for(services: Services, credential: Credential | None) -> bool
     if credential is None:
         return False
     return services.cache.knows(credential) or await services.credentials.holds(credential.cache_name)
+
+
+async def read_limited_body(
+    headers: list[tuple[str, str]], receive: Receive, limit: int, too_large: Exception
+) -> bytes:
+    """The body of a request to a door that reads its own (the KMS and XKS doors): ``too_large``
+    raised, before any byte is kept beyond it, when ``Content-Length`` or the bytes received pass
+    ``limit`` (a ``Content-Length`` that is not a number is refused the same way)."""
+    for name, value in headers:
+        if name.lower() == "content-length" and (not value.isdigit() or int(value) > limit):
+            raise too_large
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    return b"".join(chunks)
 
 
 async def vouched_for_signature(services: Services, scope: Scope) -> bool:

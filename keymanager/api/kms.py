@@ -29,7 +29,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import summarise, vouched_for_signature
+from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
 from keymanager.domain import kms, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
@@ -166,7 +166,8 @@ async def _answer(
     try:
         if not exchange.operation:
             raise kms.KmsError("UnknownOperationException", "the X-Amz-Target names no operation of TrentService")
-        body = await _read_body(headers, receive)
+        too_large = kms.KmsError("ValidationException", f"the request body is limited to {kms.MAX_BODY_BYTES} bytes")
+        body = await read_limited_body(headers, receive, kms.MAX_BODY_BYTES, too_large)
         if not any(k.lower() == "content-type" and v.split(";")[0].strip() == _JSON_11 for k, v in headers):
             raise kms.KmsError("SerializationException", f"Content-Type must be {_JSON_11}")
         request = ReceivedRequest(
@@ -252,27 +253,6 @@ async def _key_of(exchange: _Exchange) -> dict[str, Any]:
 
 def _operations(svc: Services) -> set[str]:
     return {*svc.kms_crypto.operations, *svc.kms_keys.reads, *svc.kms_keys.changes}
-
-
-async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
-    """The body, refused (before parsing) beyond :data:`kms.MAX_BODY_BYTES`."""
-    too_large = kms.KmsError("ValidationException", f"the request body is limited to {kms.MAX_BODY_BYTES} bytes")
-    for name, value in headers:
-        if name.lower() == "content-length" and (not value.isdigit() or int(value) > kms.MAX_BODY_BYTES):
-            raise too_large
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > kms.MAX_BODY_BYTES:
-            raise too_large
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def _params(body: bytes) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import summarise, vouched_for_signature
+from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
 from keymanager.domain import xks
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
@@ -113,7 +113,8 @@ async def _answer(exchange: _Exchange, scope: Scope, receive: Receive) -> tuple[
         if scope["method"] != "POST":
             raise xks.XksError("MethodNotAllowed", "the XKS proxy API takes POST only")
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in scope["headers"]]
-        body = await _read_body(headers, receive)
+        too_large = xks.invalid(f"the request body is limited to {xks.MAX_BODY_BYTES} bytes")
+        body = await read_limited_body(headers, receive, xks.MAX_BODY_BYTES, too_large)
         request = ReceivedRequest(
             method="POST",
             raw_path=scope.get("raw_path", b"").decode("latin-1") or scope["path"],
@@ -189,27 +190,6 @@ def _record(trail: AuditContext, call: XksCall, status: int, error: str | None) 
 
 def _error(refusal: xks.XksError) -> dict[str, Any]:
     return {"errorName": refusal.name, "errorMessage": refusal.message}
-
-
-async def _read_body(headers: list[tuple[str, str]], receive: Receive) -> bytes:
-    """The body, refused (before parsing) beyond :data:`xks.MAX_BODY_BYTES`."""
-    too_large = xks.invalid(f"the request body is limited to {xks.MAX_BODY_BYTES} bytes")
-    for name, value in headers:
-        if name.lower() == "content-length" and (not value.isdigit() or int(value) > xks.MAX_BODY_BYTES):
-            raise too_large
-    chunks, size = [], 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            break
-        chunk = message.get("body", b"")
-        size += len(chunk)
-        if size > xks.MAX_BODY_BYTES:
-            raise too_large
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            break
-    return b"".join(chunks)
 
 
 def _params(body: bytes, *, lenient: bool) -> dict[str, Any]:
