@@ -60,6 +60,7 @@ from keymanager.hsm.templates import (
     AES_ENCRYPT_ONLY_TEMPLATE,
     AES_TEMPLATE,
     HMAC_TEMPLATE,
+    NO_CAPABILITIES,
     RSA_UNWRAP_PRIVATE_TEMPLATE,
     RSA_UNWRAP_PUBLIC_TEMPLATE,
     version_labels,
@@ -330,13 +331,13 @@ def _length(token: Any, wrapping: Any, algorithm: WrappingAlgorithm, target: _Ta
     """
     if token.quirks.reports_unwrapped_length:
         return int(obj[Attribute.VALUE_LEN])
-    measured = {**_NOTHING, Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: True}
+    measured = {**NO_CAPABILITIES, Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: True}
     if algorithm is WrappingAlgorithm.RSAES_OAEP_SHA_1:
         staged = _rsa_unwrap(wrapping, target.key_type, blob, measured)
     else:
         staged = _rsa_aes_unwrap(wrapping, target.key_type, blob, measured)
     probe = token.session().generate_key(
-        KeyType.AES, 256, store=False, template={**_NOTHING, Attribute.TOKEN: False, Attribute.WRAP: True}
+        KeyType.AES, 256, store=False, template={**NO_CAPABILITIES, Attribute.TOKEN: False, Attribute.WRAP: True}
     )
     try:
         padded = len(probe.wrap_key(staged, mechanism=Mechanism.AES_KEY_WRAP)) - 8
@@ -345,17 +346,6 @@ def _length(token: Any, wrapping: Any, algorithm: WrappingAlgorithm, target: _Ta
     finally:
         _destroy([probe, staged])
     return target.length if padded == -(-target.length // 8) * 8 else padded
-
-
-_NOTHING = {
-    Attribute.ENCRYPT: False,
-    Attribute.DECRYPT: False,
-    Attribute.SIGN: False,
-    Attribute.VERIFY: False,
-    Attribute.WRAP: False,
-    Attribute.UNWRAP: False,
-    Attribute.DERIVE: False,
-}
 
 
 def _check_value(key: Any, target: _Target) -> bytes:
@@ -411,7 +401,7 @@ def _rsa_aes_unwrap(wrapping: Any, key_type: KeyType, blob: bytes, template: dic
         mechanism=Mechanism.RSA_PKCS_OAEP,
         mechanism_param=_OAEP_SHA1,
         template={
-            **_NOTHING,
+            **NO_CAPABILITIES,
             Attribute.TOKEN: False,
             Attribute.UNWRAP: True,
             Attribute.SENSITIVE: True,

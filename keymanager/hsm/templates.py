@@ -11,12 +11,7 @@ from pkcs11 import Attribute, ObjectClass
 
 from keymanager.domain.models import Algorithm, HsmObjects
 
-_SECRET_KEY_BASE: dict[Attribute, Any] = {
-    Attribute.CLASS: ObjectClass.SECRET_KEY,
-    Attribute.TOKEN: True,
-    Attribute.PRIVATE: True,
-    Attribute.SENSITIVE: True,
-    Attribute.EXTRACTABLE: False,
+NO_CAPABILITIES: dict[Attribute, Any] = {
     Attribute.ENCRYPT: False,
     Attribute.DECRYPT: False,
     Attribute.SIGN: False,
@@ -24,6 +19,15 @@ _SECRET_KEY_BASE: dict[Attribute, Any] = {
     Attribute.WRAP: False,
     Attribute.UNWRAP: False,
     Attribute.DERIVE: False,
+}
+"""Every capability flag off: a template grants only what it sets on top of this."""
+_SECRET_KEY_BASE: dict[Attribute, Any] = {
+    Attribute.CLASS: ObjectClass.SECRET_KEY,
+    Attribute.TOKEN: True,
+    Attribute.PRIVATE: True,
+    Attribute.SENSITIVE: True,
+    Attribute.EXTRACTABLE: False,
+    **NO_CAPABILITIES,
 }
 AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: True}
 """An AES-256 key version: encrypt and decrypt, nothing else."""
