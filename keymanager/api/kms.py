@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
+from keymanager.api.request_context import RouteLabel
 from keymanager.domain import kms, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
@@ -77,13 +78,6 @@ KNOWN_UNSUPPORTED = frozenset(
 """Operations of AWS KMS this service answers ``UnsupportedOperationException``."""
 
 
-@dataclass(frozen=True)
-class _Route:
-    """What the request metrics label a KMS call with (``scope["route"].path``)."""
-
-    path: str
-
-
 @dataclass
 class _Exchange:
     """One KMS call as the door sees it: the operation, its audit context, the call once authenticated."""
@@ -112,7 +106,7 @@ class KmsDoor:
         known = operation in _operations(svc) or operation in KNOWN_UNSUPPORTED
         exchange = _Exchange(svc, trail, operation if known else "")
         trail.declared = f"kms.{operation}" if known else "kms.unknown"
-        scope["route"] = _Route(trail.declared)
+        scope["route"] = RouteLabel(trail.declared)
         client = scope.get("client")
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []

@@ -30,6 +30,7 @@ from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
+from keymanager.api.request_context import RouteLabel
 from keymanager.domain import xks
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
@@ -48,13 +49,6 @@ log = logging.getLogger(__name__)
 MARK = "/kms/xks/"
 """What the path of every request of this door holds (and no REST path does)."""
 _HEADERS = [(b"content-type", b"application/json")]
-
-
-@dataclass(frozen=True)
-class _Route:
-    """What the request metrics label an XKS call with (``scope["route"].path``)."""
-
-    path: str
 
 
 @dataclass
@@ -84,7 +78,7 @@ class XksDoor:
             path = None
         exchange = _Exchange(svc, trail, path)
         trail.declared = f"xks.{path.operation}" if path else "xks.unknown"
-        scope["route"] = _Route(trail.declared)
+        scope["route"] = RouteLabel(trail.declared)
         client = scope.get("client")
         address = str(client[0]) if client else ""
         extra: list[tuple[bytes, bytes]] = []
