@@ -55,6 +55,8 @@ _HASH_MECHANISMS = {
     Hash.SHA384: (Mechanism.SHA384, MGF.SHA384),
     Hash.SHA512: (Mechanism.SHA512, MGF.SHA512),
 }
+_BORN_SENSITIVE = {Attribute.ALWAYS_SENSITIVE: True, Attribute.NEVER_EXTRACTABLE: True}
+"""What a private key generated in the HSM reads back as besides its template: never out in clear."""
 _KEY_TYPES = {HsmKeyType.RSA: KeyType.RSA, HsmKeyType.EC: KeyType.EC, HsmKeyType.EC_EDWARDS: KeyType.EC_EDWARDS}
 _GENERATORS = {
     HsmKeyType.RSA: Mechanism.RSA_PKCS_KEY_PAIR_GEN,
@@ -88,7 +90,7 @@ def generate_key_pair(
         private_template=private_template,
     )
     try:
-        check_object(private, private_template)
+        check_object(private, {**private_template, **_BORN_SENSITIVE})
         check_object(public, public_template)
         spki = _spki(spec, public)
     except BaseException:
