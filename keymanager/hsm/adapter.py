@@ -105,8 +105,8 @@ class Hsm(Dispatcher):
         self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes, signature: bytes
     ) -> bool:
         """Whether ``signature`` is valid for ``signed``, checked in the HSM with the version's public key
-        (Ed25519ph only: every other algorithm is verified with ``cryptography``)."""
-        return await self.acall(kp.verify_prehashed, objects, algorithm, signing, signed, signature)
+        (for ``key_specs.VERIFIED_IN_HSM``: every other algorithm is verified with ``cryptography``)."""
+        return await self.acall(kp.verify, objects, algorithm, signing, signed, signature)
 
     async def adecrypt_oaep(
         self, objects: HsmObjects, algorithm: Algorithm, encryption: EncryptionAlgorithm, ciphertext: bytes
