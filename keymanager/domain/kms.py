@@ -4,10 +4,12 @@ Pure: no HTTP, no storage. The API door (``api/kms.py``) turns :class:`KmsError`
 answer ``{"__type": <code>, "message": …}``; :func:`aws_error` translates the service's own
 errors so that both doors refuse the same things for the same reasons.
 
-Aliases are key names: ``alias/<name>`` is the key whose name is ``<name>``, so the alias a
-KMS client uses and the name the REST API uses are one thing. A key created through the KMS
-API has no alias yet: its name is ``kms-<32 hex digits>`` (:func:`unaliased_name`), a form
-no alias may take.
+Aliases are names of keys: ``alias/<name>`` is the key that answers to ``<name>``, by its own
+name or by a further alias (:class:`KeyAlias`; every name unique across keys), so the alias a
+KMS client uses and the name the REST API uses are one thing. A key created through the KMS API
+has no alias yet: its name is ``kms-<32 hex digits>`` (:func:`unaliased_name`), a form no alias
+may take; its first alias becomes its name, the next ones are further aliases (at most
+:data:`MAX_ALIASES_PER_KEY` in all, AWS's quota).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import binascii
 import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,6 +32,7 @@ MAX_PLAINTEXT_BYTES = 4096
 MAX_REF_CHARS = 2048
 ALIAS_PREFIX = "alias/"
 RESERVED_ALIAS_PREFIX = "alias/aws/"
+MAX_ALIASES_PER_KEY = 50
 _UNALIASED = re.compile(r"kms-[0-9a-f]{32}")
 _ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
@@ -151,8 +155,24 @@ def unaliased_name() -> str:
 
 
 def alias_of(key: Key) -> str | None:
-    """The alias of ``key`` (its name), or None for a key without one."""
-    return None if _UNALIASED.fullmatch(key.name) else ALIAS_PREFIX + key.name
+    """The alias that is ``key``'s name, or None for a key whose name is no alias."""
+    return None if is_unaliased(key.name) else ALIAS_PREFIX + key.name
+
+
+def is_unaliased(name: str) -> bool:
+    """Whether ``name`` is the name of a key without an alias (``kms-<32 hex digits>``)."""
+    return _UNALIASED.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class KeyAlias:
+    """A name key ``key_id`` answers to: its own name, or a further alias (ListAliases shows those
+    that are not :func:`is_unaliased`)."""
+
+    name: str
+    key_id: str
+    created_at: datetime
+    updated_at: datetime
 
 
 # -- key metadata -------------------------------------------------------------------------
@@ -192,6 +212,16 @@ def key_spec(key: Key) -> str:
     return _SPEC_OF.get(key.algorithm, "SYMMETRIC_DEFAULT")
 
 
+def key_usage(key: Key) -> str:
+    """AWS's ``KeyUsage`` of ``key``."""
+    return "GENERATE_VERIFY_MAC" if key.algorithm in MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
+
+
+def key_family(key: Key) -> str:
+    """The type of ``key`` UpdateAlias keeps an alias within: ``symmetric``, ``asymmetric`` or ``HMAC``."""
+    return "HMAC" if key.algorithm in MAC_ALGORITHMS else "symmetric"
+
+
 def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
     """``KeyMetadata`` of ``key`` as DescribeKey and CreateKey answer it."""
     mac = key.algorithm in MAC_ALGORITHMS
@@ -202,7 +232,7 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "CreationDate": epoch(key.created_at),
         "Enabled": key.state is KeyState.ENABLED,
         "Description": key.description,
-        "KeyUsage": "GENERATE_VERIFY_MAC" if mac else "ENCRYPT_DECRYPT",
+        "KeyUsage": key_usage(key),
         "KeyState": _STATES[key.state],
         "Origin": _ORIGINS[key.origin],
         "KeyManager": "CUSTOMER",

@@ -7,15 +7,16 @@ calls it. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
-Aliases are key names (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has no
-alias yet, UpdateAlias moves a name from one key to another (the first gets a fresh
-``kms-<hex>`` name), DeleteAlias gives the key a fresh ``kms-<hex>`` name. So a key holds at
-most one alias, and ``alias/billing`` and ``/v1/keys/billing`` are the same key.
+Aliases are names of keys (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has
+no alias yet and gives a named key a further alias (up to ``kms.MAX_ALIASES_PER_KEY``);
+UpdateAlias moves an alias from one key to another of the same usage (a key losing its name gets
+a fresh ``kms-<hex>`` one); DeleteAlias drops a further alias, or gives the key whose name it is
+a fresh ``kms-<hex>`` name. So ``alias/billing`` and ``/v1/keys/billing`` are the same key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,7 +25,7 @@ from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import InvalidRequest, KeyNotFound
+from keymanager.errors import Conflict, InvalidRequest, KeyNotFound, NotFound
 from keymanager.services.keys import KeyService
 from keymanager.services.kms.crypto import Call, page
 from keymanager.services.kms.resources import KmsKeyResources
@@ -93,10 +94,14 @@ class KmsKeys:
         return {"Keys": [{"KeyId": k.id, "KeyArn": call.arn(k.id)} for k in keys], **rest}
 
     def list_aliases(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        wanted = None if call.params.get("KeyId") is None else self._keys.get(call.ref(), call.principal).id
-        aliased = [k for k in self._keys.list(call.principal) if kms.alias_of(k) and wanted in (None, k.id)]
-        keys, rest = page(call.params, aliased)
-        return {"Aliases": [_alias(k, call) for k in keys], **rest}
+        """The aliases of the keys the caller sees (of key ``KeyId`` when given), by name."""
+        if call.params.get("KeyId") is None:
+            key_ids = {k.id for k in self._keys.list(call.principal)}
+        else:
+            key_ids = {self._keys.get(call.ref(), call.principal).id}
+        aliases = [a for a in self._keys.aliases(key_ids) if not kms.is_unaliased(a.name)]
+        shown, rest = page(call.params, aliases)
+        return {"Aliases": [_alias(a, call) for a in shown], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._admin_key(call)
@@ -192,23 +197,38 @@ class KmsKeys:
         name, target = self._alias_and_target(call)
         if self._keys.id_of(name) is not None:
             raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
-        self._keys.rename([(target.id, name)], record=replace(entry, key_id=target.id))
+        if kms.alias_of(target) is None:
+            self._change_aliases(entry, target, renames=[(target.id, name)])
+        else:
+            self._change_aliases(entry, target, added=[(name, target.id)])
         return {}
 
     def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name, target = self._alias_and_target(call)
         current = self._keys.find(name)
-        if current.id != target.id:
-            self._keys.rename(
-                [(current.id, kms.unaliased_name()), (target.id, name)], record=replace(entry, key_id=target.id)
+        if current.id == target.id:
+            return {}
+        if kms.key_usage(current) != kms.key_usage(target) or kms.key_family(current) != kms.key_family(target):
+            raise kms.KmsError(
+                "ValidationException",
+                f"alias/{name} is on a {kms.key_family(current)} {kms.key_usage(current)} key: it moves only to"
+                " a key of the same type and KeyUsage",
             )
+        removed, renames = ([], [(current.id, kms.unaliased_name())]) if current.name == name else ([name], [])
+        if kms.alias_of(target) is None:
+            self._change_aliases(entry, target, removed=removed, renames=[*renames, (target.id, name)])
+        else:
+            self._change_aliases(entry, target, removed=removed, renames=renames, added=[(name, target.id)])
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
-        self._keys.rename([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
+        if current.name == name:
+            self._change_aliases(entry, current, renames=[(current.id, kms.unaliased_name())])
+        else:
+            self._change_aliases(entry, current, removed=[name])
         return {}
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -248,18 +268,39 @@ class KmsKeys:
         call.noted(target.id)
         if target.state is KeyState.DESTROYED:
             raise KeyNotFound()
-        if kms.alias_of(target) is not None and target.name != name:
-            raise kms.KmsError("LimitExceededException", "a key holds at most one alias here (its name)")
         return name, target
 
+    def _change_aliases(
+        self,
+        entry: AuditEntry,
+        key: Key,
+        *,
+        removed: Sequence[str] = (),
+        renames: Sequence[tuple[str, str]] = (),
+        added: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """``KeyService.change_aliases``, its refusals in AWS's words (recorded about ``key``)."""
+        try:
+            done = self._keys.change_aliases(
+                removed=removed,
+                renames=renames,
+                added=added,
+                limit=kms.MAX_ALIASES_PER_KEY - 1,
+                record=replace(entry, key_id=key.id),
+            )
+        except Conflict:
+            raise kms.KmsError("AlreadyExistsException", "an alias of this name exists") from None
+        except NotFound:
+            raise kms.KmsError("NotFoundException", "Alias not found") from None
+        if not done:
+            raise kms.KmsError("LimitExceededException", f"a key holds at most {kms.MAX_ALIASES_PER_KEY} aliases")
 
-def _alias(key: Key, call: Call) -> dict[str, Any]:
-    alias = kms.alias_of(key)
-    assert alias is not None
+
+def _alias(alias: kms.KeyAlias, call: Call) -> dict[str, Any]:
     return {
-        "AliasName": alias,
-        "AliasArn": kms.alias_arn(key.name, call.region, call.account),
-        "TargetKeyId": key.id,
-        "CreationDate": kms.epoch(key.created_at),
-        "LastUpdatedDate": kms.epoch(key.updated_at),
+        "AliasName": kms.ALIAS_PREFIX + alias.name,
+        "AliasArn": kms.alias_arn(alias.name, call.region, call.account),
+        "TargetKeyId": alias.key_id,
+        "CreationDate": kms.epoch(alias.created_at),
+        "LastUpdatedDate": kms.epoch(alias.updated_at),
     }
