@@ -16,25 +16,26 @@ a fresh ``kms-<hex>`` name. So ``alias/billing`` and ``/v1/keys/billing`` are th
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
 from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import Conflict, InvalidRequest, KeyNotFound, NotFound
+from keymanager.errors import Conflict, KeyNotFound, NotFound
+from keymanager.services.key_use import USAGE_OF
 from keymanager.services.keys import KeyService
-from keymanager.services.kms.crypto import Call, page
+from keymanager.services.kms.call import Call, page
 from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]
 _MAX_DESCRIPTION = 8192
 _ROTATION_DAYS = (90, 2560)
-_ENCRYPTING = frozenset({Operation.ENCRYPT, Operation.DECRYPT, Operation.GENERATE_DATA_KEY, Operation.REENCRYPT})
 
 
 class KmsKeys:
@@ -104,7 +105,7 @@ class KmsKeys:
         return {"Aliases": [_alias(a, call) for a in shown], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        key = self._admin_key(call)
+        key = _rotating(self._admin_key(call))
         answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": key.rotation_period_days is not None}
         if key.rotation_period_days is not None:
             answer["RotationPeriodInDays"] = key.rotation_period_days
@@ -112,52 +113,55 @@ class KmsKeys:
 
     def list_key_rotations(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         """The key's versions after the first, as rotations (``RotationDate``: the version's creation)."""
-        key = self._admin_key(call)
-        if key.algorithm in kms.MAC_ALGORITHMS:
-            raise kms.unsupported("rotation of HMAC keys")
+        key = _rotating(self._admin_key(call))
         versions, rest = page(call.params, [key.versions[n] for n in sorted(key.versions) if n > 1], default=100)
         rotations = [{"KeyId": call.arn(key.id), "RotationDate": kms.epoch(v.created_at)} for v in versions]
         return {"Rotations": rotations, **rest}
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        """A key of ``KeySpec`` (any row of the table of key types with a KMS name) and ``KeyUsage``
+        (AWS's default ``ENCRYPT_DECRYPT`` where the spec allows it, else the spec's own default);
+        a usage the spec does not allow is the service's ValidationException, a spec or algorithm
+        the HSM lacks its UnsupportedOperationException."""
         params = call.params
-        for name in ("CustomKeyStoreId", "XksKeyId"):
-            if params.get(name) is not None:
-                raise kms.unsupported(name)
+        self._refuse_unsupported(params)
         tags = kms.tags(params)
-        if params.get("MultiRegion") is True:
-            raise kms.unsupported("MultiRegion")
-        origin = kms.string(params, "Origin", limit=32)
-        if origin not in (None, "AWS_KMS"):
-            raise kms.unsupported(f"Origin {origin}")
         spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
-        algorithm = kms.KEY_SPECS.get(spec or "SYMMETRIC_DEFAULT")
-        if algorithm is kms.KEY_SPECS["SYMMETRIC_DEFAULT"]:
-            algorithm = self._symmetric_default()
+        spec = spec or kms.SYMMETRIC_DEFAULT
+        algorithm = kms.creatable(spec)
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
-        usage = kms.string(params, "KeyUsage", limit=32)
-        expected = "GENERATE_VERIFY_MAC" if algorithm in kms.MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
-        if usage not in (None, expected):
-            raise kms.KmsError("ValidationException", f"KeyUsage of a {spec or 'SYMMETRIC_DEFAULT'} key is {expected}")
+        if spec == kms.SYMMETRIC_DEFAULT:
+            algorithm = self._symmetric_default()
+        usage = kms.choice(params, "KeyUsage", KeyUsage)
+        if usage is None and spec_of(algorithm).allowed(KeyUsage.ENCRYPT_DECRYPT):
+            usage = KeyUsage.ENCRYPT_DECRYPT
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
         document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
         if document is not None:
             policy = self._resources.policy_of(document, call.account)
         else:
-            operations = {Operation.MAC} if algorithm in kms.MAC_ALGORITHMS else _ENCRYPTING
-            policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
-        try:
-            key = self._keys.create(
-                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, record=entry
-            )
-        except InvalidRequest as exc:  # the policy was checked above: in practice the HSM lacks the algorithm
-            raise kms.unsupported(f"KeySpec {spec} ({exc.message})") from None
+            policy = Policy(grants={op: frozenset({call.principal.name}) for op in _default_rights(algorithm, usage)})
+        key = self._keys.create(
+            kms.unaliased_name(), algorithm=algorithm, usage=usage, description=description, policy=policy, record=entry
+        )
         call.noted(key.id, 1)
         if tags:
             self._resources.add_tags(key, tags, None)
         return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
+
+    @staticmethod
+    def _refuse_unsupported(params: Mapping[str, Any]) -> None:
+        """UnsupportedOperationException for what CreateKey takes in AWS and this service does not make."""
+        for name in ("CustomKeyStoreId", "XksKeyId"):
+            if params.get(name) is not None:
+                raise kms.unsupported(name)
+        if params.get("MultiRegion") is True:
+            raise kms.unsupported("MultiRegion")
+        origin = kms.string(params, "Origin", limit=32)
+        if origin not in (None, "AWS_KMS"):
+            raise kms.unsupported(f"Origin {origin}")
 
     def _enable(self, call: Call, entry: AuditEntry, *, enabled: bool) -> dict[str, Any]:
         key = self._admin_key(call)
@@ -253,9 +257,7 @@ class KmsKeys:
         return self._resources.admin_key(call)
 
     def _rotatable(self, call: Call) -> Key:
-        key = self._admin_key(call)
-        if key.algorithm in kms.MAC_ALGORITHMS:
-            raise kms.unsupported("rotation of HMAC keys")
+        key = _rotating(self._admin_key(call))
         if key.state is KeyState.DISABLED:
             raise kms.KmsError("DisabledException", "the key is disabled")
         if key.state is not KeyState.ENABLED:
@@ -294,6 +296,31 @@ class KmsKeys:
             raise kms.KmsError("NotFoundException", "Alias not found") from None
         if not done:
             raise kms.KmsError("LimitExceededException", f"a key holds at most {kms.MAX_ALIASES_PER_KEY} aliases")
+
+
+def _rotating(key: Key) -> Key:
+    """``key`` if AWS rotates keys of its kind (symmetric encryption keys): UnsupportedOperationException
+    for HMAC keys and for asymmetric keys, which have one version (as AWS answers for both)."""
+    if spec_of(key.algorithm).asymmetric or key.key_usage is not KeyUsage.ENCRYPT_DECRYPT:
+        raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
+    return key
+
+
+_ASYMMETRIC_ONLY = frozenset(
+    {Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY, Operation.DERIVE_SHARED_SECRET}
+)
+_ASYMMETRIC_RIGHTS = _ASYMMETRIC_ONLY | {Operation.ENCRYPT, Operation.DECRYPT}
+"""The rights ``AsymmetricService`` asks of asymmetric keys; the services of symmetric keys ask the
+others (every right but the asymmetric-only ones)."""
+
+
+def _default_rights(algorithm: Algorithm, usage: KeyUsage | None) -> frozenset[Operation]:
+    """What a new key's policy grants its creator when CreateKey gives none: every right its spec and
+    usage allow (``key_use.USAGE_OF``), as AWS's default key policy allows the account everything."""
+    spec = spec_of(algorithm)
+    chosen = usage or spec.default_usage
+    served = _ASYMMETRIC_RIGHTS if spec.asymmetric else frozenset(Operation) - _ASYMMETRIC_ONLY
+    return frozenset(op for op in served if USAGE_OF[op] in (None, chosen))
 
 
 def _alias(alias: kms.KeyAlias, call: Call) -> dict[str, Any]:
