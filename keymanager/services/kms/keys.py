@@ -299,9 +299,9 @@ class KmsKeys:
 
 
 def _rotating(key: Key) -> Key:
-    """``key`` if AWS rotates keys of its kind (symmetric encryption keys): UnsupportedOperationException
-    for HMAC keys and for asymmetric keys, which have one version (as AWS answers for both)."""
-    if spec_of(key.algorithm).asymmetric or key.key_usage is not KeyUsage.ENCRYPT_DECRYPT:
+    """``key`` if AWS rotates keys of its kind (symmetric keys): UnsupportedOperationException for HMAC
+    keys and for asymmetric keys, which have one version (as AWS answers for both)."""
+    if spec_of(key.algorithm).asymmetric or key.key_usage is KeyUsage.GENERATE_VERIFY_MAC:
         raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
     return key
 
