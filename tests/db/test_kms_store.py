@@ -159,8 +159,8 @@ def test_one_name_given_at_once_as_an_alias_and_as_a_key_name_is_taken_once(stor
         target = a_key(f"billing-{round_number}")
         store.create_key(target)
         outcomes = race(
-            lambda: store.change_aliases(added=[(name, target.id)], record=None),
-            lambda: store.create_key(a_key(name)),
+            lambda name=name, key_id=target.id: store.change_aliases(added=[(name, key_id)], record=None),
+            lambda name=name: store.create_key(a_key(name)),
         )
         assert sum(isinstance(o, errors.Conflict) for o in outcomes) == 1, outcomes
         assert [a.name for a in store.aliases() if a.name == name] == [name]
