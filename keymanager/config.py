@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``. The usual ``DATABASE_URL``
     forms ``postgres://…`` and ``postgresql://…`` mean ``postgresql+psycopg://…`` (the driver installed)."""
+    database_prepared_statements: bool = True
+    """PostgreSQL: psycopg prepares the statements a connection runs often. False behind a pooler in
+    transaction mode that cannot keep prepared statements (PgBouncer before 1.21, ``docs/operations.md``)."""
 
     pkcs11_module: str = SOFTHSM_MODULE
     pkcs11_token_label: str = "keymanager"  # noqa: S105 (a label, not a secret)

@@ -6,8 +6,9 @@ chain holding its head), each appended to by one writer at a time:
 - a **writer chain** per audit writer process (:meth:`AuditRecords.append_current`, the group
   commit): opened the first time the process commits, written by that process only, never
   reused (a restarted process opens a new one). An append reads the chain's head and the
-  metadata version in one statement, then writes: on PostgreSQL, one round trip for the read
-  and one pipeline (``BEGIN``, the inserts, the head, ``COMMIT``) for the write;
+  metadata version in one statement, then writes: on PostgreSQL, one statement inserts every
+  record of the group commit (arrays unnested) and moves the head, so a commit is two round
+  trips however many records it holds;
 - **changes chains** for the records written inside a change's own transaction
   (:func:`append`): the transaction takes the first changes chain no other transaction holds
   (``FOR UPDATE SKIP LOCKED``; on SQLite the database's write lock makes it chain 1), opening
@@ -210,20 +211,16 @@ class AuditRecords:
 
     def _append_current_postgresql(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
         """PostgreSQL: the head and version read (a connection found dead is replaced once), then
-        the records chained and sealed, then one pipeline: ``BEGIN``, the inserts, the head, ``COMMIT``."""
+        the records chained and sealed, then one statement (its own transaction) that inserts
+        them all and moves the head: two round trips, however many records."""
         head, version = self._read_head_postgresql()
         version, accepted, entries = _accepted(items, version)
         if not entries:
             return version, accepted
-        connection = self._writer_connection()
         records = _sealed(entries, head, self._key)
-        cursor = connection.cursor()
+        cursor = self._writer_connection().cursor()
         try:
-            with connection.pipeline():
-                cursor.execute("BEGIN")
-                cursor.executemany(_POSTGRESQL.insert, [_POSTGRESQL.row(record) for record in records])
-                cursor.execute(_POSTGRESQL.advance_head, _POSTGRESQL.head_values(records[-1]))
-                cursor.execute("COMMIT")
+            cursor.execute(_POSTGRESQL_APPEND, _append_parameters(records))
         finally:
             cursor.close()
         return version, accepted
@@ -442,6 +439,33 @@ class _RawSql:
 
 _SQLITE = _RawSql.of("sqlite")
 _POSTGRESQL = _RawSql.of("postgresql")
+
+_POSTGRESQL_APPEND = """
+WITH appended AS (
+    INSERT INTO audit_records (chain_id, seq, time, request_id, principal, action, key_id, key_version,
+                               outcome, status, client, details, prev_hash, hash, seal, position)
+    SELECT %(chain)s, r.*, nextval('audit_position')
+    FROM unnest(%(seq)s::bigint[], %(time)s::timestamptz[], %(request_id)s::text[], %(principal)s::text[],
+                %(action)s::text[], %(key_id)s::text[], %(key_version)s::int[], %(outcome)s::text[],
+                %(status)s::int[], %(client)s::text[], %(details)s::jsonb[], %(prev_hash)s::text[],
+                %(hash)s::text[], %(seal)s::text[]) AS r
+)
+UPDATE audit_chains SET last_seq = %(last_seq)s, last_hash = %(last_hash)s WHERE id = %(chain)s
+"""
+"""Every record of a PostgreSQL group commit and the head, in one statement (its own transaction):
+the arrays are unnested in their order, so positions follow the sequence numbers."""
+
+
+def _append_parameters(records: Sequence[AuditRecord]) -> dict[str, object]:
+    """The parameters of :data:`_POSTGRESQL_APPEND` for ``records`` (of one chain, in order)."""
+    rows = [_POSTGRESQL.row(record)[1:] for record in records]  # less the chain, the same for all
+    names = ("seq", "time", "request_id", "principal", "action", "key_id", "key_version", "outcome")
+    names += ("status", "client", "details", "prev_hash", "hash", "seal")
+    parameters: dict[str, object] = {
+        name: list(column) for name, column in zip(names, zip(*rows, strict=True), strict=True)
+    }
+    parameters.update(chain=records[0].chain, last_seq=records[-1].seq, last_hash=records[-1].hash)
+    return parameters
 
 
 @contextmanager

@@ -81,7 +81,9 @@ class Services:
         """Open the database (migrating it to the current schema) and the HSM token (or use ``hsm``)."""
         if settings.is_softhsm:
             settings.export_softhsm_conf()
-        engine = make_engine(settings.resolved_database_url())
+        engine = make_engine(
+            settings.resolved_database_url(), prepared_statements=settings.database_prepared_statements
+        )
         if run_migrations:
             migrate(engine)
         owns_hsm = hsm is None
