@@ -56,6 +56,7 @@ from keymanager.domain.audit import (
     seal,
 )
 from keymanager.domain.checkpoint import LEGACY_CHAIN, ChainHead, Checkpoint
+from keymanager.errors import DatabaseUnavailable
 
 WRITER = "writer"
 """Kind of the chain of one audit writer process."""
@@ -125,6 +126,8 @@ class AuditRecords:
         self._writer: Any = None
         """The connection :meth:`append_current` keeps (see there)."""
         self._writer_lock = threading.Lock()
+        self._head: ChainHead | None = None
+        """PostgreSQL: the writer chain's head as this process last appended it (None: to be read)."""
         self._chain_id: int | None = None
         self._chain_pid = 0
 
@@ -152,14 +155,15 @@ class AuditRecords:
                 return self._append_current_postgresql(items)
             except BaseException:
                 self._drop_writer()  # committed or not, the next append starts on a new connection
+                self._head = None  # and reads the head
                 raise
 
     def _open_writer_chain(self) -> None:
         """Open this process's writer chain (a process started by fork never shares its parent's)."""
         self._writer = None  # the parent's connection, if any, is not this process's to use or close
         with connection_errors_as_unavailable(), self._engine.begin() as connection:
-            self._chain_id = _open_chain(connection, WRITER).chain
-        self._chain_pid = os.getpid()
+            self._head = _open_chain(connection, WRITER)
+        self._chain_id, self._chain_pid = self._head.chain, os.getpid()
 
     def _writer_connection(self) -> Any:
         """The DB-API connection of the writer, kept out of the pool, in autocommit (transactions
@@ -210,20 +214,49 @@ class AuditRecords:
         return version, accepted
 
     def _append_current_postgresql(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
-        """PostgreSQL: the head and version read (a connection found dead is replaced once), then
-        the records chained and sealed, then one statement (its own transaction) that inserts
-        them all and moves the head: two round trips, however many records."""
-        head, version = self._read_head_postgresql()
-        version, accepted, entries = _accepted(items, version)
-        if not entries:
-            return version, accepted
-        records = _sealed(entries, head, self._key)
+        """PostgreSQL: one round trip when the writer knows its head and the batch expects one
+        metadata version: the records chained and sealed after that head, then one statement
+        that appends them and moves the head only if the head and the version are still those
+        (:data:`_POSTGRESQL_APPEND`). Otherwise (the first commit, a failure, a changed version)
+        the head and the version are read first, and the same statement follows."""
+        single, expected = _one_expectation(items)
+        tried: list[AuditRecord] = []
+        if self._head is not None and single:
+            tried = _sealed([entry for entry, _ in items], self._head, self._key)
+            try:
+                version, written = self._append_if(tried, self._head, expected)
+            except Exception:
+                if not self._writer_is_dead():
+                    raise
+                self._drop_writer()  # it may have committed before it died: the head read below says
+                version, written = 0, False
+            if written:
+                self._head = _head_of(tried)
+                return version, [True] * len(items)
+        self._head = None
+        head, read = self._read_head_postgresql()
+        if tried and head == _head_of(tried):  # committed, and the answer was lost with the connection
+            self._head = head
+            return int(read if expected is None else expected), [True] * len(items)  # type: ignore[call-overload]
+        version, accepted, entries = _accepted(items, read)
+        if entries:
+            records = _sealed(entries, head, self._key)
+            if not self._append_if(records, head, None)[1]:
+                raise DatabaseUnavailable("the audit chain's head moved while this writer appended to it")
+            head = _head_of(records)
+        self._head = head
+        return version, accepted
+
+    def _append_if(self, records: Sequence[AuditRecord], head: ChainHead, expected: int | None) -> tuple[int, bool]:
+        """Append ``records`` if the chain's head is still ``head`` and the metadata version is
+        ``expected`` (any, for None); the version, and whether they were appended."""
         cursor = self._writer_connection().cursor()
         try:
-            cursor.execute(_POSTGRESQL_APPEND, _append_parameters(records))
+            cursor.execute(_POSTGRESQL_APPEND, _append_parameters(records, head, expected))
+            version, appended = cursor.fetchone()
         finally:
             cursor.close()
-        return version, accepted
+        return int(version), int(appended) == len(records)
 
     def _read_head_postgresql(self) -> tuple[ChainHead, object]:
         """The writer chain's head and the metadata version; a dead connection (the server
@@ -441,31 +474,76 @@ _SQLITE = _RawSql.of("sqlite")
 _POSTGRESQL = _RawSql.of("postgresql")
 
 _POSTGRESQL_APPEND = """
-WITH appended AS (
+WITH current AS (SELECT version FROM metadata_version WHERE id = 1),
+moved AS (
+    UPDATE audit_chains SET last_seq = %(last_seq)s, last_hash = %(last_hash)s
+    WHERE id = %(chain)s AND last_seq = %(prev_seq)s AND last_hash = %(prev_hash)s
+      AND (%(expected)s::bigint IS NULL OR %(expected)s::bigint = (SELECT version FROM current))
+    RETURNING id
+),
+appended AS (
     INSERT INTO audit_records (chain_id, seq, time, request_id, principal, action, key_id, key_version,
                                outcome, status, client, details, prev_hash, hash, seal, position)
-    SELECT %(chain)s, r.*, nextval('audit_position')
-    FROM unnest(%(seq)s::bigint[], %(time)s::timestamptz[], %(request_id)s::text[], %(principal)s::text[],
-                %(action)s::text[], %(key_id)s::text[], %(key_version)s::int[], %(outcome)s::text[],
-                %(status)s::int[], %(client)s::text[], %(details)s::jsonb[], %(prev_hash)s::text[],
-                %(hash)s::text[], %(seal)s::text[]) AS r
+    SELECT %(chain)s, r.seq, r.time, r.request_id, r.principal, r.action, r.key_id, r.key_version,
+           r.outcome, r.status, r.client, r.details, r.prev_hash, r.hash, r.seal, nextval('audit_position')
+    FROM jsonb_to_recordset(%(records)s::jsonb) AS r(
+        seq bigint, time timestamptz, request_id text, principal text, action text, key_id text,
+        key_version int, outcome text, status int, client text, details jsonb, prev_hash text, hash text,
+        seal text)
+    WHERE EXISTS (SELECT FROM moved)
+    RETURNING 1
 )
-UPDATE audit_chains SET last_seq = %(last_seq)s, last_hash = %(last_hash)s WHERE id = %(chain)s
+SELECT (SELECT version FROM current), (SELECT count(*) FROM appended)
 """
-"""Every record of a PostgreSQL group commit and the head, in one statement (its own transaction):
-the arrays are unnested in their order, so positions follow the sequence numbers."""
+"""A PostgreSQL group commit in one statement (its own transaction): the records (one JSON array,
+in order, so that positions follow the sequence numbers) are appended and the head moved only
+if the chain's head is still the one they follow and the metadata version the one expected
+(any, for NULL). Answers the version and how many records were appended (all or none)."""
 
 
-def _append_parameters(records: Sequence[AuditRecord]) -> dict[str, object]:
-    """The parameters of :data:`_POSTGRESQL_APPEND` for ``records`` (of one chain, in order)."""
-    rows = [_POSTGRESQL.row(record)[1:] for record in records]  # less the chain, the same for all
-    names = ("seq", "time", "request_id", "principal", "action", "key_id", "key_version", "outcome")
-    names += ("status", "client", "details", "prev_hash", "hash", "seal")
-    parameters: dict[str, object] = {
-        name: list(column) for name, column in zip(names, zip(*rows, strict=True), strict=True)
+def _append_parameters(records: Sequence[AuditRecord], head: ChainHead, expected: int | None) -> dict[str, object]:
+    """The parameters of :data:`_POSTGRESQL_APPEND` for ``records`` (of one chain, in order) after ``head``."""
+    rows = [_json_row(record) for record in records]
+    return {
+        "chain": head.chain,
+        "prev_seq": head.seq,
+        "prev_hash": head.hash,
+        "last_seq": records[-1].seq,
+        "last_hash": records[-1].hash,
+        "expected": expected,
+        "records": json.dumps(rows, separators=(",", ":")),
     }
-    parameters.update(chain=records[0].chain, last_seq=records[-1].seq, last_hash=records[-1].hash)
-    return parameters
+
+
+def _json_row(record: AuditRecord) -> dict[str, object]:
+    """``record``'s row for ``jsonb_to_recordset``: the time with its offset, to the microsecond."""
+    entry = record.entry
+    return {
+        "seq": record.seq,
+        "time": entry.time.isoformat(timespec="microseconds"),
+        "request_id": entry.request_id,
+        "principal": entry.principal,
+        "action": entry.action,
+        "key_id": entry.key_id,
+        "key_version": entry.key_version,
+        "outcome": entry.outcome.value,
+        "status": entry.status,
+        "client": entry.client,
+        "details": dict(entry.details),
+        "prev_hash": record.prev_hash,
+        "hash": record.hash,
+        "seal": record.seal,
+    }
+
+
+def _one_expectation(items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[bool, int | None]:
+    """Whether the items expect one metadata version at most, and which (None: none expects any)."""
+    expected = {version for _, version in items if version is not None}
+    return len(expected) <= 1, next(iter(expected), None)
+
+
+def _head_of(records: Sequence[AuditRecord]) -> ChainHead:
+    return ChainHead(records[-1].chain, records[-1].seq, records[-1].hash)
 
 
 @contextmanager
