@@ -113,31 +113,28 @@ class ChainTail:
     """Whether any record carries a seal (the log is keyed by an audit key already)."""
 
 
-class AuditRecords:
-    """Reads and appends audit records over one engine; ``key`` seals appends and checks seals.
+class ChainWriter:
+    """One writer of the audit log: its own chain (opened at its first append in a process, never
+    reused), appended to by :meth:`append_current` only, one group commit at a time."""
 
-    One object per process: its :meth:`append_current` writes the process's writer chain.
-    """
-
-    def __init__(self, engine: Engine, key: ChainKey | None = None) -> None:
+    def __init__(self, engine: Engine, key: ChainKey | None) -> None:
         self._engine = engine
         self._key = key
-        self._sessions = sessionmaker(engine, expire_on_commit=False)
         self._writer: Any = None
         """The connection :meth:`append_current` keeps (see there)."""
         self._writer_lock = threading.Lock()
         self._head: ChainHead | None = None
-        """PostgreSQL: the writer chain's head as this process last appended it (None: to be read)."""
+        """PostgreSQL: the chain's head as this writer last appended it (None: to be read)."""
         self._chain_id: int | None = None
         self._chain_pid = 0
 
     @property
-    def writer_chain(self) -> int | None:
-        """The id of this process's writer chain (None before its first commit)."""
+    def chain(self) -> int | None:
+        """The id of this writer's chain in this process (None before its first commit)."""
         return self._chain_id if self._chain_pid == os.getpid() else None
 
     def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
-        """Append to this process's chain, in one transaction, each entry whose expected metadata
+        """Append to this writer's chain, in one transaction, each entry whose expected metadata
         version is None or current.
 
         Returns the current metadata version and, per item, whether it was written. A request that
@@ -280,6 +277,45 @@ class AuditRecords:
         """Give back the connection :meth:`append_current` kept, if any."""
         with self._writer_lock:
             self._drop_writer()
+
+
+class AuditRecords:
+    """Reads and appends audit records over one engine; ``key`` seals appends and checks seals.
+
+    Its :meth:`append_current` writes through one :class:`ChainWriter`; :meth:`writer` makes more
+    (the audit writer's lanes), each with a chain of its own.
+    """
+
+    def __init__(self, engine: Engine, key: ChainKey | None = None) -> None:
+        self._engine = engine
+        self._key = key
+        self._sessions = sessionmaker(engine, expire_on_commit=False)
+        self._writers: list[ChainWriter] = []
+        self._writers_lock = threading.Lock()
+        self._first = self.writer()
+
+    def writer(self) -> ChainWriter:
+        """A new writer of its own chain (closed with this object)."""
+        made = ChainWriter(self._engine, self._key)
+        with self._writers_lock:
+            self._writers.append(made)
+        return made
+
+    @property
+    def writer_chain(self) -> int | None:
+        """The chain of :meth:`append_current`'s writer in this process (None before its first commit)."""
+        return self._first.chain
+
+    def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
+        """:meth:`ChainWriter.append_current` of this object's first writer."""
+        return self._first.append_current(items)
+
+    def close(self) -> None:
+        """Give back the connections of every writer made here."""
+        with self._writers_lock:
+            writers = list(self._writers)
+        for writer in writers:
+            writer.close()
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
         """Records of every chain matching ``query`` with ``position > query.after`` (and ``<

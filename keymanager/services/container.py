@@ -94,7 +94,8 @@ class Services:
         store = Store(engine, audit_key=audit_key)
         audit_records = AuditRecords(engine, audit_key)
         keys = KeyService(store, hsm)
-        audit_writer = AuditWriter(audit_records)
+        lanes = settings.audit_writer_lanes if engine.dialect.name == "postgresql" else 1
+        audit_writer = AuditWriter(audit_records, lanes=lanes)
         crypto = CryptoService(
             hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
         )
