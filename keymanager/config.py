@@ -148,10 +148,11 @@ class Settings(BaseSettings):
     names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
     window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
     # -- audit chain keyed by the HSM (keymanager/services/audit_chain.py) --
-    audit_writer_lanes: int = Field(default=2, ge=1, le=16)
+    audit_writer_lanes: int = Field(default=1, ge=1, le=16)
     """PostgreSQL: writer threads of each process's audit log, each committing its group commits
-    to a chain of its own, side by side (one waits for the WAL flush while the next commits). On
-    SQLite, which takes one commit at a time, a process always has one."""
+    to a chain of its own, side by side (one waits for the WAL flush while the next commits): more
+    requests per second where the disk's flush is slow, smaller group commits (more CPU per
+    request). On SQLite, which takes one commit at a time, a process always has one."""
     audit_key_label: str = Field(default="keymanager-audit", min_length=1, max_length=64)
     """Label of the audit key in the token (HMAC-SHA256, made by ``keymanager init``); must not start with ``km/``."""
     audit_checkpoint_file: Path | None = None
