@@ -1,6 +1,8 @@
-"""Audit records, their hash chain and its seals.
+"""Audit records, their hash chains and their seals.
 
-Each record carries its sequence number and the hash of the record before it; its own hash
+The log is made of chains (one per writer, see ``keymanager.db.audit``), each checked on its
+own. Each record carries its sequence number in its chain and the hash of the record before it
+(for the first record, :func:`genesis_hash` of the chain's id); its own hash
 (the chain value) is SHA-256 over the canonical JSON of every other field. Editing a record
 changes its hash; deleting or reordering records breaks a ``prev_hash`` link or the sequence.
 
@@ -159,8 +161,8 @@ def chain(
 
 @dataclass(frozen=True)
 class AuditQuery:
-    """Filters of an audit listing; records with ``seq > after`` (and ``seq < before`` when given),
-    at most ``limit``, oldest first, or newest first with ``newest_first``."""
+    """Filters of an audit listing; records with ``position > after`` (and ``position < before``
+    when given), at most ``limit``, oldest first, or newest first with ``newest_first``."""
 
     key_id: str | None = None
     principal: str | None = None

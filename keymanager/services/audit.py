@@ -173,12 +173,12 @@ class AuditReader:
         """The id of the key named or identified by a reference; KeyNotFound when there is none."""
 
     def query(self, query: AuditQuery, key: str | None = None) -> list[AuditRecord]:
-        """Records matching ``query`` in sequence order (newest first with ``query.newest_first``);
+        """Records of every chain matching ``query`` in position order (newest first with ``query.newest_first``);
         ``key`` (a key's name or id) narrows them to that key's (KeyNotFound when there is no such key)."""
         if key is not None:
             query = replace(query, key_id=self._key_id(key))
         return self._records.query(query)
 
     def verify(self) -> Verification:
-        """The whole chain checked: links, seals (in the HSM) and head (see ``AuditRecords.verify``)."""
+        """Every chain checked: links, seals (in the HSM) and heads (see ``AuditRecords.verify``)."""
         return self._records.verify()
