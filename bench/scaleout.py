@@ -16,10 +16,12 @@ wrk posts the 1 KB encrypt JSON at ``--connections`` connections: ``--warmup`` s
 ``--duration`` seconds measured. Per setup: requests/s; CPU per request (user + system from
 ``/proc``) of the keymanager processes, of HAProxy and of the PostgreSQL backends serving the
 database; the audit records and group commits (sealed records: every commit seals its last
-record) committed per second; and, on PostgreSQL, the chain head's lock contention, from
-``pg_stat_activity`` sampled every 10 ms: how many backends wait for a lock, the share of samples
-in which a backend is inside an audit append (holding the chain head), hence the time the head is
-held per commit and the commit rate it allows at most, and the most connections the replicas held.
+record) committed per second; and, on PostgreSQL, from ``pg_stat_activity`` sampled every 10 ms:
+how many backends wait for a lock (no audit append waits for another since every writer has a
+chain of its own: any wait is a regression), the share of samples in which a backend is inside
+an audit append, hence the time an append takes (its statement and the WAL flush), and the most
+connections the replicas held. ``--audit-lanes`` sets the PostgreSQL replicas'
+``KM_AUDIT_WRITER_LANES``.
 """
 
 from __future__ import annotations
@@ -226,10 +228,12 @@ def haproxy(home: Path, replicas: list[Service]) -> Iterator[tuple[str, int]]:
 
 # -- one setup measured ----------------------------------------------------------------------
 @contextlib.contextmanager
-def replicas(installation: Installation, count: int, workers: int) -> Iterator[list[Service]]:
+def replicas(installation: Installation, count: int, workers: int, lanes: int = 1) -> Iterator[list[Service]]:
     """``count`` replicas of ``workers`` processes each on ``installation`` until the block ends,
     trusting HAProxy (:data:`PROXY_SOURCE`) to name the clients."""
     settings = {**installation.settings(), "KM_TRUSTED_PROXIES": f"{PROXY_SOURCE}/32"}
+    if installation.database_url is not None:
+        settings["KM_AUDIT_WRITER_LANES"] = str(lanes)
     with contextlib.ExitStack() as stack:
         yield [
             stack.enter_context(
@@ -295,10 +299,16 @@ def measure(
 def run_setup(setup: str, sqlite: Installation, postgres: Installation, args: Any) -> dict[str, Any]:
     """Start the servers of ``setup``, measure, stop them."""
     if setup == POSTGRES_TWO:
-        with replicas(postgres, 2, args.workers) as services, haproxy(postgres.home, services) as (url, pid):
+        with (
+            replicas(postgres, 2, args.workers, args.audit_lanes) as services,
+            haproxy(postgres.home, services) as (
+                url,
+                pid,
+            ),
+        ):
             return measure(setup, postgres, services, url, pid, args)
     installation = sqlite if setup == SQLITE else postgres
-    with replicas(installation, 1, 2 * args.workers) as services:
+    with replicas(installation, 1, 2 * args.workers, args.audit_lanes) as services:
         return measure(setup, installation, services, services[0].url, None, args)
 
 
@@ -321,8 +331,8 @@ def table(runs: list[dict[str, Any]]) -> Table:
         "rec/commit",
         "lock waiters",
         "lock wait %",
-        "head busy %",
-        "hold ms/commit",
+        "in append %",
+        "ms/append",
         "PG conns",
         "errors",
         "load avg",
@@ -399,6 +409,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--duration", type=float, default=10.0, help="measured seconds per run (default 10)")
     p.add_argument("--warmup", type=float, default=2.0, help="warm-up seconds before each (default 2)")
     p.add_argument("--rounds", type=int, default=1, help="rounds of the three setups (default 1)")
+    p.add_argument(
+        "--audit-lanes", type=int, default=1, help="KM_AUDIT_WRITER_LANES of the PostgreSQL replicas (default 1)"
+    )
     p.add_argument(
         "--db-server",
         default=os.environ.get("KM_BENCH_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"),

@@ -31,6 +31,9 @@ class Settings(BaseSettings):
     database_url: str | None = None
     """SQLAlchemy URL; default: SQLite file ``<var_dir>/keymanager.db``. The usual ``DATABASE_URL``
     forms ``postgres://…`` and ``postgresql://…`` mean ``postgresql+psycopg://…`` (the driver installed)."""
+    database_prepared_statements: bool = True
+    """PostgreSQL: psycopg prepares the statements a connection runs often. False behind a pooler in
+    transaction mode that cannot keep prepared statements (PgBouncer before 1.21, ``docs/operations.md``)."""
 
     pkcs11_module: str = SOFTHSM_MODULE
     pkcs11_token_label: str = "keymanager"  # noqa: S105 (a label, not a secret)
@@ -145,6 +148,11 @@ class Settings(BaseSettings):
     names is destroyed by the maintenance task. Must exceed the longest HSM-create-to-commit
     window of a key creation or rotation; the orphan sweep runs every quarter of it at most."""
     # -- audit chain keyed by the HSM (keymanager/services/audit_chain.py) --
+    audit_writer_lanes: int = Field(default=1, ge=1, le=16)
+    """PostgreSQL: writer threads of each process's audit log, each committing its group commits
+    to a chain of its own, side by side (one waits for the WAL flush while the next commits): more
+    requests per second where the disk's flush is slow, smaller group commits (more CPU per
+    request). On SQLite, which takes one commit at a time, a process always has one."""
     audit_key_label: str = Field(default="keymanager-audit", min_length=1, max_length=64)
     """Label of the audit key in the token (HMAC-SHA256, made by ``keymanager init``); must not start with ``km/``."""
     audit_checkpoint_file: Path | None = None

@@ -67,6 +67,7 @@ fi
 if [ "$purpose" = test ]; then
   command -v jq >/dev/null || missing+=(jq)  # the README's curl examples, run by the e2e tests
   command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless
+  command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)  # tests/replicas/test_pgbouncer.py
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing the Debian packages ${missing[*]}" "20-60 s"

@@ -202,8 +202,8 @@ def _prepare_in_child() -> None:
 
 
 def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
-    """Check the audit chain (seals in the HSM) and, with ``--checkpoint``, that it still holds the
-    checkpoint's record; exit 0 when intact, 1 naming the first broken record, 2 for a bad argument."""
+    """Check the audit chains (seals in the HSM) and, with ``--checkpoint``, that they still hold the
+    checkpoint's heads; exit 0 when intact, 1 naming the first broken record, 2 for a bad argument."""
     from keymanager.cli.checkpoint import read_checkpoint
     from keymanager.services.container import Services
 
@@ -211,7 +211,7 @@ def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
     if checkpoint_arg is not None:
         checkpoint = read_checkpoint(checkpoint_arg)
         if checkpoint is None:
-            print("--checkpoint: no 'audit checkpoint seq=… hash=…' line in that file or text", file=sys.stderr)
+            print("--checkpoint: no 'audit checkpoint chains=…' line in that file or text", file=sys.stderr)
             return 2
     services = Services.build(settings)
     try:
@@ -219,10 +219,13 @@ def audit_verify(settings: Settings, checkpoint_arg: str | None) -> int:
     finally:
         services.close()
     if result.ok:
-        against = f"; checkpoint at record {checkpoint.seq} contained" if checkpoint else ""
-        print(f"audit log ok: {result.records} records, chain intact and sealed{against}")
+        against = f"; checkpoint of {len(checkpoint.heads)} chain heads contained" if checkpoint else ""
+        print(f"audit log ok: {result.records} records, every chain intact and sealed{against}")
         return 0
-    print(f"audit log BROKEN at record {result.first_broken_seq}: {result.reason} ({result.records} records verified)")
+    print(
+        f"audit log BROKEN at record {result.first_broken_seq} of chain {result.chain}: {result.reason} "
+        f"({result.records} records verified)"
+    )
     return 1
 
 

@@ -37,7 +37,7 @@ def database_problem(settings: Settings) -> str | None:
 
     url = settings.resolved_database_url()
     try:
-        engine = make_engine(url)
+        engine = make_engine(url, prepared_statements=settings.database_prepared_statements)
     except ValueError as exc:
         return f"database: {exc}"
     said: list[str] = []

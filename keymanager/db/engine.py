@@ -6,12 +6,12 @@ import logging
 import os
 import sqlite3
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
 from sqlalchemy.exc import DBAPIError, InterfaceError, OperationalError
 from sqlalchemy.exc import TimeoutError as PoolTimeout
@@ -19,6 +19,7 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 from keymanager import errors
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 _SQLITE_PRAGMAS = (
     "PRAGMA busy_timeout=5000",
@@ -28,13 +29,17 @@ _SQLITE_PRAGMAS = (
 )
 
 
-def make_engine(url: str) -> Engine:
+def make_engine(url: str, *, prepared_statements: bool = True) -> Engine:
     """An engine for ``url`` (``sqlite:///…`` or ``postgresql+psycopg://…``).
 
     SQLite: the file's directory (mode 0700) and the file (mode 0600, so the WAL and shared
     memory files SQLite makes beside it are 0600 too) are created, and every connection gets WAL,
     foreign keys, a 5 s busy timeout and ``synchronous=NORMAL``.
-    PostgreSQL: a pool of 10 (+20 overflow) connections, checked before use.
+    PostgreSQL: a pool of 10 (+20 overflow) connections, not pinged before use (a round trip per
+    checkout): a connection found dead invalidates the pool's older ones, and reads made through
+    :func:`read_retrying` run once more on a new one. ``prepared_statements``: psycopg prepares
+    the statements a connection runs often (false behind a transaction pooler that cannot keep
+    them, such as PgBouncer before 1.21).
     Connecting is lazy: an unreachable database is noticed on first use.
     Raises ``ValueError`` for any other kind of database.
     """
@@ -42,7 +47,8 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "sqlite":
         return _sqlite_engine(parsed)
     if parsed.get_backend_name() == "postgresql":
-        return create_engine(parsed, pool_pre_ping=True, pool_size=10, max_overflow=20)
+        connect_args = {} if prepared_statements else {"prepare_threshold": None}
+        return create_engine(parsed, pool_size=10, max_overflow=20, connect_args=connect_args)
     raise ValueError(f"unsupported database {parsed.get_backend_name()!r}: use sqlite or postgresql+psycopg")
 
 
@@ -106,6 +112,21 @@ def connection_errors_as_unavailable() -> Iterator[None]:
         if not exc.connection_invalidated:
             raise
         raise _unavailable(exc) from None
+
+
+def read_retrying(engine: Engine, read: Callable[[Connection], T]) -> T:
+    """``read(connection)`` on a connection of ``engine``'s pool; when the connection turns out to
+    be dead (the server restarted since it was last used), once more on a new one. Only for
+    reads: nothing they did can have been half done. Errors as :func:`connection_errors_as_unavailable`."""
+    with connection_errors_as_unavailable():
+        try:
+            with engine.connect() as connection:
+                return read(connection)
+        except DBAPIError as exc:
+            if not exc.connection_invalidated:
+                raise
+        with engine.connect() as connection:
+            return read(connection)
 
 
 def _unavailable(exc: Exception) -> errors.DatabaseUnavailable:

@@ -104,11 +104,14 @@ class KeyVersionRow(Base):
 
 
 class AuditRecordRow(Base):
-    """One link of the audit hash chain (see :mod:`keymanager.domain.audit`)."""
+    """One link of an audit hash chain (see :mod:`keymanager.domain.audit`)."""
 
     __tablename__ = "audit_records"
 
+    chain_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
     seq: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    position: Mapped[int] = mapped_column(BigInteger, unique=True, index=True)
+    """Its place in the whole log (listings follow it), given as it was stored; not hashed."""
     time: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
     request_id: Mapped[str] = mapped_column(String(64))
     principal: Mapped[str | None] = mapped_column(String(128), index=True)
@@ -125,15 +128,19 @@ class AuditRecordRow(Base):
     """HMAC-SHA256 (hex, in the HSM) of the last record of each append; NULL on the others."""
 
 
-class AuditHeadRow(Base):
-    """The chain head: the last record's sequence number and hash (one row, id 1).
+class AuditChainRow(Base):
+    """One audit chain and its head: the last record's sequence number and hash.
 
-    Appenders lock this row, which keeps the chain single across processes and replicas.
+    A ``writer`` chain is one audit writer process's, never reused; ``changes`` chains take the
+    records written in the transactions of changes, each locked by one transaction at a time.
     """
 
-    __tablename__ = "audit_head"
+    __tablename__ = "audit_chains"
 
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    writer: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_seq: Mapped[int] = mapped_column(BigInteger)
     last_hash: Mapped[str] = mapped_column(String(64))
 

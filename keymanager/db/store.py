@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from keymanager import errors
 from keymanager.db import records
 from keymanager.db.changes import record_change, rowcount, sessions
-from keymanager.db.engine import connection_errors_as_unavailable
+from keymanager.db.engine import connection_errors_as_unavailable, read_retrying
 from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
@@ -52,8 +52,7 @@ class Store:
 
     def metadata_version(self) -> int:
         """The current metadata version (see :func:`_changed`)."""
-        with self._reading() as connection:
-            return int(connection.execute(_METADATA_VERSION).scalar_one())
+        return read_retrying(self._engine, lambda connection: int(connection.execute(_METADATA_VERSION).scalar_one()))
 
     def ping(self) -> None:
         """Return when the database answers; raise ``DatabaseUnavailable`` otherwise."""
@@ -134,8 +133,7 @@ class Store:
 
     def get_key(self, id_or_name: str) -> Key | None:
         """The key whose id (tried first) or name is ``id_or_name``, with its versions; two queries."""
-        with self._reading() as connection:
-            return records.key_by_ref(connection, id_or_name)
+        return read_retrying(self._engine, lambda connection: records.key_by_ref(connection, id_or_name))
 
     def list_keys(self) -> list[Key]:
         """Every key with its versions, ordered by name."""

@@ -1,6 +1,8 @@
-"""Audit records, their hash chain and its seals.
+"""Audit records, their hash chains and their seals.
 
-Each record carries its sequence number and the hash of the record before it; its own hash
+The log is made of chains (one per writer, see ``keymanager.db.audit``), each checked on its
+own. Each record carries its sequence number in its chain and the hash of the record before it
+(for the first record, :func:`genesis_hash` of the chain's id); its own hash
 (the chain value) is SHA-256 over the canonical JSON of every other field. Editing a record
 changes its hash; deleting or reordering records breaks a ``prev_hash`` link or the sequence.
 
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Protocol
 
-from keymanager.domain.checkpoint import Checkpoint
+from keymanager.domain.checkpoint import LEGACY_CHAIN, ChainHead
 
 GENESIS_HASH = "0" * 64
 MAX_TEXT = 128
@@ -63,7 +65,7 @@ class AuditEntry:
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """An entry with its place in the chain."""
+    """An entry with its place in its chain (and, once stored, in the log)."""
 
     seq: int
     entry: AuditEntry
@@ -71,10 +73,22 @@ class AuditRecord:
     hash: str
     seal: str | None = None
     """Hex HMAC-SHA256 of :func:`seal_message` in the HSM; set on the last record of each append."""
+    chain: int = LEGACY_CHAIN
+    """The chain it belongs to (its first link is :func:`genesis_hash` of this id)."""
+    position: int = 0
+    """Its place in the whole log, given by the database as it was stored (0 before): listings
+    follow it. Not hashed: it orders the chains' records among each other, each chain's own
+    order is its sequence numbers."""
 
     def fields(self) -> dict[str, Any]:
         """Every field of the record (as stored and as returned by the API), hash and seal last."""
-        return {**canonical_fields(self.seq, self.prev_hash, self.entry), "hash": self.hash, "seal": self.seal}
+        return {
+            "chain": self.chain,
+            "position": self.position,
+            **canonical_fields(self.seq, self.prev_hash, self.entry),
+            "hash": self.hash,
+            "seal": self.seal,
+        }
 
 
 class ChainKey(Protocol):
@@ -83,6 +97,15 @@ class ChainKey(Protocol):
     def sign(self, messages: Sequence[bytes]) -> list[bytes]:
         """The HMAC-SHA256 of each message, in order (one trip to the HSM)."""
         ...
+
+
+def genesis_hash(chain: int) -> str:
+    """The ``prev_hash`` of a chain's first record: the chain's id bound into every record of it,
+    so records cannot be passed off as another chain's. Chain 1, the single chain of earlier
+    versions, keeps the zeros it always began with."""
+    if chain == LEGACY_CHAIN:
+        return GENESIS_HASH
+    return hashlib.sha256(f"keymanager-audit-chain:v1:{chain}".encode()).hexdigest()
 
 
 def seal_message(seq: int, chain_value: str) -> bytes:
@@ -122,21 +145,24 @@ def record_hash(seq: int, prev_hash: str, entry: AuditEntry) -> str:
     return hashlib.sha256(data.encode()).hexdigest()
 
 
-def chain(entries: Iterable[AuditEntry], last_seq: int, last_hash: str) -> list[AuditRecord]:
-    """Place ``entries`` (each :func:`bounded`) after the record ``last_seq`` whose hash is ``last_hash``."""
+def chain(
+    entries: Iterable[AuditEntry], last_seq: int, last_hash: str, chain_id: int = LEGACY_CHAIN
+) -> list[AuditRecord]:
+    """Place ``entries`` (each :func:`bounded`) after the record ``last_seq`` of chain ``chain_id``
+    whose hash is ``last_hash``."""
     records = []
     for entry in map(bounded, entries):
         last_seq += 1
         digest = record_hash(last_seq, last_hash, entry)
-        records.append(AuditRecord(seq=last_seq, entry=entry, prev_hash=last_hash, hash=digest))
+        records.append(AuditRecord(seq=last_seq, entry=entry, prev_hash=last_hash, hash=digest, chain=chain_id))
         last_hash = digest
     return records
 
 
 @dataclass(frozen=True)
 class AuditQuery:
-    """Filters of an audit listing; records with ``seq > after`` (and ``seq < before`` when given),
-    at most ``limit``, oldest first, or newest first with ``newest_first``."""
+    """Filters of an audit listing; records with ``position > after`` (and ``position < before``
+    when given), at most ``limit``, oldest first, or newest first with ``newest_first``."""
 
     key_id: str | None = None
     principal: str | None = None
@@ -150,32 +176,45 @@ class AuditQuery:
 
 @dataclass(frozen=True)
 class Verification:
+    """The result of checking the chains: ``records`` found good (before the break, if any);
+    when broken, the chain and the sequence number of the first record that is not, and why."""
+
     ok: bool
     records: int
     first_broken_seq: int | None = None
     reason: str | None = None
+    chain: int | None = None
+    """The broken chain (None when every chain verified)."""
 
 
 class ChainVerifier:
-    """Checks records fed in sequence order, then the chain head; keeps O(batch) state.
+    """Checks the records of one chain fed in sequence order, then its head; keeps O(batch) state.
 
-    Links and SHA-256 hashes are checked as records come; seals are checked with ``key`` (in
-    the HSM) ``batch`` at a time, and always before a later problem is reported, so the
-    result names the first broken record. With a ``checkpoint``, the chain must reach its
-    record and hold its chain value there. ``unsealed_tail`` accepts records after the last
-    seal (only for checking a chain written before it was keyed, see ``AuditChain.prepare``).
+    Links and SHA-256 hashes are checked as records come, from the chain's :func:`genesis_hash`;
+    seals are checked with ``key`` (in the HSM) ``batch`` at a time, and always before a later
+    problem is reported, so the result names the first broken record. With a ``checkpoint``
+    (this chain's head in a checkpoint), the chain must reach its record and hold its chain
+    value there. ``unsealed_tail`` accepts records after the last seal (only for checking a
+    chain written before it was keyed, see ``AuditChain.prepare``).
     """
 
     def __init__(
-        self, key: ChainKey, checkpoint: Checkpoint | None = None, *, batch: int = 1000, unsealed_tail: bool = False
+        self,
+        key: ChainKey,
+        checkpoint: ChainHead | None = None,
+        *,
+        batch: int = 1000,
+        unsealed_tail: bool = False,
+        chain_id: int = LEGACY_CHAIN,
     ) -> None:
         self._key = key
         self._checkpoint = checkpoint
         self._batch = batch
         self._unsealed_tail = unsealed_tail
+        self._chain = chain_id
         self._count = 0
         self._seq = 0
-        self._hash = GENESIS_HASH
+        self._hash = genesis_hash(chain_id)
         self._sealed_seq = 0
         """The last record whose seal was checked and found good."""
         self._pending: list[tuple[int, str, bytes]] = []
@@ -197,7 +236,7 @@ class ChainVerifier:
             problem = "record differs from the checkpoint (the chain was rewritten up to here)"
         if problem is not None:
             if self._check_seals():
-                self._broken = Verification(False, self._count, self._seq + 1, problem)
+                self._broken = self._failed(self._count, self._seq + 1, problem)
             return False
         self._count += 1
         self._seq, self._hash = record.seq, record.hash
@@ -217,12 +256,14 @@ class ChainVerifier:
             self._broken = self._check_end(head_seq, head_hash)
         return self._broken or Verification(True, self._count)
 
+    def _failed(self, records: int, seq: int, reason: str) -> Verification:
+        return Verification(False, records, seq, reason, self._chain)
+
     def _check_end(self, head_seq: int, head_hash: str) -> Verification | None:
         if (head_seq, head_hash) != (self._seq, self._hash):
-            return Verification(False, self._count, self._seq + 1, "records missing at the end of the chain")
+            return self._failed(self._count, self._seq + 1, "records missing at the end of the chain")
         if self._checkpoint is not None and self._checkpoint.seq > self._seq:
-            return Verification(
-                False,
+            return self._failed(
                 self._count,
                 self._seq + 1,
                 f"the chain ends before the checkpoint's record {self._checkpoint.seq} (records were removed)",
@@ -234,7 +275,7 @@ class ChainVerifier:
                 if self._sealed_seq == 0
                 else "the last records carry no seal of the audit key (written or recomputed without the HSM)"
             )
-            return Verification(False, self._sealed_seq, self._sealed_seq + 1, why)
+            return self._failed(self._sealed_seq, self._sealed_seq + 1, why)
         return None
 
     def _check_seals(self) -> bool:
@@ -245,8 +286,7 @@ class ChainVerifier:
         expected = self._key.sign([message for _, _, message in pending])
         for (seq, found, _), good in zip(pending, expected, strict=True):
             if not hmac.compare_digest(found.encode(), good.hex().encode()):
-                self._broken = Verification(
-                    False,
+                self._broken = self._failed(
                     self._sealed_seq,
                     self._sealed_seq + 1,
                     f"the seal of record {seq} does not match: a record up to it was edited and the chain "

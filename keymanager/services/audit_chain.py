@@ -11,7 +11,7 @@ serve``). Under the chain's lock, so that replicas starting together do it once:
 - records written before the chain was keyed are verified as the plain SHA-256 chain they are,
   then covered by a sealed marker record (``audit.chain.keyed``) that says how that went.
 
-Checkpoints (:mod:`keymanager.domain.checkpoint`) go to the log as one line, at INFO through
+Checkpoints (:mod:`keymanager.domain.checkpoint`: the head of every chain) go to the log as one line, at INFO through
 their own logger so that they are written whatever the service's log level, and, when
 ``KM_AUDIT_CHECKPOINT_FILE`` is set, are appended to that file.
 """
@@ -104,12 +104,12 @@ class AuditChain:
             log.warning("audit chain keyed by the HSM from record %s on", record.seq)
 
     def verify(self, checkpoint: Checkpoint | None = None) -> Verification:
-        """The whole chain checked (seals in the HSM), against ``checkpoint`` when given."""
+        """Every chain checked (seals in the HSM), against ``checkpoint`` when given."""
         return self._store.verify(checkpoint)
 
     def emit_checkpoint(self, *, always: bool = False) -> Checkpoint:
-        """Write the chain head as a checkpoint line to the log (and the checkpoint file); unless
-        ``always``, only when it moved since this object last wrote one. The head written."""
+        """Write every chain's head as a checkpoint line to the log (and the checkpoint file);
+        unless ``always``, only when one moved since this object last wrote one. The heads written."""
         head = self._store.head()
         with self._emit_lock:
             if head == self._emitted and not always:

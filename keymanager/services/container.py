@@ -83,7 +83,9 @@ class Services:
         """Open the database (migrating it to the current schema) and the HSM token (or use ``hsm``)."""
         if settings.is_softhsm:
             settings.export_softhsm_conf()
-        engine = make_engine(settings.resolved_database_url())
+        engine = make_engine(
+            settings.resolved_database_url(), prepared_statements=settings.database_prepared_statements
+        )
         if run_migrations:
             migrate(engine)
         owns_hsm = hsm is None
@@ -94,7 +96,8 @@ class Services:
         store = Store(engine, audit_key=audit_key)
         audit_records = AuditRecords(engine, audit_key)
         keys = KeyService(store, hsm)
-        audit_writer = AuditWriter(audit_records)
+        lanes = settings.audit_writer_lanes if engine.dialect.name == "postgresql" else 1
+        audit_writer = AuditWriter(audit_records, lanes=lanes)
         crypto = CryptoService(
             hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
         )

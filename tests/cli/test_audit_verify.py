@@ -45,27 +45,34 @@ def verify(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_the_chain_holds_the_checkpoint_until_its_tail_is_cut(home: Path) -> None:
     checkpoint_file = home / "checkpoints"
     checkpoint = latest_checkpoint(checkpoint_file.read_text().splitlines())
-    assert checkpoint is not None and checkpoint.seq == 6
+    assert checkpoint is not None
+    writer = max(checkpoint.heads)  # the chain of the child's audit writer (chain 1 holds init's changes)
+    assert checkpoint.heads[writer].seq == 6
     whole = verify(home, "--checkpoint", str(checkpoint_file))
     assert whole.returncode == 0, whole.stdout + whole.stderr
-    assert "6 records, chain intact and sealed; checkpoint at record 6 contained" in whole.stdout
+    heads = len(checkpoint.heads)
+    assert f"every chain intact and sealed; checkpoint of {heads} chain heads contained" in whole.stdout
 
-    with sqlite3.connect(home / "var" / "keymanager.db") as db:  # cut back to the seal of record 4
-        db.execute("DELETE FROM audit_records WHERE seq > 4")
-        db.execute("UPDATE audit_head SET last_seq = 4, last_hash = (SELECT hash FROM audit_records WHERE seq = 4)")
+    with sqlite3.connect(home / "var" / "keymanager.db") as db:  # cut the writer's chain back to the seal of record 4
+        db.execute("DELETE FROM audit_records WHERE chain_id = ? AND seq > 4", (writer,))
+        db.execute(
+            "UPDATE audit_chains SET last_seq = 4, last_hash = "
+            "(SELECT hash FROM audit_records WHERE chain_id = ? AND seq = 4) WHERE id = ?",
+            (writer, writer),
+        )
 
     assert verify(home).returncode == 0  # without a checkpoint the cut is invisible
     for argument in (str(checkpoint_file), f"x INFO keymanager.audit.checkpoint: {checkpoint.line()}"):
         cut = verify(home, "--checkpoint", argument)
         assert cut.returncode == 1, cut.stdout + cut.stderr
-        assert "audit log BROKEN at record 5" in cut.stdout
+        assert f"audit log BROKEN at record 5 of chain {writer}" in cut.stdout
         assert "records were removed" in cut.stdout
 
 
 def test_a_checkpoint_argument_without_a_checkpoint_is_refused(home: Path) -> None:
     refused = verify(home, "--checkpoint", "seq=6 and nothing else")
     assert refused.returncode == 2
-    assert "no 'audit checkpoint seq=… hash=…' line" in refused.stderr
+    assert "no 'audit checkpoint chains=…' line" in refused.stderr
 
 
 def test_serve_refuses_to_start_without_the_key_that_sealed_the_chain(home: Path) -> None:

@@ -40,9 +40,10 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "postgresql":
         engine: Engine = request.getfixturevalue("postgres_engine")
         with engine.begin() as connection:
-            tables = "access_keys, key_tags, key_aliases, key_versions, keys, principals, audit_records"
-            connection.execute(text(f"TRUNCATE {tables}"))
-            connection.execute(text(f"UPDATE audit_head SET last_seq = 0, last_hash = '{GENESIS_HASH}'"))
+            connection.execute(text("TRUNCATE access_keys, key_tags, key_aliases, key_versions, keys, principals, audit_records"))
+            connection.execute(text("DELETE FROM audit_chains WHERE id <> 1"))
+            connection.execute(text("ALTER SEQUENCE audit_position RESTART"))
+            connection.execute(text(f"UPDATE audit_chains SET last_seq = 0, last_hash = '{GENESIS_HASH}'"))
         yield engine
         return
     engine = make_engine(f"sqlite:///{tmp_path / 'var' / 'keymanager.db'}")

@@ -109,7 +109,9 @@ def test_swapped_records_are_detected(audit: AuditRecords, engine: Engine) -> No
     assert (result.ok, result.first_broken_seq) == (False, 2)
 
 
-def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditRecords, engine: Engine) -> None:
+def test_two_processes_appending_at_once_each_keep_a_valid_chain_of_their_own(
+    audit: AuditRecords, engine: Engine
+) -> None:
     url = engine.url.render_as_string(hide_password=False)
     context = multiprocessing.get_context("spawn")
     args = (url, str(SOFTHSM_CONF), TEST_TOKEN_LABEL, TEST_PIN)
@@ -121,8 +123,13 @@ def test_two_processes_appending_at_once_keep_one_valid_chain(audit: AuditRecord
         assert process.exitcode == 0
     result = audit.verify()
     assert (result.ok, result.records) == (True, 5 + 600)
-    seqs = [r.seq for r in audit.query(AuditQuery(limit=1000))]
-    assert seqs == list(range(1, 606))
+    listed = audit.query(AuditQuery(limit=1000))
+    assert [r.position for r in listed] == sorted({r.position for r in listed})  # merged, each once
+    by_chain: dict[int, list[int]] = {}
+    for record in listed:
+        by_chain.setdefault(record.chain, []).append(record.seq)
+    assert sorted(map(len, by_chain.values())) == [5, 300, 300]  # a chain per writer process
+    assert all(seqs == list(range(1, len(seqs) + 1)) for seqs in by_chain.values())  # in sequence order
 
 
 def test_group_commit_batches_waiting_records(engine: Engine, audit_key: AuditKey) -> None:
@@ -151,12 +158,12 @@ def test_an_append_writes_its_values_as_sqlalchemy_does(engine: Engine) -> None:
     with Session(engine) as session, session.begin():
         session.add(
             AuditRecordRow(
-                seq=2, time=moment, request_id="", action="key.read", outcome="ok", status=200,
-                details=details, prev_hash="", hash="",
+                chain_id=999, seq=1, position=1000, time=moment, request_id="", action="key.read", outcome="ok",
+                status=200, details=details, prev_hash="", hash="",
             )
         )  # fmt: skip
     with engine.connect() as connection:
-        raw = connection.execute(text("SELECT time, details FROM audit_records ORDER BY seq")).all()
+        raw = connection.execute(text("SELECT time, details FROM audit_records ORDER BY position")).all()
     assert raw[0] == raw[1]
 
 
@@ -171,6 +178,6 @@ def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditRe
     result = audit.verify()
     assert (result.ok, result.records) == (True, 6)
     with engine.begin() as connection:  # the pool's connections still run in transactions
-        connection.execute(text("UPDATE audit_head SET last_seq = last_seq + 1000"))
+        connection.execute(text("UPDATE audit_chains SET last_seq = last_seq + 1000"))
         connection.rollback()
     assert audit.verify().ok

@@ -9,8 +9,8 @@ import pytest
 from sqlalchemy import Engine, text
 
 from keymanager.db.audit import AuditRecords
-from keymanager.domain.audit import AuditQuery, AuditRecord, record_hash
-from keymanager.domain.checkpoint import Checkpoint
+from keymanager.domain.audit import AuditQuery, AuditRecord, genesis_hash, record_hash
+from keymanager.domain.checkpoint import ChainHead, Checkpoint
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from tests.db.test_audit import entry
@@ -25,34 +25,46 @@ def audit(engine: Engine, hsm: Hsm) -> AuditRecords:
     return store
 
 
-def records(audit: AuditRecords) -> list[AuditRecord]:
-    return audit.query(AuditQuery(limit=1000))
+def records(audit: AuditRecords, chain: int | None = None) -> list[AuditRecord]:
+    """The records of ``chain`` (by default the chain of the newest record) in sequence order."""
+    listed = audit.query(AuditQuery(limit=1000))
+    chain = listed[-1].chain if chain is None else chain
+    return sorted((r for r in listed if r.chain == chain), key=lambda r: r.seq)
 
 
 def rewrite_from(engine: Engine, audit: AuditRecords, seq: int, *, principal: str) -> None:
-    """What an attacker with the database alone can do: edit record ``seq``, then recompute the
-    SHA-256 chain after it and move the head, keeping every seal column as it was."""
+    """What an attacker with the database alone can do: edit record ``seq`` of the newest record's
+    chain, then recompute the SHA-256 chain after it and move the head, keeping every seal column as it was."""
     chain = records(audit)
-    prev = chain[seq - 2].hash if seq > 1 else "0" * 64
+    chain_id = chain[0].chain
+    prev = chain[seq - 2].hash if seq > 1 else genesis_hash(chain_id)
     with engine.begin() as connection:
         for record in chain[seq - 1 :]:
             changed = replace(record.entry, principal=principal) if record.seq == seq else record.entry
             digest = record_hash(record.seq, prev, changed)
             connection.execute(
-                text("UPDATE audit_records SET principal = :p, prev_hash = :prev, hash = :h WHERE seq = :seq"),
-                {"p": changed.principal, "prev": prev, "h": digest, "seq": record.seq},
+                text(
+                    "UPDATE audit_records SET principal = :p, prev_hash = :prev, hash = :h "
+                    "WHERE chain_id = :chain AND seq = :seq"
+                ),
+                {"p": changed.principal, "prev": prev, "h": digest, "seq": record.seq, "chain": chain_id},
             )
             prev = digest
-        connection.execute(text("UPDATE audit_head SET last_hash = :h WHERE id = 1"), {"h": prev})
+        connection.execute(
+            text("UPDATE audit_chains SET last_hash = :h WHERE id = :chain"), {"h": prev, "chain": chain_id}
+        )
 
 
 def truncate_to(engine: Engine, audit: AuditRecords, seq: int) -> None:
-    """Delete the records after ``seq`` and move the chain head back to it."""
+    """Delete the records of the newest record's chain after ``seq`` and move its head back to it."""
     kept = records(audit)[seq - 1]
     with engine.begin() as connection:
-        connection.execute(text("DELETE FROM audit_records WHERE seq > :seq"), {"seq": seq})
         connection.execute(
-            text("UPDATE audit_head SET last_seq = :seq, last_hash = :h WHERE id = 1"), {"seq": seq, "h": kept.hash}
+            text("DELETE FROM audit_records WHERE chain_id = :chain AND seq > :seq"), {"seq": seq, "chain": kept.chain}
+        )
+        connection.execute(
+            text("UPDATE audit_chains SET last_seq = :seq, last_hash = :h WHERE id = :chain"),
+            {"seq": seq, "h": kept.hash, "chain": kept.chain},
         )
 
 
@@ -88,9 +100,10 @@ def test_a_seal_moved_to_another_record_is_detected(audit: AuditRecords, engine:
 
 
 def test_records_appended_without_the_audit_key_are_detected(audit: AuditRecords, engine: Engine) -> None:
-    AuditRecords(engine).append_current([(entry(10), None)])  # no key: what a writer without the HSM produces
+    unkeyed = AuditRecords(engine)  # no key: what a writer without the HSM produces
+    unkeyed.append_current([(entry(10), None)])
     result = audit.verify()
-    assert (result.ok, result.first_broken_seq, result.records) == (False, 10, 9)
+    assert (result.ok, result.chain, result.first_broken_seq, result.records) == (False, unkeyed.writer_chain, 1, 9)
 
 
 def test_reordered_records_are_detected(audit: AuditRecords, engine: Engine) -> None:
@@ -104,7 +117,8 @@ def test_reordered_records_are_detected(audit: AuditRecords, engine: Engine) -> 
 
 def test_a_truncated_tail_is_detected_against_a_checkpoint(audit: AuditRecords, engine: Engine) -> None:
     checkpoint = audit.head()
-    assert checkpoint == Checkpoint(9, records(audit)[-1].hash)
+    last = records(audit)[-1]
+    assert checkpoint == Checkpoint.of([ChainHead(last.chain, 9, last.hash)])
     assert audit.verify(checkpoint).ok
     truncate_to(engine, audit, 6)  # back to an earlier seal: the chain alone still looks whole
     assert audit.verify().ok
@@ -114,10 +128,11 @@ def test_a_truncated_tail_is_detected_against_a_checkpoint(audit: AuditRecords, 
 
 
 def test_a_tail_replaced_past_the_checkpoint_is_detected(audit: AuditRecords, engine: Engine, hsm: Hsm) -> None:
-    checkpoint = Checkpoint(6, records(audit)[5].hash)
+    sixth = records(audit)[5]
+    checkpoint = Checkpoint.of([ChainHead(sixth.chain, 6, sixth.hash)])
     truncate_to(engine, audit, 3)
-    AuditRecords(engine, AuditKey(hsm)).append_current([(entry(n), None) for n in range(20, 26)])  # other records 4..9
-    assert audit.verify().ok  # sealed by the service itself, e.g. after a restore of an old backup
+    audit.append_current([(entry(n), None) for n in range(20, 26)])  # other records 4..9, sealed by the service
+    assert audit.verify().ok
     result = audit.verify(checkpoint)
     assert (result.ok, result.first_broken_seq) == (False, 6)
     assert "differs from the checkpoint" in (result.reason or "")

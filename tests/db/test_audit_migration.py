@@ -13,9 +13,10 @@ from alembic.config import Config
 from sqlalchemy import Engine, MetaData, Table, insert, text, update
 
 from keymanager.db import make_engine, migrate
-from keymanager.db.audit import AuditRecords
+from keymanager.db.audit import AuditRecords, append
 from keymanager.db.migrate import MIGRATIONS_DIR
-from keymanager.domain.audit import GENESIS_HASH, AuditQuery, chain
+from keymanager.domain.audit import GENESIS_HASH, AuditQuery, chain, seal
+from keymanager.domain.checkpoint import latest_checkpoint
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey, Presence
 from keymanager.services.audit_chain import MARKER_ACTION, AuditChain, AuditKeyMissing
@@ -52,7 +53,7 @@ def legacy(blank_database_url: str) -> Iterator[Engine]:
 
 
 def _row(fields: dict[str, object]) -> dict[str, object]:
-    return {k: v for k, v in fields.items() if k != "seal"}
+    return {k: v for k, v in fields.items() if k not in ("seal", "chain", "position")}
 
 
 def test_a_plain_chain_is_verified_then_continued_keyed(legacy: Engine, hsm: Hsm) -> None:
@@ -126,3 +127,38 @@ def test_processes_preparing_at_once_make_one_audit_key(engine: Engine) -> None:
     counter.start()
     counter.join(timeout=120)
     assert results.get(timeout=10) == 1
+
+
+def test_the_single_chain_of_revision_0010_verifies_as_chain_1_and_goes_on_among_others(
+    blank_database_url: str, hsm: Hsm
+) -> None:
+    """Migration 0013: the single sealed chain becomes chain 1, verified as it was (against a
+    checkpoint line of the single chain too), then continued by changes beside a writer's chain."""
+    key = AuditKey(hsm)
+    engine = make_engine(blank_database_url)
+    try:
+        upgrade(engine, "0010")
+        single = chain([entry(n) for n in range(1, 7)], 0, GENESIS_HASH)
+        single[2], single[5] = seal(key, single[2]), seal(key, single[5])  # two group commits
+        with engine.begin() as connection:
+            table = Table("audit_records", MetaData(), autoload_with=connection)
+            rows = [{**_row(r.fields()), "seal": r.seal, "time": r.entry.time} for r in single]
+            connection.execute(insert(table), [{k: v for k, v in row.items() if k in table.c} for row in rows])
+            head = Table("audit_head", MetaData(), autoload_with=connection)
+            connection.execute(update(head).values(last_seq=6, last_hash=single[-1].hash))
+        migrate(engine)
+        store = AuditRecords(engine, key)
+        old_line = latest_checkpoint([f"audit checkpoint seq=6 hash={single[-1].hash}"])
+        assert (store.verify(old_line).ok, store.verify().records) == (True, 6)
+        store.append_current([(entry(7), None)])
+        with engine.begin() as connection:
+            (changed,) = append(connection, [entry(8)], key)
+        assert (changed.chain, changed.seq, changed.prev_hash) == (1, 7, single[-1].hash)
+        assert store.writer_chain not in (None, 1)
+        listed = store.query(AuditQuery())
+        assert [r.position for r in listed] == list(range(1, 9))
+        assert [(r.chain, r.seq) for r in listed[:6]] == [(1, n) for n in range(1, 7)]
+        result = store.verify(old_line)
+        assert (result.ok, result.records) == (True, 8)
+    finally:
+        engine.dispose()

@@ -9,13 +9,19 @@ objects are listed by a short-lived child process pointed at ``var/softhsm2.conf
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import re
 import ssl
 import subprocess
 import sys
+import threading
+import time
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -190,3 +196,118 @@ def established_peer_ports(pid: int, port: int) -> set[int]:
         if inode in inodes and state == _TCP_ESTABLISHED and int(local.split(":")[1], 16) == port:
             peers.add(int(remote.split(":")[1], 16))
     return peers
+
+
+# -- one node on a database of the test's choice, and load that remembers what was acknowledged ----
+
+
+@dataclass
+class Installation:
+    """``keymanager init`` in ``home`` on ``database_url``: its environment and first admin's token."""
+
+    home: Path
+    env: dict[str, str]
+    admin_token: str
+
+
+def install(home: Path, database_url: str, **settings: str) -> Installation:
+    """Initialise an installation of its own (var dir, SoftHSM token) on ``database_url``."""
+    env = server_env(home / "var", KM_DATABASE_URL=database_url, **settings)
+    init = keymanager("init", env=env, cwd=home)
+    assert init.returncode == 0, init.stderr
+    return Installation(home, env, (home / "var" / "admin.token").read_text().strip())
+
+
+@contextlib.contextmanager
+def running(installation: Installation, name: str, *args: str, env: dict[str, str] | None = None) -> Iterator[Node]:
+    """``keymanager serve`` of ``installation`` (``env``: its environment instead), ready, until the block ends."""
+    node = start_node(name, list(args), env or installation.env, installation.home)
+    try:
+        wait_ready(node.url, node.ca, node.process, node.log)
+        yield node
+    finally:
+        stop_node(node)
+
+
+class Load:
+    """Threads encrypting through ``node`` until stopped, each on its own connections; remembers
+    the request id of every acknowledged (200) answer and counts the others."""
+
+    def __init__(self, nodes: list[Node], token: str, key: str, threads: int = 6) -> None:
+        self._nodes, self._token, self._key = nodes, token, key
+        self.acknowledged: list[str] = []
+        self.refused: Counter[int] = Counter()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(n,), daemon=True) for n in range(threads)]
+
+    def __enter__(self) -> Load:
+        for thread in self._threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=60)
+
+    def wait_for(self, acknowledged: int, timeout: float = 60) -> None:
+        """Return once ``acknowledged`` answers in all were acknowledged."""
+        deadline = time.monotonic() + timeout
+        while len(self.acknowledged) < acknowledged:
+            assert time.monotonic() < deadline, f"only {len(self.acknowledged)} acknowledged, {self.refused}"
+            time.sleep(0.05)
+
+    def _run(self, index: int) -> None:
+        node = self._nodes[index % len(self._nodes)]
+        body = {"plaintext": base64.b64encode(b"load-" + str(index).encode()).decode()}
+        while not self._stop.is_set():
+            try:
+                with node.client(self._token) as client:
+                    for _ in range(20):
+                        answer = client.post(f"/v1/keys/{self._key}/encrypt", json=body)
+                        with self._lock:
+                            if answer.status_code == 200:
+                                self.acknowledged.append(answer.headers["x-request-id"])
+                            else:
+                                self.refused[answer.status_code] += 1
+                        if self._stop.is_set():
+                            return
+            except httpx.HTTPError:
+                with self._lock:
+                    self.refused[0] += 1  # no answer at all (a connection cut by a dying worker)
+                time.sleep(0.05)
+
+
+def app_and_key(node: Node, admin_token: str, key: str = "faulty") -> str:
+    """Make an application principal and ``key`` it may use; the principal's token."""
+    with node.client(admin_token) as admin:
+        made = admin.post("/v1/principals", json={"name": f"app-{key}", "role": "app"})
+        assert made.status_code == 201, made.text
+        policy = {"encrypt": [f"app-{key}"], "decrypt": [f"app-{key}"]}
+        created = admin.post("/v1/keys", json={"name": key, "policy": policy})
+        assert created.status_code == 201, created.text
+    return str(made.json()["token"])
+
+
+def audited_request_ids(node: Node, admin_token: str, action: str = "key.encrypt") -> set[str]:
+    """The request ids of every audit record of ``action`` (paging with ``after``)."""
+    found: set[str] = set()
+    after = 0
+    with node.client(admin_token) as admin:
+        while True:
+            page = admin.get("/v1/audit", params={"action": action, "after": after, "limit": 1000})
+            assert page.status_code == 200, page.text
+            body = page.json()
+            found.update(r["request_id"] for r in body["records"])
+            if body["next"] is None:
+                return found
+            after = body["next"]
+
+
+def verified(node: Node, admin_token: str) -> dict[str, Any]:
+    """``GET /v1/audit/verify``'s answer."""
+    with node.client(admin_token) as admin:
+        answer = admin.get("/v1/audit/verify")
+    assert answer.status_code == 200, answer.text
+    return dict(answer.json())

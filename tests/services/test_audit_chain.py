@@ -11,7 +11,7 @@ from sqlalchemy import Engine
 
 from keymanager.db import make_engine, migrate
 from keymanager.db.audit import AuditRecords
-from keymanager.domain.checkpoint import Checkpoint, latest_checkpoint
+from keymanager.domain.checkpoint import ChainHead, Checkpoint, latest_checkpoint
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit_chain import AuditChain
@@ -63,7 +63,8 @@ def test_a_checkpoint_is_one_log_line_and_one_file_line(
         store.append_current([(entry(3), None)])
         second = audit_chain.emit_checkpoint()
         audit_chain.emit_checkpoint(always=True)  # as at shutdown
-    assert (first.seq, second.seq) == (3, 4)
+    chain = store.writer_chain
+    assert chain is not None and (first.heads[chain].seq, second.heads[chain].seq) == (3, 4)
     assert [r.getMessage() for r in caplog.records] == [first.line(), second.line(), second.line()]
     lines = file.read_text().splitlines()
     assert len(lines) == 3 and lines[0].endswith(first.line())
@@ -80,18 +81,26 @@ def test_an_unwritable_checkpoint_file_leaves_the_log_line(
     with caplog.at_level(logging.INFO):
         audit_chain.emit_checkpoint()
     messages = [r.getMessage() for r in caplog.records]
-    assert messages[0] == Checkpoint(0, "0" * 64).line()
+    assert messages[0] == Checkpoint().line() == "audit checkpoint chains=0"  # no chain holds records yet
     assert "audit checkpoint not written to its file: FileNotFoundError" in messages
 
 
-def test_the_latest_checkpoint_of_a_log_is_the_highest() -> None:
-    hashes = ["a" * 64, "b" * 64, "c" * 64]
+def test_the_latest_checkpoint_of_a_log_is_the_highest_head_of_each_chain() -> None:
+    hashes = ["a" * 64, "b" * 64, "c" * 64, "e" * 64]
     log = [
         f"2026-11-30 22:00:00,000 INFO keymanager.audit.checkpoint: audit checkpoint seq=12 hash={hashes[0]}",
         "2026-11-30 22:00:01,000 WARNING keymanager.x: something else seq=99",
-        f"audit checkpoint seq=30 hash={hashes[1]}",
-        f"audit checkpoint seq=20 hash={hashes[2]}",  # another worker, older
-        f"audit checkpoint seq=99 hash={'d' * 63}",  # cut short: not a checkpoint
+        f"audit checkpoint chains=2 1:30:{hashes[1]} 7:5:{hashes[3]}",
+        f"audit checkpoint chains=1 1:20:{hashes[2]}",  # another worker, older
+        f"audit checkpoint chains=2 1:99:{'d' * 64}",  # cut short: not a checkpoint
+        f"audit checkpoint seq=98 hash={'d' * 63}",  # cut short: not a checkpoint
     ]
-    assert latest_checkpoint(log) == Checkpoint(30, hashes[1])
+    assert latest_checkpoint(log) == Checkpoint.of([ChainHead(1, 30, hashes[1]), ChainHead(7, 5, hashes[3])])
+    assert latest_checkpoint(log[:1]) == Checkpoint.of([ChainHead(1, 12, hashes[0])])  # the single chain's lines
     assert latest_checkpoint(["nothing here"]) is None
+
+
+def test_a_checkpoint_line_reads_back_as_itself() -> None:
+    checkpoint = Checkpoint.of([ChainHead(9, 3, "f" * 64), ChainHead(1, 12, "0" * 64)])
+    assert checkpoint.line() == f"audit checkpoint chains=2 1:12:{'0' * 64} 9:3:{'f' * 64}"
+    assert latest_checkpoint([checkpoint.line()]) == checkpoint

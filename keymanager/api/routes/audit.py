@@ -24,7 +24,12 @@ router = APIRouter(
 
 
 class AuditRecordOut(BaseModel):
+    chain: int
+    """The chain the record belongs to (one per audit writer process, and the changes' chains)."""
+    position: int
+    """Its place in the whole log (the listing's order and cursors); not covered by the hash."""
     seq: int
+    """Its sequence number in its chain."""
     time: datetime
     request_id: str
     principal: str | None
@@ -44,13 +49,15 @@ class AuditRecordOut(BaseModel):
 class AuditPage(BaseModel):
     records: list[AuditRecordOut]
     next: int | None
-    """Pass as ``after`` (``order=asc``) or ``before`` (``order=desc``) to read the next page; null on the last page."""
+    """A position: pass it as ``after`` (``order=asc``) or ``before`` (``order=desc``) to read the
+    next page; null on the last page."""
 
 
 class AuditVerification(BaseModel):
     ok: bool
     records: int
     first_broken_seq: int | None
+    first_broken_chain: int | None
     reason: str | None
 
 
@@ -62,13 +69,14 @@ def list_audit(
     principal: str | None = None,
     action: str | None = None,
     since: Annotated[IsoTime | None, Query(description="ISO 8601; records at or after this time.")] = None,
-    after: Annotated[QueryInt, Query(ge=0, description="Records with a greater sequence number.")] = 0,
-    before: Annotated[QueryInt | None, Query(ge=1, description="Records with a smaller sequence number.")] = None,
+    after: Annotated[QueryInt, Query(ge=0, description="Records at a greater position.")] = 0,
+    before: Annotated[QueryInt | None, Query(ge=1, description="Records at a smaller position.")] = None,
     limit: Annotated[QueryInt, Query(ge=1, le=1000)] = 100,
     order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first; desc: newest first.")] = "asc",
 ) -> AuditPage:
-    """Records in sequence order (``order=desc``: newest first), filtered by key (name or id),
-    principal, action and time; ``after`` / ``before`` bound the sequence numbers (the cursors)."""
+    """Records of every chain merged in position order (``order=desc``: newest first): within a
+    chain, sequence order; across chains, the order the database stored them in. Filtered by key
+    (name or id), principal, action and time; ``after`` / ``before`` bound the positions (the cursors)."""
     query = AuditQuery(
         principal=principal,
         action=action,
@@ -80,16 +88,21 @@ def list_audit(
     )
     records = svc.audit_reader.query(query, key)
     page = [AuditRecordOut(**r.fields()) for r in records]
-    return AuditPage(records=page, next=records[-1].seq if len(records) == limit else None)
+    return AuditPage(records=page, next=records[-1].position if len(records) == limit else None)
 
 
 @router.get("/verify", response_model=AuditVerification)
 @unaudited("audit.verify")
 def verify_audit(svc: ServicesDep) -> AuditVerification:
-    """Check the whole chain, its links and its seals (with the HSM's audit key): ``ok``, or the
-    first broken record and why. Records removed from the end back to an earlier seal are seen
-    only against a checkpoint: ``keymanager audit verify --checkpoint``."""
+    """Check every chain, its links and its seals (with the HSM's audit key): ``ok``, or the
+    first broken record (its chain and sequence number) and why. Records removed from the end of
+    a chain back to an earlier seal, or a whole chain removed, are seen only against a
+    checkpoint: ``keymanager audit verify --checkpoint``."""
     result = svc.audit_reader.verify()
     return AuditVerification(
-        ok=result.ok, records=result.records, first_broken_seq=result.first_broken_seq, reason=result.reason
+        ok=result.ok,
+        records=result.records,
+        first_broken_seq=result.first_broken_seq,
+        first_broken_chain=result.chain,
+        reason=result.reason,
     )
