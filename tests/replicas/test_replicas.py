@@ -519,7 +519,8 @@ def test_no_orphan_objects_and_no_secret_in_the_logs(cluster: Cluster, tokens: d
         # Scheduled work racing in three processes never failed, nothing crashed.
         assert "Traceback" not in log
         assert "maintenance failed" not in log
-        assert "HSM" not in log
+        # No HSM trouble: the only HSM lines are the start-time probes' notes of what this token lacks.
+        assert [line for line in log.splitlines() if "HSM" in line and "the HSM refuses CKM_" not in line] == []
     assert cluster.a.log.read_text().count("Started server process") == 1
     assert cluster.b.log.read_text().count("Started server process") == 2
 
