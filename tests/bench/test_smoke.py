@@ -147,8 +147,10 @@ def test_ceilings_writes_every_ceiling(tmp_path: Path) -> None:
         assert ceilings[name]["requests_per_s"] > 0 and ceilings[name]["errors"] == 0
         assert ceilings[name]["server_cpu_us_per_request"] > 0
     hsm = ceilings["softhsm"]
-    for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block", "chunked_cbc_mb_per_s"):
+    signs = ("rsa_2048_pss_sign", "ecdsa_p256_sign")
+    for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block", "chunked_cbc_mb_per_s", *signs):
         assert hsm[name] > 0 and hsm[f"{name}_per_process"] > 0
+    assert "RSA-2048 RSASSA_PSS_SHA_256 sign" in done.stdout and "ECDSA P-256 ECDSA_SHA_256 sign" in done.stdout
     assert ceilings["cryptography_aes_gcm_mb_per_s"] > 0
     assert "Ceilings of this machine" in done.stdout
 
