@@ -238,7 +238,6 @@ def _hsm_rates(
 
 def _sign_operations(session: Any, message: bytes) -> dict[str, Callable[[], object]]:
     """The ``SIGN_CEILINGS`` operations on session key pairs made here (private, sensitive, sign only)."""
-    import pkcs11
     from pkcs11 import MGF, Attribute, KeyType, Mechanism
     from pkcs11.util.ec import encode_named_curve_parameters
 
@@ -255,7 +254,6 @@ def _sign_operations(session: Any, message: bytes) -> dict[str, Callable[[], obj
         digest = hashlib.sha256(message).digest()
         return bytes(ec.sign(digest, mechanism=Mechanism.ECDSA))
 
-    assert isinstance(rsa, pkcs11.PrivateKey)
     return {
         "rsa_2048_pss_sign": lambda: rsa.sign(message, mechanism=Mechanism.SHA256_RSA_PKCS_PSS, mechanism_param=pss),
         "ecdsa_p256_sign": ecdsa,
