@@ -13,7 +13,17 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, String, bindparam, case, or_, select
 
 from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
+from keymanager.domain.models import (
+    Algorithm,
+    HsmObjects,
+    Key,
+    KeyState,
+    KeyUsage,
+    KeyVersion,
+    Origin,
+    Principal,
+    Role,
+)
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 
@@ -24,6 +34,9 @@ _JOINED = select(
     _VERSIONS.c.version,
     _VERSIONS.c.enc_label,
     _VERSIONS.c.mac_label,
+    _VERSIONS.c.private_label,
+    _VERSIONS.c.public_label,
+    _VERSIONS.c.public_key,
     _VERSIONS.c.created_at.label("version_created_at"),
 ).outerjoin(_VERSIONS, _VERSIONS.c.key_id == _KEYS.c.id)
 """Every key's row joined to its versions' rows (a key without versions: one row of NULLs)."""
@@ -66,8 +79,14 @@ def _keys(rows: Sequence[Row[Any]]) -> list[Key]:
             versions[row.version] = KeyVersion(
                 key_id=row.id,
                 version=row.version,
-                hsm=HsmObjects(enc_label=row.enc_label, mac_label=row.mac_label),
+                hsm=HsmObjects(
+                    enc_label=row.enc_label,
+                    mac_label=row.mac_label,
+                    private_label=row.private_label,
+                    public_label=row.public_label,
+                ),
                 created_at=row.version_created_at,
+                public_key=None if row.public_key is None else bytes(row.public_key),
             )
     return [_key(row, versions) for row, versions in found.values()]
 
@@ -89,6 +108,7 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         versions=versions,
         token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
         origin=Origin(row.origin),
+        usage=None if row.usage is None else KeyUsage(row.usage),
     )
 
 
@@ -109,6 +129,7 @@ def key_row(key: Key) -> KeyRow:
         updated_at=key.updated_at,
         token_format=None if key.token_format is None else key.token_format.to_json(),
         origin=key.origin.value,
+        usage=None if key.usage is None else key.usage.value,
         versions=[version_row(key.id, version) for version in key.versions.values()],
     )
 
@@ -120,6 +141,9 @@ def version_row(key_id: str, version: KeyVersion) -> KeyVersionRow:
         version=version.version,
         enc_label=version.hsm.enc_label,
         mac_label=version.hsm.mac_label,
+        private_label=version.hsm.private_label,
+        public_label=version.hsm.public_label,
+        public_key=version.public_key,
         created_at=version.created_at,
     )
 

@@ -20,6 +20,7 @@ from datetime import UTC, datetime
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
+from keymanager.domain.key_specs import KeyUsage, choose_usage, spec_of
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Policy
@@ -89,10 +90,15 @@ class KeyService:
         rotation_period_days: int | None = None,
         token_format: TokenFormat | None = None,
         origin: Origin = Origin.HSM,
+        usage: KeyUsage | None = None,
         record: AuditEntry | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
 
+        ``usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
+        against the table of key types; an asymmetric key's version is a private and a public key
+        generated in the HSM (its public key kept as DER SubjectPublicKeyInfo), refused by name
+        (UnsupportedByHsm) when the HSM lacks what the spec and usage need.
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
         ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
         Raises InvalidRequest for a bad name or format or a policy naming a principal that does not exist
@@ -103,6 +109,13 @@ class KeyService:
             raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
         if not is_key_name(name):
             raise InvalidRequest(KEY_NAME_RULE)
+        try:
+            chosen = choose_usage(algorithm, usage)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        spec = spec_of(algorithm)
+        if spec.asymmetric and (origin is Origin.EXTERNAL or rotation_period_days):
+            raise InvalidRequest(f"a {algorithm} key is generated in the HSM and never rotates (one version)")
         policy = self._by_id(policy or Policy())
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
@@ -113,7 +126,11 @@ class KeyService:
             self._hsm.require(algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
-        objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)
+        objects, public_key = None, None
+        if spec.asymmetric:
+            objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
+        elif not external:
+            objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
             name=name,
@@ -126,9 +143,12 @@ class KeyService:
             updated_at=now,
             description=description,
             rotation_period_days=rotation_period_days,
-            versions={} if objects is None else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
+            versions={}
+            if objects is None
+            else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now, public_key=public_key)},
             token_format=token_format,
             origin=origin,
+            usage=chosen,
         )
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
             self._store.create_key(key, record=_about(record, key, key.primary_version))

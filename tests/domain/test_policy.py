@@ -11,7 +11,20 @@ from keymanager.domain.policy import Operation, Policy
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 T1 = datetime(2030, 6, 1, tzinfo=UTC)
 
-OPERATIONS = ["encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "tokenize", "detokenize"]
+OPERATIONS = [
+    "encrypt",
+    "decrypt",
+    "generate_data_key",
+    "reencrypt",
+    "mac",
+    "tokenize",
+    "detokenize",
+    "sign",
+    "verify",
+    "get_public_key",
+    "derive_shared_secret",
+    "generate_data_key_pair",
+]
 
 
 def test_empty_policy_denies_everything() -> None:
@@ -43,6 +56,7 @@ def test_from_dict_to_dict_round_trip() -> None:
         "mac": ["search"],
         "tokenize": [],
         "detokenize": [],
+        **{op: [] for op in OPERATIONS[7:]},
         "not_before": "2030-01-01T00:00:00+00:00",
         "not_after": "2030-06-01T00:00:00+00:00",
     }
@@ -115,7 +129,7 @@ def test_naive_times_are_utc_and_datetimes_accepted() -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        {"sign": ["app"]},
+        {"launch": ["app"]},
         {"Encrypt": ["app"]},
         {"admin": []},
         {"encrypt": "app"},
@@ -134,8 +148,8 @@ def test_from_dict_refuses_unknown_operations_and_bad_values(data: dict[str, obj
 
 
 def test_unknown_operation_message_names_it() -> None:
-    with pytest.raises(ValueError, match="unknown policy operation 'sign'"):
-        Policy.from_dict({"sign": ["x"]})
+    with pytest.raises(ValueError, match="unknown policy operation 'launch'"):
+        Policy.from_dict({"launch": ["x"]})
 
 
 def test_operations_are_exactly_the_documented_ones() -> None:
