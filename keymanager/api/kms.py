@@ -38,7 +38,7 @@ from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kms.crypto import Call
+from keymanager.services.kms.call import Call
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
 
@@ -55,24 +55,18 @@ KNOWN_UNSUPPORTED = frozenset(
         "Decapsulate",
         "DeleteCustomKeyStore",
         "DeleteImportedKeyMaterial",
-        "DeriveSharedSecret",
         "DescribeCustomKeyStores",
         "DisconnectCustomKeyStore",
         "Encapsulate",
-        "GenerateDataKeyPair",
-        "GenerateDataKeyPairWithoutPlaintext",
         "GetKeyLastUsage",
         "GetParametersForImport",
-        "GetPublicKey",
         "ImportKeyMaterial",
         "ListRetirableGrants",
         "ReplicateKey",
         "RetireGrant",
         "RevokeGrant",
-        "Sign",
         "UpdateCustomKeyStore",
         "UpdatePrimaryRegion",
-        "Verify",
     ]
 )
 """Operations of AWS KMS this service answers ``UnsupportedOperationException``."""

@@ -177,3 +177,16 @@ class KeyTagRow(Base):
     key_id: Mapped[str] = mapped_column(ForeignKey("keys.id", ondelete="CASCADE"), primary_key=True)
     tag_key: Mapped[str] = mapped_column(String(128), primary_key=True)
     tag_value: Mapped[str] = mapped_column(String(256))
+
+
+class KeyAliasRow(Base):
+    """A name a key answers to: its own ``keys.name`` (a row kept by ``Store`` beside every key) and
+    each further alias the AWS KMS API gave it. The primary key makes every name, a key's own or
+    an alias, unique across all keys."""
+
+    __tablename__ = "key_aliases"
+
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    key_id: Mapped[str] = mapped_column(ForeignKey("keys.id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Row, String, bindparam, case, or_, select
 
-from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
+from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, PrincipalRow
 from keymanager.domain.models import (
     Algorithm,
     HsmObjects,
@@ -28,6 +28,7 @@ from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 
 _KEYS = KeyRow.__table__
+_ALIASES = KeyAliasRow.__table__
 _VERSIONS = KeyVersionRow.__table__
 _JOINED = select(
     _KEYS,
@@ -43,7 +44,13 @@ _JOINED = select(
 _REF = bindparam("ref", type_=String())
 _CHOSEN = (
     select(_KEYS.c.id)
-    .where(or_(_KEYS.c.id == _REF, _KEYS.c.name == _REF))
+    .where(
+        or_(
+            _KEYS.c.id == _REF,
+            _KEYS.c.name == _REF,
+            _KEYS.c.id == select(_ALIASES.c.key_id).where(_ALIASES.c.name == _REF).scalar_subquery(),
+        )
+    )
     .order_by(case((_KEYS.c.id == _REF, 0), else_=1))
     .limit(1)
     .scalar_subquery()
@@ -54,7 +61,7 @@ _BY_NAME = _JOINED.order_by(_KEYS.c.name, _VERSIONS.c.version)
 
 
 def key_by_ref(connection: Connection, ref: str) -> Key | None:
-    """The key whose id (tried first) or name is ``ref``, with its versions: one statement."""
+    """The key whose id (tried first), name or alias is ``ref``, with its versions: one statement."""
     found = _keys(connection.execute(_BY_REF, {"ref": ref}).all())
     return found[0] if found else None
 

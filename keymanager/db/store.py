@@ -21,9 +21,10 @@ from keymanager import errors
 from keymanager.db import records
 from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
+from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
+from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import Key, KeyState, KeyVersion, Principal
 from keymanager.domain.policy import Policy
 
@@ -118,10 +119,14 @@ class Store:
     # -- keys ---------------------------------------------------------------
 
     def create_key(self, key: Key, *, record: AuditEntry | None = None) -> None:
-        """Store ``key`` and all its versions (and ``record``) atomically; ``Conflict`` when the name is taken."""
+        """Store ``key`` and all its versions (and ``record``) atomically; ``Conflict`` when the name is
+        taken (by another key's name or alias: the row of its name in ``key_aliases`` says so)."""
         try:
             with self._transaction() as session:
                 session.add(records.key_row(key))
+                session.flush()
+                moment = key.created_at
+                session.add(KeyAliasRow(name=key.name, key_id=key.id, created_at=moment, updated_at=moment))
                 session.flush()
                 record_change(session, record)
         except IntegrityError:
@@ -169,17 +174,53 @@ class Store:
             return _load_key(session, key_id)
 
     def rename_keys(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None) -> None:
-        """Give each key id its new name, in order, in one transaction (the KMS API's aliases are key
-        names); KeyNotFound for an unknown id, Conflict for a taken name."""
+        """Give each key id its new name, in order, in one transaction (the KMS API's first alias of
+        a key is its name); KeyNotFound for an unknown id, Conflict for a taken name or alias."""
+        self.change_aliases(renames=renames, record=record)
+
+    def aliases(self, key_ids: Collection[str] | None = None) -> list[KeyAlias]:
+        """Every name of the keys ``key_ids`` (None: of every key), their own names included, by name."""
+        statement = select(KeyAliasRow).order_by(KeyAliasRow.name)
+        if key_ids is not None:
+            statement = statement.where(KeyAliasRow.key_id.in_(sorted(key_ids)))
+        with self._transaction() as session:
+            return [KeyAlias(r.name, r.key_id, r.created_at, r.updated_at) for r in session.scalars(statement)]
+
+    def change_aliases(
+        self,
+        *,
+        removed: Sequence[str] = (),
+        renames: Sequence[tuple[str, str]] = (),
+        added: Sequence[tuple[str, str]] = (),
+        limit: int | None = None,
+        record: AuditEntry | None,
+    ) -> bool:
+        """In one transaction: drop the aliases ``removed`` (never a key's own name), give keys new
+        names (``renames``: key id, name), then give keys further aliases (``added``: name, key id).
+
+        False, and nothing changed, when a key of ``added`` would then hold more than ``limit``
+        aliases besides its name. KeyNotFound for an unknown key id; NotFound for an alias of
+        ``removed`` that is not one (or is a key's own name); Conflict for a name already taken.
+        """
+        now = _now()
         try:
             with self._transaction() as session:
+                if limit is not None and not _room_for(session, [key_id for _, key_id in added], limit):
+                    return False
+                own_names = select(KeyRow.name)
+                for name in removed:
+                    dropped = delete(KeyAliasRow).where(KeyAliasRow.name == name, KeyAliasRow.name.not_in(own_names))
+                    if rowcount(session, dropped) == 0:
+                        raise errors.NotFound("alias not found")
                 for key_id, name in renames:
-                    if not _update_keys(session, KeyRow.id == key_id, {"name": name, "updated_at": _now()}):
-                        raise errors.KeyNotFound()
+                    _rename(session, key_id, name, now)
+                for name, key_id in added:
+                    session.add(KeyAliasRow(name=name, key_id=key_id, created_at=now, updated_at=now))
                 session.flush()
                 record_change(session, record)
         except IntegrityError:
             raise errors.Conflict("a key with this name (alias) exists") from None
+        return True
 
     def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None) -> None:
         """Rotate key ``key_id`` every ``days`` days (None: only by hand); KeyNotFound for an unknown id."""
@@ -344,6 +385,30 @@ def _now() -> datetime:
 
 def _load_key(session: Session, key_id: str) -> Key:
     return select_keys(session.connection(), KeyRow.id == key_id)[0]
+
+
+def _rename(session: Session, key_id: str, name: str, now: datetime) -> None:
+    """Key ``key_id`` named ``name``, the row of its old name moved along; KeyNotFound for no such key."""
+    old = session.scalar(select(KeyRow.name).where(KeyRow.id == key_id).with_for_update())
+    if old is None:
+        raise errors.KeyNotFound()
+    _update_keys(session, KeyRow.id == key_id, {"name": name, "updated_at": now})
+    moved = update(KeyAliasRow).where(KeyAliasRow.name == old).values(name=name, created_at=now, updated_at=now)
+    rowcount(session, moved)
+    session.flush()
+
+
+def _room_for(session: Session, key_ids: Sequence[str], limit: int) -> bool:
+    """Whether each of ``key_ids`` (locked, KeyNotFound when missing) may hold as many more aliases
+    besides its name as it appears in ``key_ids`` without passing ``limit``."""
+    for key_id in set(key_ids):
+        name = session.scalar(select(KeyRow.name).where(KeyRow.id == key_id).with_for_update())
+        if name is None:
+            raise errors.KeyNotFound()
+        held = session.scalars(select(KeyAliasRow.name).where(KeyAliasRow.key_id == key_id, KeyAliasRow.name != name))
+        if len(list(held)) + key_ids.count(key_id) > limit:
+            return False
+    return True
 
 
 def _update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:

@@ -4,10 +4,12 @@ Pure: no HTTP, no storage. The API door (``api/kms.py``) turns :class:`KmsError`
 answer ``{"__type": <code>, "message": …}``; :func:`aws_error` translates the service's own
 errors so that both doors refuse the same things for the same reasons.
 
-Aliases are key names: ``alias/<name>`` is the key whose name is ``<name>``, so the alias a
-KMS client uses and the name the REST API uses are one thing. A key created through the KMS
-API has no alias yet: its name is ``kms-<32 hex digits>`` (:func:`unaliased_name`), a form
-no alias may take.
+Aliases are names of keys: ``alias/<name>`` is the key that answers to ``<name>``, by its own
+name or by a further alias (:class:`KeyAlias`; every name unique across keys), so the alias a
+KMS client uses and the name the REST API uses are one thing. A key created through the KMS API
+has no alias yet: its name is ``kms-<32 hex digits>`` (:func:`unaliased_name`), a form no alias
+may take; its first alias becomes its name, the next ones are further aliases (at most
+:data:`MAX_ALIASES_PER_KEY` in all, AWS's quota).
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import binascii
 import re
 import secrets
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from enum import StrEnum
+from typing import Any, TypeVar
 
 from keymanager import errors
+from keymanager.domain import key_specs
 from keymanager.domain.ciphertext import canonical_context
+from keymanager.domain.key_specs import SPECS, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, Origin
 
 MAX_BODY_BYTES = 64 * 1024
@@ -29,10 +35,12 @@ MAX_PLAINTEXT_BYTES = 4096
 MAX_REF_CHARS = 2048
 ALIAS_PREFIX = "alias/"
 RESERVED_ALIAS_PREFIX = "alias/aws/"
+MAX_ALIASES_PER_KEY = 50
 _UNALIASED = re.compile(r"kms-[0-9a-f]{32}")
 _ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
+E = TypeVar("E", bound=StrEnum)
 _ARN = re.compile(r"arn:aws:kms:(?P<region>[a-z0-9-]{1,64}):(?P<account>[0-9]{12}):(?P<resource>(key|alias)/.+)")
 
 
@@ -88,6 +96,12 @@ _AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
     (errors.Conflict, "KMSInvalidStateException"),
     (errors.PreconditionFailed, "KMSInvalidStateException"),
     (errors.PayloadTooLarge, "ValidationException"),
+    (errors.WrongKeyUsage, "InvalidKeyUsageException"),
+    (errors.UnsupportedAlgorithm, "InvalidKeyUsageException"),
+    (errors.UnsupportedByHsm, "UnsupportedOperationException"),
+    (errors.WrongDigestLength, "ValidationException"),
+    (errors.MessageTooLong, "ValidationException"),
+    (errors.InvalidPeerKey, "ValidationException"),
     (errors.InvalidRequest, "ValidationException"),
     (errors.RateLimited, "ThrottlingException"),
     (errors.KeyMaterialMissing, "KeyUnavailableException"),
@@ -151,30 +165,48 @@ def unaliased_name() -> str:
 
 
 def alias_of(key: Key) -> str | None:
-    """The alias of ``key`` (its name), or None for a key without one."""
-    return None if _UNALIASED.fullmatch(key.name) else ALIAS_PREFIX + key.name
+    """The alias that is ``key``'s name, or None for a key whose name is no alias."""
+    return None if is_unaliased(key.name) else ALIAS_PREFIX + key.name
+
+
+def is_unaliased(name: str) -> bool:
+    """Whether ``name`` is the name of a key without an alias (``kms-<32 hex digits>``)."""
+    return _UNALIASED.fullmatch(name) is not None
+
+
+@dataclass(frozen=True)
+class KeyAlias:
+    """A name key ``key_id`` answers to: its own name, or a further alias (ListAliases shows those
+    that are not :func:`is_unaliased`)."""
+
+    name: str
+    key_id: str
+    created_at: datetime
+    updated_at: datetime
 
 
 # -- key metadata -------------------------------------------------------------------------
 
-KEY_SPECS = {
-    "SYMMETRIC_DEFAULT": Algorithm.AES_256_GCM,
-    "HMAC_224": Algorithm.HMAC_SHA224,
-    "HMAC_256": Algorithm.HMAC_SHA256,
-    "HMAC_384": Algorithm.HMAC_SHA384,
-    "HMAC_512": Algorithm.HMAC_SHA512,
-}
-"""The key specs CreateKey makes, and the native algorithm of each (every other spec: unsupported).
-``SYMMETRIC_DEFAULT``'s is the preferred one: the service makes it AES_256_CBC_HMAC_SHA256 on an
-HSM without AES-GCM, or what ``KM_KMS_DEFAULT_ALGORITHM`` says (``services/container.py``)."""
+SYMMETRIC_DEFAULT = "SYMMETRIC_DEFAULT"
 MAC_ALGORITHMS = {
-    Algorithm.HMAC_SHA224: "HMAC_SHA_224",
-    Algorithm.HMAC_SHA256: "HMAC_SHA_256",
-    Algorithm.HMAC_SHA384: "HMAC_SHA_384",
-    Algorithm.HMAC_SHA512: "HMAC_SHA_512",
+    algorithm: spec.algorithms(KeyUsage.GENERATE_VERIFY_MAC)[0]
+    for algorithm, spec in SPECS.items()
+    if spec.allowed(KeyUsage.GENERATE_VERIFY_MAC)
 }
-"""AWS's ``MacAlgorithm`` of each HMAC key (one per key spec, as in AWS)."""
-_SPEC_OF = {algorithm: spec for spec, algorithm in KEY_SPECS.items() if algorithm in MAC_ALGORITHMS}
+"""AWS's ``MacAlgorithm`` of each HMAC key (one per key spec, as in AWS; from the table of key types)."""
+AWS_ONLY = frozenset(
+    {"SM2", "SM2DSA", "SM2PKE", "ML_DSA_44", "ML_DSA_65", "ML_DSA_87", "ML_DSA_SHAKE_256", "EXTERNAL_MU"}
+    | {"ML_KEM_512", "ML_KEM_768", "ML_KEM_1024", "ENCAPSULATE_DECAPSULATE"}
+)
+"""Names of AWS's model (key specs, algorithms, message types, usages) no row of the table has:
+``UnsupportedOperationException`` naming them, where an unknown name is a ``ValidationException``."""
+_ALGORITHM_FIELDS = {
+    KeyUsage.ENCRYPT_DECRYPT: "EncryptionAlgorithms",
+    KeyUsage.SIGN_VERIFY: "SigningAlgorithms",
+    KeyUsage.KEY_AGREEMENT: "KeyAgreementAlgorithms",
+    KeyUsage.GENERATE_VERIFY_MAC: "MacAlgorithms",
+}
+"""The ``KeyMetadata`` field that lists a key's algorithms, per usage."""
 _STATES = {
     KeyState.ENABLED: "Enabled",
     KeyState.DISABLED: "Disabled",
@@ -187,14 +219,41 @@ _ORIGINS = {Origin.HSM: "AWS_KMS", Origin.EXTERNAL: "EXTERNAL"}
 """AWS's ``Origin`` of each key origin: made in the HSM, or imported material."""
 
 
+def creatable(kms_spec: str) -> Algorithm | None:
+    """The native spec whose AWS ``KeySpec`` is ``kms_spec`` (None when no row of the table has it).
+    ``SYMMETRIC_DEFAULT``'s is the preferred one: the service makes it AES_256_CBC_HMAC_SHA256 on an
+    HSM without AES-GCM, or what ``KM_KMS_DEFAULT_ALGORITHM`` says (``services/container.py``)."""
+    row = key_specs.by_kms_spec(kms_spec)
+    return None if row is None else row.algorithm
+
+
 def key_spec(key: Key) -> str:
-    """AWS's ``KeySpec``: ``HMAC_<bits>`` for HMAC keys, ``SYMMETRIC_DEFAULT`` for the others."""
-    return _SPEC_OF.get(key.algorithm, "SYMMETRIC_DEFAULT")
+    """AWS's ``KeySpec``: the row's KMS name; ``SYMMETRIC_DEFAULT`` for the symmetric specs without one."""
+    return spec_of(key.algorithm).kms_spec or SYMMETRIC_DEFAULT
+
+
+def key_usage(key: Key) -> str:
+    """AWS's ``KeyUsage`` of ``key`` (an FF1 key, which only makes tokens, shows as ``ENCRYPT_DECRYPT``)."""
+    return KeyUsage.ENCRYPT_DECRYPT.value if key.key_usage is KeyUsage.TOKENIZE else key.key_usage.value
+
+
+def key_family(key: Key) -> str:
+    """The type of ``key`` UpdateAlias keeps an alias within: ``symmetric``, ``asymmetric`` or ``HMAC``."""
+    if spec_of(key.algorithm).asymmetric:
+        return "asymmetric"
+    return "HMAC" if key.key_usage is KeyUsage.GENERATE_VERIFY_MAC else "symmetric"
+
+
+def algorithms(key: Key) -> dict[str, list[str]]:
+    """The ``KeyMetadata`` (and ``GetPublicKey``) field naming the algorithms ``key`` takes, by usage."""
+    usage = key.key_usage
+    if usage is KeyUsage.TOKENIZE:
+        return {"EncryptionAlgorithms": [SYMMETRIC_DEFAULT]}
+    return {_ALGORITHM_FIELDS[usage]: list(spec_of(key.algorithm).algorithms(usage))}
 
 
 def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
     """``KeyMetadata`` of ``key`` as DescribeKey and CreateKey answer it."""
-    mac = key.algorithm in MAC_ALGORITHMS
     out: dict[str, Any] = {
         "AWSAccountId": account,
         "KeyId": key.id,
@@ -202,18 +261,15 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
         "CreationDate": epoch(key.created_at),
         "Enabled": key.state is KeyState.ENABLED,
         "Description": key.description,
-        "KeyUsage": "GENERATE_VERIFY_MAC" if mac else "ENCRYPT_DECRYPT",
+        "KeyUsage": key_usage(key),
         "KeyState": _STATES[key.state],
         "Origin": _ORIGINS[key.origin],
         "KeyManager": "CUSTOMER",
         "CustomerMasterKeySpec": key_spec(key),
         "KeySpec": key_spec(key),
         "MultiRegion": False,
+        **algorithms(key),
     }
-    if mac:
-        out["MacAlgorithms"] = [MAC_ALGORITHMS[key.algorithm]]
-    else:
-        out["EncryptionAlgorithms"] = ["SYMMETRIC_DEFAULT"]
     if key.deletion_date is not None:
         out["DeletionDate"] = epoch(key.deletion_date)
     return out
@@ -285,17 +341,30 @@ def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[
 
 
 def check_common(params: Mapping[str, Any]) -> None:
-    """Fields any operation may carry: grant tokens (accepted, grant nothing), DryRun (refused),
-    an encryption algorithm other than ``SYMMETRIC_DEFAULT`` (refused)."""
+    """Fields any operation may carry: grant tokens (accepted, grant nothing), DryRun and
+    ``Recipient`` (Nitro enclaves' attestation: refused)."""
     tokens = params.get("GrantTokens")
     if tokens is not None and (not isinstance(tokens, list) or len(tokens) > 10):
         raise KmsError("ValidationException", "GrantTokens is a list of at most 10 tokens")
     if params.get("DryRun") is True:
         raise unsupported("DryRun")
-    for name in ("EncryptionAlgorithm", "SourceEncryptionAlgorithm", "DestinationEncryptionAlgorithm"):
-        algorithm = params.get(name)
-        if algorithm is not None and algorithm != "SYMMETRIC_DEFAULT":
-            raise unsupported(f"{name} {str(algorithm)[:64]}")
+    if params.get("Recipient") is not None:
+        raise unsupported("Recipient")
+
+
+def choice(params: Mapping[str, Any], name: str, names: type[E], *, required: bool = False) -> E | None:
+    """Field ``name`` as one of the enum ``names`` (AWS's names): ValidationException for an unknown
+    name or a missing required one, UnsupportedOperationException for a name of AWS's no row has."""
+    value = string(params, name, required=required, limit=64)
+    if value is None:
+        return None
+    try:
+        return names(value)
+    except ValueError:
+        if value in AWS_ONLY:
+            raise unsupported(f"{name} {value}") from None
+        allowed = ", ".join(member.value for member in names)
+        raise KmsError("ValidationException", f"{name} must be one of {allowed}") from None
 
 
 def data(value: bytes) -> str:

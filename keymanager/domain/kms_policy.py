@@ -14,7 +14,8 @@ would not be enforced as written. Exactly means:
 - ``Action``: whole groups of :data:`POLICY_ACTIONS`, since a native operation grants all the
   actions of its group (``encrypt`` allows Encrypt *and* ReEncryptTo: a statement allowing
   only ``kms:Encrypt`` would be enforced as more than it says); ``kms:GenerateDataKey*``
-  stands for its group; actions are compared without case, as IAM does;
+  stands for what it matches in IAM (the data key and the data key pair groups),
+  ``kms:GenerateDataKeyPair*`` for its group; actions are compared without case, as IAM does;
 - ``Condition``: none, or the validity window ``DateGreaterThan``/``DateLessThan`` on
   ``aws:CurrentTime``, the same on every statement (the native window is one per key).
 """
@@ -37,9 +38,18 @@ POLICY_ACTIONS = {
     "generate_data_key": ["kms:GenerateDataKey", "kms:GenerateDataKeyWithoutPlaintext"],
     "reencrypt": ["keymanager:ReEncrypt"],
     "mac": ["kms:GenerateMac", "kms:VerifyMac"],
+    "sign": ["kms:Sign"],
+    "verify": ["kms:Verify"],
+    "get_public_key": ["kms:GetPublicKey"],
+    "derive_shared_secret": ["kms:DeriveSharedSecret"],
+    "generate_data_key_pair": ["kms:GenerateDataKeyPair", "kms:GenerateDataKeyPairWithoutPlaintext"],
 }
 """What each native policy operation allows, in IAM's words (``reencrypt`` is the REST API's own)."""
-_WILDCARDS = {"kms:generatedatakey*": "generate_data_key"}
+_WILDCARDS = {
+    "kms:generatedatakey*": ("generate_data_key", "generate_data_key_pair"),
+    "kms:generatedatakeypair*": ("generate_data_key_pair",),
+}
+"""What IAM's wildcards match: ``kms:GenerateDataKey*`` the data key pairs' actions too."""
 _GROUP_OF = {action.lower(): operation for operation, actions in POLICY_ACTIONS.items() for action in actions}
 _STATEMENT_FIELDS = frozenset({"Sid", "Effect", "Principal", "Action", "Resource", "Condition"})
 _WINDOW = {"DateGreaterThan": "not_before", "DateLessThan": "not_after"}
@@ -163,14 +173,14 @@ def _operations(label: str, action: Any) -> set[Operation]:
     for name in actions:
         lowered = name.lower()
         if lowered in _WILDCARDS:
-            operation = _WILDCARDS[lowered]
-            given.update(a.lower() for a in POLICY_ACTIONS[operation])
+            matched = _WILDCARDS[lowered]
+            given.update(a.lower() for operation in matched for a in POLICY_ACTIONS[operation])
         elif lowered in _GROUP_OF:
-            operation = _GROUP_OF[lowered]
+            matched = (_GROUP_OF[lowered],)
             given.add(lowered)
         else:
             raise _malformed(f"{label}: action {name[:128]} has no native equivalent")
-        operations.add(operation)
+        operations.update(matched)
     for operation in sorted(operations):
         missing = [a for a in POLICY_ACTIONS[operation] if a.lower() not in given]
         if missing:

@@ -117,6 +117,12 @@ _KMS_KEY_POLICY = (
     "GenerateDataKeyWithoutPlaintext",
     "GenerateMac",
     "VerifyMac",
+    "Sign",
+    "Verify",
+    "GetPublicKey",
+    "DeriveSharedSecret",
+    "GenerateDataKeyPair",
+    "GenerateDataKeyPairWithoutPlaintext",
 )
 _XKS = ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
 

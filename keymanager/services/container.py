@@ -106,6 +106,7 @@ class Services:
             orphan_grace_seconds=settings.orphan_grace_seconds,
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
+        asymmetric = AsymmetricService(hsm, crypto)
         readiness = Readiness(
             hsm,
             store,
@@ -120,7 +121,7 @@ class Services:
             principals=PrincipalService(store),
             keys=keys,
             crypto=crypto,
-            asymmetric=AsymmetricService(hsm, crypto),
+            asymmetric=asymmetric,
             lifecycle=lifecycle,
             tokens=TokenService(hsm, max_batch_items=settings.max_batch_items),
             key_import=KeyImportService(store, hsm),
@@ -139,7 +140,7 @@ class Services:
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
             inventory=Inventory(engine),
             access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name, public_hosts(settings)),
-            kms_crypto=KmsCrypto(crypto, hsm),
+            kms_crypto=KmsCrypto(crypto, hsm, asymmetric),
             kms_keys=KmsKeys(keys, lifecycle, kms_store, symmetric_default=_symmetric_default(settings, hsm)),
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
             xks=XksService(crypto),

@@ -31,8 +31,9 @@ from keymanager.services.streams import StreamOpener, StreamSealer
 
 Context = Mapping[str, str] | None
 
-DATA_KEY_BITS = (128, 192, 256)
-"""Data key sizes (192 only through the KMS API's ``NumberOfBytes`` 24: the Encryption SDK's AES-192 suites)."""
+MAX_DATA_KEY_BYTES = 1024
+"""The largest data key (AWS's ``NumberOfBytes`` bound); REST asks for 128 or 256 bits, the KMS API for
+any number of bytes from 1 to this."""
 
 
 @dataclass(frozen=True)
@@ -131,9 +132,10 @@ class CryptoService:
     async def generate_data_key(
         self, snapshot: KeyLookup, principal: Principal, ref: str, bits: int = 256, context: Context = None
     ) -> DataKey:
-        """A new random data key from the HSM, with its ciphertext under key ``ref`` (one trip to the HSM)."""
-        if bits not in DATA_KEY_BITS:
-            raise InvalidRequest("bits must be 128, 192 or 256")
+        """A new random data key of ``bits`` (a multiple of 8, up to 8,192) from the HSM, with its
+        ciphertext under key ``ref`` (one trip to the HSM); InvalidRequest for another size."""
+        if bits % 8 or not 8 <= bits <= 8 * MAX_DATA_KEY_BYTES:
+            raise InvalidRequest(f"a data key is 1 to {MAX_DATA_KEY_BYTES} bytes")
         key = usable(await snapshot.key(ref), principal, Operation.GENERATE_DATA_KEY)
         version = key.versions[key.primary_version]
         head = ct.header(key.id, version.version)

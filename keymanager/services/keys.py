@@ -21,6 +21,7 @@ from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import KeyUsage, choose_usage, spec_of
+from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Policy
@@ -281,10 +282,24 @@ class KeyService:
             expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
         )
 
-    def rename(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None = None) -> None:
-        """Give each key id its new name, in order, in one change (recording ``record``): how the KMS
-        API moves its aliases (whose names it checked). KeyNotFound, or Conflict for a taken name."""
-        self._store.rename_keys(renames, record=record)
+    def aliases(self, key_ids: Collection[str] | None = None) -> Sequence[KeyAlias]:
+        """Every name of the keys ``key_ids`` (None: of every key), each key's own name included, by name."""
+        return self._store.aliases(key_ids)
+
+    def change_aliases(
+        self,
+        *,
+        removed: Sequence[str] = (),
+        renames: Sequence[tuple[str, str]] = (),
+        added: Sequence[tuple[str, str]] = (),
+        limit: int | None = None,
+        record: AuditEntry | None = None,
+    ) -> bool:
+        """One change of names (recording ``record``): how the KMS API makes, moves and drops its
+        aliases (whose names it checked): aliases ``removed``, keys renamed (key id, name), aliases
+        ``added`` (name, key id). False, nothing changed, when a key would hold more than ``limit``
+        aliases besides its name; KeyNotFound, NotFound (no such alias), or Conflict (a taken name)."""
+        return self._store.change_aliases(removed=removed, renames=renames, added=added, limit=limit, record=record)
 
     def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None = None) -> None:
         """Rotate key ``key_id`` every ``days`` days from now on (None: only by hand), recording ``record``."""

@@ -101,3 +101,51 @@ def test_tags_are_added_replaced_limited_and_removed(store: Store, kms_store: Km
     assert kms_store.tags_of(key.id) == {"b": "2", "c": "3"}
     with pytest.raises(errors.KeyNotFound):
         kms_store.tag_key("f" * 32, {"a": "1"}, limit=3, record=None)
+
+
+def test_aliases_name_keys_beside_their_names_and_are_unique_across_keys(store: Store) -> None:
+    first, second = a_key("billing"), a_key("kms-" + "0" * 32)
+    store.create_key(first)
+    store.create_key(second)
+    assert [(a.name, a.key_id) for a in store.aliases()] == [("billing", first.id), ("kms-" + "0" * 32, second.id)]
+    version = store.metadata_version()
+    assert store.change_aliases(added=[("invoices", first.id), ("orders", first.id)], limit=2, record=None)
+    assert store.metadata_version() == version + 1
+    found = store.get_key("invoices")
+    assert found is not None and found.id == first.id and found.name == "billing"
+    assert [a.name for a in store.aliases([first.id])] == ["billing", "invoices", "orders"]
+    # every name, a key's own or an alias, is taken once
+    for taken in ("billing", "orders"):
+        with pytest.raises(errors.Conflict):
+            store.change_aliases(added=[(taken, second.id)], record=None)
+        with pytest.raises(errors.Conflict):
+            store.create_key(a_key(taken))
+    with pytest.raises(errors.Conflict):
+        store.rename_keys([(second.id, "invoices")], record=None)
+    # the limit counts the aliases besides the name: nothing written past it
+    version = store.metadata_version()
+    assert not store.change_aliases(added=[("more", first.id)], limit=2, record=None)
+    assert store.get_key("more") is None and store.metadata_version() == version
+
+
+def test_change_aliases_moves_drops_and_renames_in_one_transaction(store: Store) -> None:
+    first, second = a_key("billing"), a_key("kms-" + "0" * 32)
+    store.create_key(first)
+    store.create_key(second)
+    store.change_aliases(added=[("invoices", first.id)], record=None)
+    # the alias moves to the second key, which takes it as its name; the first keeps its name
+    store.change_aliases(removed=["invoices"], renames=[(second.id, "invoices")], record=None)
+    moved = store.get_key("invoices")
+    assert moved is not None and moved.id == second.id and moved.name == "invoices"
+    assert [a.name for a in store.aliases([first.id])] == ["billing"]
+    # a key's own name is not an alias to drop; an alias never made is not either
+    for missing in ("billing", "never"):
+        with pytest.raises(errors.NotFound):
+            store.change_aliases(removed=[missing], record=None)
+    # a failing step undoes the ones before it
+    with pytest.raises(errors.KeyNotFound):
+        store.change_aliases(renames=[(first.id, "kms-" + "1" * 32), ("f" * 32, "billing")], record=None)
+    kept = store.get_key(first.id)
+    assert kept is not None and kept.name == "billing"
+    with pytest.raises(errors.KeyNotFound):
+        store.change_aliases(added=[("other", "f" * 32)], limit=5, record=None)

@@ -6,6 +6,7 @@ import pytest
 
 from keymanager import errors
 from keymanager.domain import access_keys, kms
+from keymanager.domain.key_specs import SPECS, EncryptionAlgorithm, SigningAlgorithm
 
 ACCOUNT = "111122223333"
 KEY = "0123456789abcdef0123456789abcdef"
@@ -102,8 +103,33 @@ def test_fields() -> None:
         kms.check_common({"DryRun": True})
     assert refused.value.code == "UnsupportedOperationException"
     with pytest.raises(kms.KmsError) as refused:
-        kms.check_common({"EncryptionAlgorithm": "RSAES_OAEP_SHA_256"})
-    assert "RSAES_OAEP_SHA_256" in refused.value.message
+        kms.check_common({"Recipient": {"AttestationDocument": "AA=="}})
+    assert refused.value.code == "UnsupportedOperationException"
+    kms.check_common({"EncryptionAlgorithm": "RSAES_OAEP_SHA_256", "GrantTokens": ["t"]})
+
+
+def test_choice_of_aws_names() -> None:
+    assert kms.choice({"A": "RSAES_OAEP_SHA_1"}, "A", EncryptionAlgorithm) is EncryptionAlgorithm.RSAES_OAEP_SHA_1
+    assert kms.choice({}, "A", EncryptionAlgorithm) is None
+    for value, code in (("RSAES_PKCS1", "ValidationException"), ("SM2PKE", "UnsupportedOperationException")):
+        with pytest.raises(kms.KmsError) as refused:
+            kms.choice({"A": value}, "A", EncryptionAlgorithm)
+        assert refused.value.code == code and (
+            value in refused.value.message or "RSAES_OAEP_SHA_1" in refused.value.message
+        )
+    with pytest.raises(kms.KmsError) as refused:
+        kms.choice({}, "A", SigningAlgorithm, required=True)
+    assert refused.value.code == "ValidationException"
+    with pytest.raises(kms.KmsError) as refused:
+        kms.choice({"A": 3}, "A", SigningAlgorithm)
+    assert refused.value.code == "SerializationException"
+
+
+def test_every_kms_key_spec_is_a_row_of_the_table() -> None:
+    for spec in SPECS.values():
+        if spec.kms_spec is not None:
+            assert kms.creatable(spec.kms_spec) is spec.algorithm
+    assert kms.creatable("SM2") is None and kms.creatable("AES_256_GCM") is None
 
 
 def test_generated_access_keys_have_the_documented_form() -> None:

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from botocore import xform_name
 from botocore.exceptions import ClientError
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
 
 from tests.e2e.conftest import Server
 from tests.kms_api.conftest import KmsFactory, Pair, new_pair
@@ -29,6 +31,12 @@ MATRIX: list[tuple[str, Params, tuple[str, str, str]]] = [
     ("DescribeKey", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
     ("Encrypt", lambda key: {"KeyId": key, "Plaintext": b"x"}, (DENIED, DENIED, OK)),
     ("GenerateDataKey", lambda key: {"KeyId": key, "KeySpec": "AES_256"}, (DENIED, DENIED, OK)),
+    ("GenerateDataKeyPair", lambda key: {"KeyId": key, "KeyPairSpec": "ECC_NIST_P256"}, (DENIED, DENIED, OK)),
+    (
+        "GenerateDataKeyPairWithoutPlaintext",
+        lambda key: {"KeyId": key, "KeyPairSpec": "ECC_NIST_P256"},
+        (DENIED, DENIED, OK),
+    ),
     ("GenerateRandom", lambda key: {"NumberOfBytes": 16}, (OK, DENIED, OK)),
     ("CreateKey", lambda key: {"Description": "matrix"}, (DENIED, DENIED, OK)),
     ("GetKeyRotationStatus", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
@@ -50,7 +58,31 @@ MATRIX: list[tuple[str, Params, tuple[str, str, str]]] = [
     ("EnableKey", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
     ("ScheduleKeyDeletion", lambda key: {"KeyId": key, "PendingWindowInDays": 7}, (DENIED, DENIED, OK)),
     ("CancelKeyDeletion", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
-    ("Sign", lambda key: {"KeyId": key, "Message": b"m", "SigningAlgorithm": "ECDSA_SHA_256"}, (UNSUPPORTED,) * 3),
+    (
+        "Decapsulate",
+        lambda key: {"KeyId": key, "SharedSecretCiphertextBlob": b"c", "EncapsulationAlgorithm": "ML_KEM"},
+        (UNSUPPORTED,) * 3,
+    ),
+]
+ECDSA = {"SigningAlgorithm": "ECDSA_SHA_256", "Message": b"m"}
+PEER = (
+    ec.generate_private_key(ec.SECP256R1())
+    .public_key()
+    .public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo)
+)
+# the same for keys of the other usages, made by the admin (their policies name the admin only)
+ASYMMETRIC: list[tuple[str, str, Params, tuple[str, str, str]]] = [
+    ("SIGN_VERIFY", "Sign", lambda key: {"KeyId": key, **ECDSA}, (DENIED, DENIED, OK)),
+    ("SIGN_VERIFY", "GetPublicKey", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
+    ("KEY_AGREEMENT", "GetPublicKey", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
+    (
+        "KEY_AGREEMENT",
+        "DeriveSharedSecret",
+        lambda key: {"KeyId": key, "KeyAgreementAlgorithm": "ECDH", "PublicKey": PEER},
+        (DENIED, DENIED, OK),
+    ),
+    ("SIGN_VERIFY", "DescribeKey", lambda key: {"KeyId": key}, (DENIED, DENIED, OK)),
+    ("SIGN_VERIFY", "EnableKeyRotation", lambda key: {"KeyId": key}, (DENIED, DENIED, UNSUPPORTED)),
 ]
 
 
@@ -75,3 +107,19 @@ def test_every_operation_answers_each_role_as_before(
     for operation, params, expected in MATRIX:
         answers = tuple(_answer(client, operation, params(key)) for client in clients)
         assert answers == expected, operation
+
+
+def test_every_asymmetric_operation_answers_each_role(
+    kms_client: KmsFactory, admin_kms: Any, app_kms: Any, auditor_pair: Pair
+) -> None:
+    clients = (app_kms, kms_client(auditor_pair), admin_kms)
+    keys = {
+        usage: admin_kms.create_key(KeySpec="ECC_NIST_P256", KeyUsage=usage)["KeyMetadata"]["KeyId"]
+        for usage in ("SIGN_VERIFY", "KEY_AGREEMENT")
+    }
+    for usage, operation, params, expected in ASYMMETRIC:
+        answers = tuple(_answer(client, operation, params(keys[usage])) for client in clients)
+        assert answers == expected, operation
+    signature = admin_kms.sign(KeyId=keys["SIGN_VERIFY"], **ECDSA)["Signature"]
+    request = {"KeyId": keys["SIGN_VERIFY"], "Signature": signature, **ECDSA}
+    assert tuple(_answer(client, "Verify", request) for client in clients) == (DENIED, DENIED, OK)

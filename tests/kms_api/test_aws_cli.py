@@ -15,6 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, padding
 
 from tests.e2e.conftest import Server
 from tests.kms_api.conftest import REGION, Pair, new_pair
@@ -125,3 +128,64 @@ def test_cli_refusal_exit_code_and_aws_error(
     assert "AccessDeniedException" in refused.stderr and "Decrypt" in refused.stderr
     assert refused.stdout == ""
     assert "not for the outsider" not in refused.stderr
+
+
+def test_cli_sign_verify_get_public_key(admin_cli: Cli, tmp_path: Path) -> None:
+    """``aws kms sign``, ``verify`` and ``get-public-key`` on an ECDSA and an RSA key; each signature
+    also verified by ``cryptography`` with the public key the CLI fetched."""
+    document = tmp_path / "document.txt"
+    document.write_bytes(b"a release to sign\n" * 100)
+    for spec, algorithm in (("ECC_NIST_P256", "ECDSA_SHA_256"), ("RSA_2048", "RSASSA_PSS_SHA_256")):
+        key = admin_cli.json("create-key", "--key-spec", spec, "--key-usage", "SIGN_VERIFY")["KeyMetadata"]
+        assert key["SigningAlgorithms"] and algorithm in key["SigningAlgorithms"]
+        shown = admin_cli.json("get-public-key", "--key-id", key["KeyId"])
+        assert shown["KeySpec"] == spec and shown["KeyUsage"] == "SIGN_VERIFY" and shown["KeyId"] == key["Arn"]
+        public: Any = serialization.load_der_public_key(base64.b64decode(shown["PublicKey"], validate=True))
+        signed = admin_cli.json(
+            "sign", "--key-id", key["Arn"], "--message", f"fileb://{document}", "--signing-algorithm", algorithm
+        )
+        signature = base64.b64decode(signed["Signature"], validate=True)
+        (tmp_path / "signature.bin").write_bytes(signature)
+        if spec.startswith("ECC"):
+            public.verify(signature, document.read_bytes(), ec.ECDSA(hashes.SHA256()))
+        else:
+            pss = padding.PSS(mgf=padding.MGF1(hashes.SHA256()), salt_length=32)
+            public.verify(signature, document.read_bytes(), pss, hashes.SHA256())
+        checked = admin_cli.json(
+            "verify",
+            "--key-id",
+            key["KeyId"],
+            "--message",
+            f"fileb://{document}",
+            "--signature",
+            f"fileb://{tmp_path / 'signature.bin'}",
+            "--signing-algorithm",
+            algorithm,
+        )
+        assert checked["SignatureValid"] is True and checked["SigningAlgorithm"] == algorithm
+        (tmp_path / "other.txt").write_bytes(b"another document")
+        bad = admin_cli.run(
+            "verify",
+            "--key-id",
+            key["KeyId"],
+            "--message",
+            f"fileb://{tmp_path / 'other.txt'}",
+            "--signature",
+            f"fileb://{tmp_path / 'signature.bin'}",
+            "--signing-algorithm",
+            algorithm,
+        )
+        assert bad.returncode == SERVICE_ERROR and "KMSInvalidSignatureException" in bad.stderr
+        with pytest.raises(InvalidSignature):
+            if spec.startswith("ECC"):
+                public.verify(signature, b"another document", ec.ECDSA(hashes.SHA256()))
+            else:
+                public.verify(signature, b"another document", pss, hashes.SHA256())
+    symmetric = admin_cli.json("create-key")["KeyMetadata"]
+    refused = admin_cli.run("get-public-key", "--key-id", symmetric["KeyId"])
+    assert refused.returncode == SERVICE_ERROR and "AccessDeniedException" in refused.stderr  # the policy first
+    with admin_cli.server.client(admin_cli.server.admin_token) as admin:
+        granted = admin.patch(f"/v1/keys/{symmetric['KeyId']}", json={"policy": {"get_public_key": ["kms-admin"]}})
+        assert granted.status_code == 200, granted.text
+    refused = admin_cli.run("get-public-key", "--key-id", symmetric["KeyId"])
+    assert refused.returncode == SERVICE_ERROR and "UnsupportedOperationException" in refused.stderr

@@ -52,6 +52,7 @@ def test_put_key_policy_is_the_native_policy_and_is_enforced(
     native = native_policy(kms_server, key["KeyId"])
     assert native["encrypt"] == ["kms-app"] and native["decrypt"] == ["kms-admin", "kms-app"]
     assert native["generate_data_key"] == ["kms-admin"] and native["reencrypt"] == [] and native["mac"] == []
+    assert native["generate_data_key_pair"] == ["kms-admin"]  # kms:GenerateDataKey* matches its actions too
     blob = app_kms.encrypt(KeyId=key["KeyId"], Plaintext=b"after")["CiphertextBlob"]
     assert admin_kms.decrypt(CiphertextBlob=blob)["Plaintext"] == b"after"
     with pytest.raises(ClientError) as refused:

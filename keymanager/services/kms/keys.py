@@ -7,33 +7,35 @@ calls it. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
-Aliases are key names (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has no
-alias yet, UpdateAlias moves a name from one key to another (the first gets a fresh
-``kms-<hex>`` name), DeleteAlias gives the key a fresh ``kms-<hex>`` name. So a key holds at
-most one alias, and ``alias/billing`` and ``/v1/keys/billing`` are the same key.
+Aliases are names of keys (see :mod:`keymanager.domain.kms`): CreateAlias names a key that has
+no alias yet and gives a named key a further alias (up to ``kms.MAX_ALIASES_PER_KEY``);
+UpdateAlias moves an alias from one key to another of the same usage (a key losing its name gets
+a fresh ``kms-<hex>`` one); DeleteAlias drops a further alias, or gives the key whose name it is
+a fresh ``kms-<hex>`` name. So ``alias/billing`` and ``/v1/keys/billing`` are the same key.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
 from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import InvalidRequest, KeyNotFound
+from keymanager.errors import Conflict, KeyNotFound, NotFound
+from keymanager.services.key_use import USAGE_OF
 from keymanager.services.keys import KeyService
-from keymanager.services.kms.crypto import Call, page
+from keymanager.services.kms.call import Call, page
 from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]
 _MAX_DESCRIPTION = 8192
 _ROTATION_DAYS = (90, 2560)
-_ENCRYPTING = frozenset({Operation.ENCRYPT, Operation.DECRYPT, Operation.GENERATE_DATA_KEY, Operation.REENCRYPT})
 
 
 class KmsKeys:
@@ -93,13 +95,17 @@ class KmsKeys:
         return {"Keys": [{"KeyId": k.id, "KeyArn": call.arn(k.id)} for k in keys], **rest}
 
     def list_aliases(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        wanted = None if call.params.get("KeyId") is None else self._keys.get(call.ref(), call.principal).id
-        aliased = [k for k in self._keys.list(call.principal) if kms.alias_of(k) and wanted in (None, k.id)]
-        keys, rest = page(call.params, aliased)
-        return {"Aliases": [_alias(k, call) for k in keys], **rest}
+        """The aliases of the keys the caller sees (of key ``KeyId`` when given), by name."""
+        if call.params.get("KeyId") is None:
+            key_ids = {k.id for k in self._keys.list(call.principal)}
+        else:
+            key_ids = {self._keys.get(call.ref(), call.principal).id}
+        aliases = [a for a in self._keys.aliases(key_ids) if not kms.is_unaliased(a.name)]
+        shown, rest = page(call.params, aliases)
+        return {"Aliases": [_alias(a, call) for a in shown], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        key = self._admin_key(call)
+        key = _rotating(self._admin_key(call))
         answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": key.rotation_period_days is not None}
         if key.rotation_period_days is not None:
             answer["RotationPeriodInDays"] = key.rotation_period_days
@@ -107,52 +113,55 @@ class KmsKeys:
 
     def list_key_rotations(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         """The key's versions after the first, as rotations (``RotationDate``: the version's creation)."""
-        key = self._admin_key(call)
-        if key.algorithm in kms.MAC_ALGORITHMS:
-            raise kms.unsupported("rotation of HMAC keys")
+        key = _rotating(self._admin_key(call))
         versions, rest = page(call.params, [key.versions[n] for n in sorted(key.versions) if n > 1], default=100)
         rotations = [{"KeyId": call.arn(key.id), "RotationDate": kms.epoch(v.created_at)} for v in versions]
         return {"Rotations": rotations, **rest}
 
     # -- changes ----------------------------------------------------------------------------
     def create_key(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
+        """A key of ``KeySpec`` (any row of the table of key types with a KMS name) and ``KeyUsage``
+        (AWS's default ``ENCRYPT_DECRYPT`` where the spec allows it, else the spec's own default);
+        a usage the spec does not allow is the service's ValidationException, a spec or algorithm
+        the HSM lacks its UnsupportedOperationException."""
         params = call.params
-        for name in ("CustomKeyStoreId", "XksKeyId"):
-            if params.get(name) is not None:
-                raise kms.unsupported(name)
+        self._refuse_unsupported(params)
         tags = kms.tags(params)
-        if params.get("MultiRegion") is True:
-            raise kms.unsupported("MultiRegion")
-        origin = kms.string(params, "Origin", limit=32)
-        if origin not in (None, "AWS_KMS"):
-            raise kms.unsupported(f"Origin {origin}")
         spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
-        algorithm = kms.KEY_SPECS.get(spec or "SYMMETRIC_DEFAULT")
-        if algorithm is kms.KEY_SPECS["SYMMETRIC_DEFAULT"]:
-            algorithm = self._symmetric_default()
+        spec = spec or kms.SYMMETRIC_DEFAULT
+        algorithm = kms.creatable(spec)
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
-        usage = kms.string(params, "KeyUsage", limit=32)
-        expected = "GENERATE_VERIFY_MAC" if algorithm in kms.MAC_ALGORITHMS else "ENCRYPT_DECRYPT"
-        if usage not in (None, expected):
-            raise kms.KmsError("ValidationException", f"KeyUsage of a {spec or 'SYMMETRIC_DEFAULT'} key is {expected}")
+        if spec == kms.SYMMETRIC_DEFAULT:
+            algorithm = self._symmetric_default()
+        usage = kms.choice(params, "KeyUsage", KeyUsage)
+        if usage is None and spec_of(algorithm).allowed(KeyUsage.ENCRYPT_DECRYPT):
+            usage = KeyUsage.ENCRYPT_DECRYPT
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
         document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
         if document is not None:
             policy = self._resources.policy_of(document, call.account)
         else:
-            operations = {Operation.MAC} if algorithm in kms.MAC_ALGORITHMS else _ENCRYPTING
-            policy = Policy(grants={op: frozenset({call.principal.name}) for op in operations})
-        try:
-            key = self._keys.create(
-                kms.unaliased_name(), algorithm=algorithm, description=description, policy=policy, record=entry
-            )
-        except InvalidRequest as exc:  # the policy was checked above: in practice the HSM lacks the algorithm
-            raise kms.unsupported(f"KeySpec {spec} ({exc.message})") from None
+            policy = Policy(grants={op: frozenset({call.principal.name}) for op in _default_rights(algorithm, usage)})
+        key = self._keys.create(
+            kms.unaliased_name(), algorithm=algorithm, usage=usage, description=description, policy=policy, record=entry
+        )
         call.noted(key.id, 1)
         if tags:
             self._resources.add_tags(key, tags, None)
         return {"KeyMetadata": kms.metadata(key, call.region, call.account)}
+
+    @staticmethod
+    def _refuse_unsupported(params: Mapping[str, Any]) -> None:
+        """UnsupportedOperationException for what CreateKey takes in AWS and this service does not make."""
+        for name in ("CustomKeyStoreId", "XksKeyId"):
+            if params.get(name) is not None:
+                raise kms.unsupported(name)
+        if params.get("MultiRegion") is True:
+            raise kms.unsupported("MultiRegion")
+        origin = kms.string(params, "Origin", limit=32)
+        if origin not in (None, "AWS_KMS"):
+            raise kms.unsupported(f"Origin {origin}")
 
     def _enable(self, call: Call, entry: AuditEntry, *, enabled: bool) -> dict[str, Any]:
         key = self._admin_key(call)
@@ -192,23 +201,38 @@ class KmsKeys:
         name, target = self._alias_and_target(call)
         if self._keys.id_of(name) is not None:
             raise kms.KmsError("AlreadyExistsException", f"alias/{name} already exists")
-        self._keys.rename([(target.id, name)], record=replace(entry, key_id=target.id))
+        if kms.alias_of(target) is None:
+            self._change_aliases(entry, target, renames=[(target.id, name)])
+        else:
+            self._change_aliases(entry, target, added=[(name, target.id)])
         return {}
 
     def update_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name, target = self._alias_and_target(call)
         current = self._keys.find(name)
-        if current.id != target.id:
-            self._keys.rename(
-                [(current.id, kms.unaliased_name()), (target.id, name)], record=replace(entry, key_id=target.id)
+        if current.id == target.id:
+            return {}
+        if kms.key_usage(current) != kms.key_usage(target) or kms.key_family(current) != kms.key_family(target):
+            raise kms.KmsError(
+                "ValidationException",
+                f"alias/{name} is on a {kms.key_family(current)} {kms.key_usage(current)} key: it moves only to"
+                " a key of the same type and KeyUsage",
             )
+        removed, renames = ([], [(current.id, kms.unaliased_name())]) if current.name == name else ([name], [])
+        if kms.alias_of(target) is None:
+            self._change_aliases(entry, target, removed=removed, renames=[*renames, (target.id, name)])
+        else:
+            self._change_aliases(entry, target, removed=removed, renames=renames, added=[(name, target.id)])
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
-        self._keys.rename([(current.id, kms.unaliased_name())], record=replace(entry, key_id=current.id))
+        if current.name == name:
+            self._change_aliases(entry, current, renames=[(current.id, kms.unaliased_name())])
+        else:
+            self._change_aliases(entry, current, removed=[name])
         return {}
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -233,9 +257,7 @@ class KmsKeys:
         return self._resources.admin_key(call)
 
     def _rotatable(self, call: Call) -> Key:
-        key = self._admin_key(call)
-        if key.algorithm in kms.MAC_ALGORITHMS:
-            raise kms.unsupported("rotation of HMAC keys")
+        key = _rotating(self._admin_key(call))
         if key.state is KeyState.DISABLED:
             raise kms.KmsError("DisabledException", "the key is disabled")
         if key.state is not KeyState.ENABLED:
@@ -248,18 +270,64 @@ class KmsKeys:
         call.noted(target.id)
         if target.state is KeyState.DESTROYED:
             raise KeyNotFound()
-        if kms.alias_of(target) is not None and target.name != name:
-            raise kms.KmsError("LimitExceededException", "a key holds at most one alias here (its name)")
         return name, target
 
+    def _change_aliases(
+        self,
+        entry: AuditEntry,
+        key: Key,
+        *,
+        removed: Sequence[str] = (),
+        renames: Sequence[tuple[str, str]] = (),
+        added: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """``KeyService.change_aliases``, its refusals in AWS's words (recorded about ``key``)."""
+        try:
+            done = self._keys.change_aliases(
+                removed=removed,
+                renames=renames,
+                added=added,
+                limit=kms.MAX_ALIASES_PER_KEY - 1,
+                record=replace(entry, key_id=key.id),
+            )
+        except Conflict:
+            raise kms.KmsError("AlreadyExistsException", "an alias of this name exists") from None
+        except NotFound:
+            raise kms.KmsError("NotFoundException", "Alias not found") from None
+        if not done:
+            raise kms.KmsError("LimitExceededException", f"a key holds at most {kms.MAX_ALIASES_PER_KEY} aliases")
 
-def _alias(key: Key, call: Call) -> dict[str, Any]:
-    alias = kms.alias_of(key)
-    assert alias is not None
+
+def _rotating(key: Key) -> Key:
+    """``key`` if AWS rotates keys of its kind (symmetric keys): UnsupportedOperationException for HMAC
+    keys and for asymmetric keys, which have one version (as AWS answers for both)."""
+    if spec_of(key.algorithm).asymmetric or key.key_usage is KeyUsage.GENERATE_VERIFY_MAC:
+        raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
+    return key
+
+
+_ASYMMETRIC_ONLY = frozenset(
+    {Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY, Operation.DERIVE_SHARED_SECRET}
+)
+_ASYMMETRIC_RIGHTS = _ASYMMETRIC_ONLY | {Operation.ENCRYPT, Operation.DECRYPT}
+"""The rights ``AsymmetricService`` asks of asymmetric keys; the services of symmetric keys ask the
+others (every right but the asymmetric-only ones)."""
+
+
+def _default_rights(algorithm: Algorithm, usage: KeyUsage | None) -> frozenset[Operation]:
+    """What a new key's policy grants its creator when CreateKey gives none: every right its spec and
+    usage allow (``key_use.USAGE_OF``), as AWS's default key policy allows the account everything."""
+    spec = spec_of(algorithm)
+    chosen = usage or spec.default_usage
+    served = _ASYMMETRIC_RIGHTS if spec.asymmetric else frozenset(Operation) - _ASYMMETRIC_ONLY
+    return frozenset(op for op in served if USAGE_OF[op] in (None, chosen))
+
+
+def _alias(alias: kms.KeyAlias, call: Call) -> dict[str, Any]:
     return {
-        "AliasName": alias,
-        "AliasArn": kms.alias_arn(key.name, call.region, call.account),
-        "TargetKeyId": key.id,
-        "CreationDate": kms.epoch(key.created_at),
-        "LastUpdatedDate": kms.epoch(key.updated_at),
+        "AliasName": kms.ALIAS_PREFIX + alias.name,
+        "AliasArn": kms.alias_arn(alias.name, call.region, call.account),
+        "TargetKeyId": alias.key_id,
+        "CreationDate": kms.epoch(alias.created_at),
+        "LastUpdatedDate": kms.epoch(alias.updated_at),
     }

@@ -23,7 +23,7 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Policy
 from keymanager.services.keys import KeyService, Unnameable
-from keymanager.services.kms.crypto import Call, page
+from keymanager.services.kms.call import Call, page
 
 _POLICY_NAME = "default"
 
