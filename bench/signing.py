@@ -106,7 +106,7 @@ def native_script(endpoint: Endpoint, key: str, signer: Signer, message: bytes) 
 
 
 def door_sign_body(key: str, signer: Signer, message: bytes) -> dict[str, str]:
-    """The KMS ``Sign`` request of ``message`` (as boto3 sends it)."""
+    """The JSON body of the KMS ``Sign`` of ``message`` (as boto3 sends it: blobs in base64)."""
     return {"KeyId": key, "Message": base64.b64encode(message).decode(), "MessageType": "RAW",
             "SigningAlgorithm": signer.algorithm}  # fmt: skip
 
@@ -116,7 +116,7 @@ def door_refusal(door: AwsConfig, endpoint: Endpoint, key: str, signer: Signer, 
     what the door answered (e.g. ``UnsupportedOperationException``), so the row says so."""
     client = door.client()
     try:
-        answer = client.sign(**door_sign_body(key, signer, message))
+        answer = client.sign(KeyId=key, Message=message, MessageType="RAW", SigningAlgorithm=signer.algorithm)
     except ClientError as exc:
         error = exc.response.get("Error", {})
         return f"{error.get('Code', 'error')}: {error.get('Message', '')}".strip()
