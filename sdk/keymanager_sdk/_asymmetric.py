@@ -33,7 +33,7 @@ from keymanager_sdk._models import Context, as_bytes, b64decode, b64encode
 
 T = TypeVar("T")
 
-SIGNING_ALGORITHMS = (
+SIGNING_ALGORITHMS = (  # kmctl's choices; the service decides which a key accepts
     "RSASSA_PSS_SHA_256",
     "RSASSA_PSS_SHA_384",
     "RSASSA_PSS_SHA_512",
@@ -46,8 +46,6 @@ SIGNING_ALGORITHMS = (
     "ED25519_SHA_512",
     "ED25519_PH_SHA_512",
 )
-ENCRYPTION_ALGORITHMS = ("RSAES_OAEP_SHA_1", "RSAES_OAEP_SHA_256")
-KEY_AGREEMENT_ALGORITHMS = ("ECDH",)
 KEY_PAIR_SPECS = (
     "RSA_2048",
     "RSA_3072",
@@ -59,8 +57,6 @@ KEY_PAIR_SPECS = (
     "ECC_NIST_EDWARDS25519",
 )
 """The asymmetric key specs (``create_key(algorithm=)``; ``generate_data_key_pair``'s pair specs)."""
-USAGES = ("ENCRYPT_DECRYPT", "SIGN_VERIFY", "GENERATE_VERIFY_MAC", "KEY_AGREEMENT", "TOKENIZE")
-MESSAGE_TYPES = ("RAW", "DIGEST")
 
 
 def _names(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
