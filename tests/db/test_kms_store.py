@@ -9,7 +9,7 @@ from keymanager import errors
 from keymanager.db import Store
 from keymanager.db.kms import KmsStore
 from keymanager.domain.access_keys import MAX_PER_PRINCIPAL
-from tests.db.test_store import a_key, a_principal
+from tests.db.test_store import a_key, a_principal, race
 
 
 @pytest.fixture
@@ -149,3 +149,18 @@ def test_change_aliases_moves_drops_and_renames_in_one_transaction(store: Store)
     assert kept is not None and kept.name == "billing"
     with pytest.raises(errors.KeyNotFound):
         store.change_aliases(added=[("other", "f" * 32)], limit=5, record=None)
+
+
+def test_one_name_given_at_once_as_an_alias_and_as_a_key_name_is_taken_once(store: Store) -> None:
+    """Two transactions at once, one giving ``invoices`` to a key as an alias, the other making a key
+    named ``invoices``: the primary key of ``key_aliases`` lets exactly one of them commit."""
+    for round_number in range(5):
+        name = f"invoices-{round_number}"
+        target = a_key(f"billing-{round_number}")
+        store.create_key(target)
+        outcomes = race(
+            lambda name=name, key_id=target.id: store.change_aliases(added=[(name, key_id)], record=None),
+            lambda name=name: store.create_key(a_key(name)),
+        )
+        assert sum(isinstance(o, errors.Conflict) for o in outcomes) == 1, outcomes
+        assert [a.name for a in store.aliases() if a.name == name] == [name]

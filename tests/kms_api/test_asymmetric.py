@@ -678,6 +678,8 @@ def test_generate_data_key_pair_refusals(admin_kms: Any, unchecked: Any, asym_ke
         ("HMAC key", {"KeyId": hmac_key(asym_key)}, "InvalidKeyUsageException"),
         ("unknown spec", {"KeyId": symmetric, "KeyPairSpec": "RSA_1024"}, "ValidationException"),
         ("SM2", {"KeyId": symmetric, "KeyPairSpec": "SM2"}, "UnsupportedOperationException"),
+        ("Ed25519", {"KeyId": symmetric, "KeyPairSpec": "ECC_NIST_EDWARDS25519"}, "UnsupportedOperationException"),
+        ("a symmetric spec", {"KeyId": symmetric, "KeyPairSpec": "SYMMETRIC_DEFAULT"}, "ValidationException"),
         ("no spec", {"KeyId": symmetric, "KeyPairSpec": None}, "ValidationException"),
         ("no such key", {"KeyId": "alias/no-such-key"}, "NotFoundException"),
     ]

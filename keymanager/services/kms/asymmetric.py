@@ -24,6 +24,7 @@ from keymanager.domain.key_specs import (
     KeyAgreementAlgorithm,
     MessageType,
     SigningAlgorithm,
+    spec_of,
 )
 from keymanager.errors import WrongKeyUsage
 from keymanager.services.asymmetric import AsymmetricService
@@ -33,11 +34,6 @@ from keymanager.services.snapshot import Snapshot
 Operation = Callable[[Snapshot, Call], Awaitable[dict[str, Any]]]
 MAX_SIGNATURE_BYTES = 6144
 MAX_PUBLIC_KEY_BYTES = 8192
-DATA_KEY_PAIR_SPECS_OF_AWS = frozenset(
-    {"RSA_2048", "RSA_3072", "RSA_4096", "ECC_NIST_P256", "ECC_NIST_P384", "ECC_NIST_P521", "ECC_SECG_P256K1"}
-    | {"SM2", "ECC_NIST_EDWARDS25519", "ML_KEM_512", "ML_KEM_768", "ML_KEM_1024"}
-)
-"""AWS's ``DataKeyPairSpec`` names: those the table does not make are UnsupportedOperationException."""
 
 
 class KmsAsymmetric:
@@ -146,13 +142,14 @@ def _signing_request(call: Call) -> tuple[bytes, MessageType, SigningAlgorithm]:
 
 
 def _pair_spec(call: Call) -> tuple[str, Algorithm]:
-    """The native spec of ``KeyPairSpec``: ValidationException for a name AWS does not have,
-    UnsupportedOperationException for one of AWS's the table makes no data key pairs of."""
+    """The native spec of ``KeyPairSpec``: UnsupportedOperationException for a spec the table makes
+    no data key pairs of (Ed25519) or has no row of (AWS's SM2, ML-KEM), ValidationException for
+    a name AWS does not have either."""
     name = kms.string(call.params, "KeyPairSpec", required=True, limit=64)
     assert name is not None
     spec = kms.creatable(name)
     if spec is None or spec not in DATA_KEY_PAIR_SPECS:
-        if name in DATA_KEY_PAIR_SPECS_OF_AWS:
+        if (spec is not None and spec_of(spec).asymmetric) or name in kms.AWS_ONLY:
             raise kms.unsupported(f"KeyPairSpec {name}")
         raise kms.KmsError("ValidationException", f"KeyPairSpec must be one of {', '.join(DATA_KEY_PAIR_SPECS)}")
     return name, spec
