@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import hashlib
 import json
 import multiprocessing
 import os
@@ -53,6 +54,11 @@ function done(summary, latency, requests)
     e.connect + e.read + e.write + e.timeout, e.status))
 end
 """
+SIGN_CEILINGS = {
+    "rsa_2048_pss_sign": "RSA-2048 RSASSA_PSS_SHA_256",
+    "ecdsa_p256_sign": "ECDSA P-256 ECDSA_SHA_256",
+}
+"""The sign ceilings of ``targets``' sign rows: figure name and what it signs."""
 HTTP_SERVERS = {
     "raw_asgi_echo": ["bench.echo:raw_app"],
     "fastapi_echo": ["--factory", "bench.echo:fastapi_app"],
@@ -217,6 +223,8 @@ def _hsm_rates(
             "cbc_hmac_pair_1k": lambda: mac.sign(cbc(), mechanism=Mechanism.SHA256_HMAC),
             "aes_block": lambda: aes.encrypt(block, mechanism=Mechanism.AES_ECB),
         }
+        if only is None or set(only) & SIGN_CEILINGS.keys():
+            operations.update(_sign_operations(session, field))
         rates = {}
         for name, operation in operations.items():
             if only is None or name in only:
@@ -226,6 +234,31 @@ def _hsm_rates(
             barrier.wait(SETUP_TIMEOUT)
             rates["chunked_cbc_mb_per_s"] = _per_second(chunked, seconds, weight=len(chunks) * CHUNK_BYTES / 1e6)
         return rates
+
+
+def _sign_operations(session: Any, message: bytes) -> dict[str, Callable[[], object]]:
+    """The ``SIGN_CEILINGS`` operations on session key pairs made here (private, sensitive, sign only)."""
+    from pkcs11 import MGF, Attribute, KeyType, Mechanism
+    from pkcs11.util.ec import encode_named_curve_parameters
+
+    private = {Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: False, Attribute.SIGN: True, Attribute.PRIVATE: True}
+    public = {Attribute.VERIFY: True}
+    _, rsa = session.generate_keypair(KeyType.RSA, 2048, store=False, public_template=public, private_template=private)
+    curve = session.create_domain_parameters(
+        KeyType.EC, {Attribute.EC_PARAMS: encode_named_curve_parameters("secp256r1")}, local=True
+    )
+    _, ec = curve.generate_keypair(store=False, public_template=public, private_template=private)
+    pss = (Mechanism.SHA256, MGF.SHA256, 32)
+
+    def rsa_pss() -> bytes:
+        digest = hashlib.sha256(message).digest()
+        return bytes(rsa.sign(digest, mechanism=Mechanism.RSA_PKCS_PSS, mechanism_param=pss))
+
+    def ecdsa() -> bytes:
+        digest = hashlib.sha256(message).digest()
+        return bytes(ec.sign(digest, mechanism=Mechanism.ECDSA))
+
+    return {"rsa_2048_pss_sign": rsa_pss, "ecdsa_p256_sign": ecdsa}
 
 
 def _per_second(operation: Callable[[], object], seconds: float, weight: float = 1.0) -> float:
@@ -275,6 +308,8 @@ def table(found: dict[str, Any]) -> Table:
     hsm = found["softhsm"]
     for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block"):
         t.add_row(f"SoftHSM {name}, {hsm['processes']} processes", f"{hsm[name]:,.0f}", "ops/s")
+    for name, what in SIGN_CEILINGS.items():
+        t.add_row(f"SoftHSM {what} sign (1 KB), {hsm['processes']} processes", f"{hsm[name]:,.0f}", "ops/s")
     t.add_row(f"SoftHSM chunked CBC, {hsm['processes']} processes", f"{hsm['chunked_cbc_mb_per_s']:,.0f}", "MB/s")
     t.add_row("SoftHSM chunked CBC, one process", f"{hsm['chunked_cbc_mb_per_s_per_process']:,.0f}", "MB/s")
     t.add_row("cryptography AES-256-GCM, one core", f"{found['cryptography_aes_gcm_mb_per_s']:,.0f}", "MB/s")

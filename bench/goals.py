@@ -18,6 +18,11 @@ in the JSON; ``--fast`` measures them once, at the start). Targets and their den
 | sequential encrypt p50, p99 | SDK, one client | absolute | ≤ 1.5 ms, ≤ 4 ms |
 | re-encrypt, data key, MAC p50 | SDK, one client | absolute | ≤ 1.5 ms |
 | peak RSS per worker | during the 70 MB stream | absolute | ≤ 150 MB |
+| sign x32: RSA-2048 PSS, ECDSA P-256 | native ``/sign``, KMS ``Sign``; wrk, 1 KB | SoftHSM sign, all cores | ≥ 60 % |
+
+Beside the table (``bench.signing``): ``verify``, ``get_public_key`` and ``derive_shared_secret``
+p50 through the SDK, one client, and the service CPU per native sign over the raw echo's. A KMS
+door that does not answer ``Sign`` leaves its rows unmeasured ("?"), naming what it answered.
 
 For absolute targets the fraction is goal / measured (≥ 100 % when met).
 """
@@ -34,7 +39,7 @@ from keymanager_sdk import KeyManager
 from rich.console import Console
 from rich.table import Table
 
-from bench import ceilings, kmsdoor, output, sequential, xks
+from bench import ceilings, kmsdoor, output, sequential, signing, xks
 from bench.measure import MB, Measurement, Window, measure
 from bench.report import human_size, write_json
 from bench.rig import Rig, rig
@@ -200,8 +205,10 @@ def xks_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measure
     }
 
 
-def measurements(r: Rig, args: argparse.Namespace, step: Callable[[str], None]) -> dict[str, Measurement]:
-    """Every measurement the targets need, named."""
+def measurements(
+    r: Rig, args: argparse.Namespace, step: Callable[[str], None]
+) -> tuple[dict[str, Measurement], signing.SignRuns]:
+    """Every measurement the targets need, named; the sign rows and SDK latencies of asymmetric keys."""
     high = args.high_concurrency
     assert r.endpoint is not None
     km = r.endpoint.client()
@@ -221,7 +228,11 @@ def measurements(r: Rig, args: argparse.Namespace, step: Callable[[str], None]) 
         for name, run_one in plan.items():
             step(name)
             done[name] = run_one()
-    return done
+    step("asymmetric keys: sign, verify, public key, ECDH")
+    assert r.service is not None and r.door is not None
+    signs = signing.measure_all(r.service, r.endpoint, r.door, high, window_of(args), r.probe)
+    done.update(signs.measurements)
+    return done, signs
 
 
 # -- verdicts ----------------------------------------------------------------------------------
@@ -279,7 +290,23 @@ def goals_of(m: dict[str, Measurement], c: Ceilings, size: int, high: int) -> li
         absolute("sequential data key p50 (SDK)", p50_ms(m["generate_data_key_sequential"]), "ms", 1.5),
         absolute("sequential MAC p50 (SDK)", p50_ms(m["mac_sequential"]), "ms", 1.5),
         absolute("peak RSS per worker (stream)", (rss or 0) / MB, "MB", 150),
+        *sign_goals(m, c, high),
     ]  # fmt: skip
+
+
+def sign_goals(m: dict[str, Measurement], c: Ceilings, high: int) -> list[Goal]:
+    """Sign ops/s of each ``signing.SIGNERS`` row, native and through the KMS door, against SoftHSM's
+    sign rate over all cores (a door row unmeasured when the door did not sign)."""
+    goals = []
+    for signer in signing.SIGNERS:
+        used, start, end = c.of("softhsm", signer.ceiling)
+        what = f"SoftHSM {ceilings.SIGN_CEILINGS[signer.ceiling]}, all cores"
+        for door, name in (("native", f"{signer.title} sign x{high}, native (wrk)"),
+                           ("kms", f"{signer.title} Sign x{high}, KMS door (wrk)")):  # fmt: skip
+            run = m.get(f"sign_{door}_{signer.ceiling}")
+            measured = None if run is None else run.ops_per_s
+            goals.append(Goal(name, measured, "ops/s", used, what, 0.60, "share", start, end))
+    return goals
 
 
 # -- output ------------------------------------------------------------------------------------
@@ -337,6 +364,8 @@ def ceilings_line(c: Ceilings, once: bool = False) -> str:
         ("SoftHSM CBC+HMAC pairs", ("softhsm", "cbc_hmac_pair_1k"), "/s"),
         ("SoftHSM GCM", ("softhsm", "gcm_1k"), "/s"),
         ("chunked CBC, one process", ("softhsm", "chunked_cbc_mb_per_s_per_process"), "MB/s"),
+        ("SoftHSM RSA-2048 PSS sign", ("softhsm", "rsa_2048_pss_sign"), "/s"),
+        ("SoftHSM ECDSA P-256 sign", ("softhsm", "ecdsa_p256_sign"), "/s"),
         ("AES-GCM one core", ("cryptography_aes_gcm_mb_per_s",), "MB/s"),
     ):
         _, start, end = c.of(*path)
@@ -376,7 +405,24 @@ def informational_lines(extra: dict[str, Any]) -> list[str]:
         "one wrk, one signed Encrypt: the emulator's service CPU per request over ours "
         f"{figure(extra['emulator_cpu_per_encrypt_over_ours'])}x",
         xks_line(extra["xks_encrypt"]),
+        *asymmetric_lines(extra["asymmetric"]),
     ]
+
+
+def asymmetric_lines(found: dict[str, Any]) -> list[str]:
+    """The SDK's p50 of verify, GetPublicKey and DeriveSharedSecret; CPU per sign; the door's refusals."""
+    p50 = ", ".join(f"{name} {figure(found[f'{name}_p50_ms'], 'ms')}" for name in signing.SEQUENTIAL)
+    cpu = "; ".join(
+        f"{s.title} {figure(found[f'{s.ceiling}_cpu_us'], 'µs')} ({figure(found[f'{s.ceiling}_cpu_over_echo'])}x)"
+        for s in signing.SIGNERS
+    )
+    lines = [
+        f"asymmetric keys through the SDK, one client, p50: {p50} (P-256 keys)",
+        f"service CPU per native sign, and over the raw ASGI echo's per request: {cpu}",
+    ]
+    for ceiling, refusal in found["door_refusals"].items():
+        lines.append(f"KMS door Sign not measured for {ceiling}: the door answered {refusal}")
+    return lines
 
 
 def xks_line(found: dict[str, Any]) -> str:
@@ -405,7 +451,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     with rig(args, ["km", "km-batch", "km-envelope", "aws-kms", "km-kms-api"]) as r:
         environment = output.environment(args, r)
         with console.status("measuring") as status:
-            done = measurements(r, args, lambda name: status.update(f"measuring {name}"))
+            done, signs = measurements(r, args, lambda name: status.update(f"measuring {name}"))
     if args.fast:
         end, bounds = start, Ceilings(start, start, MEASURED_ONCE)
     else:
@@ -419,6 +465,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     console.print(goals_table(goals, errors, args.fast))
     console.print(ceilings_line(bounds, once=args.fast))
     extra = informational(done)
+    extra["asymmetric"] = signs.informational(bounds.of("raw_asgi_echo", "server_cpu_us_per_request")[0])
     for line in informational_lines(extra):
         console.print(line)
     out = output.directory(args)

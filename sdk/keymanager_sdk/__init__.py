@@ -1,12 +1,15 @@
 """Python SDK of keymanager, a key manager backed by a PKCS#11 HSM.
 
 ``KeyManager`` (sync) and ``AsyncKeyManager`` (asyncio) call the REST API; typed results are
-frozen dataclasses; every error is a ``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for
-the hierarchy). Large blobs are envelope-encrypted locally (``encrypt_stream`` / ``encrypt_file``)
-in the KMEV format described in ``docs/envelope-format.md``.
+frozen dataclasses (asymmetric keys: ``Signature``, ``PublicKey`` loadable by ``cryptography``,
+``SharedSecret``, ``DataKeyPair``; see ``keymanager_sdk._asymmetric``); every error is a
+``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for the hierarchy). Large blobs are
+envelope-encrypted locally (``encrypt_stream`` / ``encrypt_file``) in the KMEV format described
+in ``docs/envelope-format.md``.
 """
 
 from keymanager_sdk._access_keys import AccessKey, NewAccessKey
+from keymanager_sdk._asymmetric import DataKeyPair, PeerKey, PublicKey, SharedSecret, Signature
 from keymanager_sdk._async_client import AsyncKeyManager
 from keymanager_sdk._client import KeyManager
 from keymanager_sdk._core import RetryPolicy
@@ -61,6 +64,7 @@ __all__ = [
     "ConfigurationError",
     "Conflict",
     "DataKey",
+    "DataKeyPair",
     "DataKeyProvider",
     "DatabaseUnavailable",
     "DecryptionFailed",
@@ -85,12 +89,16 @@ __all__ = [
     "NewPrincipal",
     "NotFound",
     "PayloadTooLarge",
+    "PeerKey",
     "Policy",
     "PreconditionFailed",
     "Principal",
+    "PublicKey",
     "RateLimited",
     "Readiness",
     "RetryPolicy",
+    "SharedSecret",
+    "Signature",
     "Token",
     "TransportError",
     "Unauthenticated",

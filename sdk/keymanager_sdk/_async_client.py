@@ -22,6 +22,7 @@ import httpx
 
 from keymanager_sdk import _connection, _core
 from keymanager_sdk._access_keys import AsyncAccessKeyMethods
+from keymanager_sdk._asymmetric import AsyncAsymmetricMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -53,7 +54,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods):
+class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods, AsyncAsymmetricMethods):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited
@@ -189,10 +190,11 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
         origin: str | None = None,
+        usage: str | None = None,
     ) -> Key:
-        """Create a key in the HSM (version 1). Never retried."""
+        """Create a key in the HSM (version 1); ``usage`` for asymmetric specs. Never retried."""
         return await self._run(
-            self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin)
+            self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin, usage)
         )
 
     async def list_keys(self) -> list[Key]:
@@ -241,17 +243,27 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
 
     # --- cryptography ----------------------------------------------------------------------------
 
-    async def encrypt(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
-        """Encrypt a small field under ``key``; the ciphertext string (an ``Encrypted``, with key id and version)."""
-        return await self._run(self._core.encrypt(key, data, context))
+    async def encrypt(
+        self, key: str, data: Plaintext, context: Context | None = None, algorithm: str | None = None
+    ) -> Encrypted:
+        """Encrypt a small field under ``key``; the ciphertext string (an ``Encrypted``, with key id and version).
+
+        ``algorithm`` ``RSAES_OAEP_SHA_1|256`` for an RSA ``ENCRYPT_DECRYPT`` key (base64 of raw OAEP)."""
+        return await self._run(self._core.encrypt(key, data, context, algorithm))
 
     async def encrypt_with_version(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
         """The same as ``encrypt`` (kept for code written when ``encrypt`` returned a plain ``str``)."""
         return await self._run(self._core.encrypt(key, data, context))
 
-    async def decrypt(self, ciphertext: str, context: Context | None = None, key: str | None = None) -> bytes:
-        """Decrypt a ciphertext (``DecryptionFailed`` on any fault)."""
-        return await self._run(self._core.decrypt(ciphertext, context, key))
+    async def decrypt(
+        self,
+        ciphertext: str | bytes,
+        context: Context | None = None,
+        key: str | None = None,
+        algorithm: str | None = None,
+    ) -> bytes:
+        """Decrypt a ciphertext (``DecryptionFailed`` on any fault); RSA-OAEP with ``key`` and ``algorithm``."""
+        return await self._run(self._core.decrypt(ciphertext, context, key, algorithm))
 
     async def encrypt_many(
         self, key: str, items: Iterable[Plaintext], context: Context | None = None

@@ -13,6 +13,7 @@ import httpx
 
 from keymanager_sdk import _connection, _core
 from keymanager_sdk._access_keys import AccessKeyMethods
+from keymanager_sdk._asymmetric import AsymmetricMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
     DEFAULT_SEGMENT_SIZE,
@@ -44,7 +45,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
+class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -192,11 +193,15 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
         policy: PolicyArg = None,
         rotation_period_days: int | None = None,
         origin: str | None = None,
+        usage: str | None = None,
     ) -> Key:
         """Create a key in the HSM (version 1). ``algorithm``: ``AES_256_CBC_HMAC_SHA256`` (default),
-        ``AES_256_GCM`` or ``HMAC_SHA256``. ``policy``: a ``Policy`` or the API's mapping. ``origin``
-        ``"external"``: no material until ``import_key_material``. Never retried."""
-        return self._run(self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin))
+        ``AES_256_GCM``, ``HMAC_SHA256`` …, or an asymmetric spec (``RSA_2048``, ``ECC_NIST_P256`` …)
+        with its ``usage`` (``SIGN_VERIFY``, ``ENCRYPT_DECRYPT``, ``KEY_AGREEMENT``; RSA must name it).
+        ``policy``: a ``Policy`` or the API's mapping. ``origin`` ``"external"``: no material until
+        ``import_key_material``. Never retried."""
+        call = self._core.create_key(name, algorithm, description, policy, rotation_period_days, origin, usage)
+        return self._run(call)
 
     def list_keys(self) -> list[Key]:
         """Every key for an admin; for other principals, the keys whose policy names them."""
@@ -245,20 +250,33 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods):
 
     # --- cryptography ----------------------------------------------------------------------------
 
-    def encrypt(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
+    def encrypt(
+        self, key: str, data: Plaintext, context: Context | None = None, algorithm: str | None = None
+    ) -> Encrypted:
         """Encrypt a small field (≤ 64 KiB; ``str`` as UTF-8, or bytes-like) under ``key``.
 
         The result is the ciphertext string (an ``Encrypted``, a ``str`` subclass) that also
-        tells ``key_id`` and ``key_version``. ``TypeError`` for any other type of ``data``."""
-        return self._run(self._core.encrypt(key, data, context))
+        tells ``key_id`` and ``key_version``. ``TypeError`` for any other type of ``data``.
+        ``algorithm`` ``RSAES_OAEP_SHA_1`` or ``RSAES_OAEP_SHA_256`` for an RSA ``ENCRYPT_DECRYPT``
+        key: the ciphertext is then base64 of the raw OAEP ciphertext (as AWS KMS returns it)."""
+        return self._run(self._core.encrypt(key, data, context, algorithm))
 
     def encrypt_with_version(self, key: str, data: Plaintext, context: Context | None = None) -> Encrypted:
         """The same as ``encrypt`` (kept for code written when ``encrypt`` returned a plain ``str``)."""
         return self._run(self._core.encrypt(key, data, context))
 
-    def decrypt(self, ciphertext: str, context: Context | None = None, key: str | None = None) -> bytes:
-        """Decrypt a ciphertext (the key is named by it; ``key`` pins it). ``DecryptionFailed`` on any fault."""
-        return self._run(self._core.decrypt(ciphertext, context, key))
+    def decrypt(
+        self,
+        ciphertext: str | bytes,
+        context: Context | None = None,
+        key: str | None = None,
+        algorithm: str | None = None,
+    ) -> bytes:
+        """Decrypt a ciphertext (the key is named by it; ``key`` pins it). ``DecryptionFailed`` on any fault.
+
+        RSA-OAEP: ``key`` and ``algorithm`` both given (``ValueError`` without ``key``), the
+        ciphertext as ``encrypt`` returned it or as raw bytes."""
+        return self._run(self._core.decrypt(ciphertext, context, key, algorithm))
 
     def encrypt_many(
         self, key: str, items: Iterable[Plaintext], context: Context | None = None

@@ -284,12 +284,14 @@ class Core:
         policy: PolicyArg,
         rotation_period_days: int | None,
         origin: str | None = None,
+        usage: str | None = None,
     ) -> Call[Key]:
         body = _drop_none(
             {
                 "origin": origin,
                 "name": name,
                 "algorithm": algorithm,
+                "usage": usage,
                 "description": description,
                 "policy": policy_json(policy),
                 "rotation_period_days": rotation_period_days,
@@ -322,15 +324,32 @@ class Core:
 
     # --- cryptography --------------------------------------------------------------------------
 
-    def encrypt(self, key: str, data: Plaintext, context: Context | None) -> Call[Encrypted]:
+    def encrypt(
+        self, key: str, data: Plaintext, context: Context | None, algorithm: str | None = None
+    ) -> Call[Encrypted]:
+        """``algorithm`` (``RSAES_OAEP_SHA_1|256``) for an RSA ``ENCRYPT_DECRYPT`` key: the
+        ciphertext is then base64 of the raw OAEP ciphertext."""
         body = _with_context({"plaintext": b64encode(as_bytes(data))}, context)
-        return Call(
-            "POST", _path("keys", key, "encrypt"), _json_parser(Encrypted.from_json), json=body, retryable=True, key=key
-        )
+        build = Encrypted.from_json
+        if algorithm is not None:
+            body["algorithm"], build = algorithm, Encrypted.from_oaep_json
+        return Call("POST", _path("keys", key, "encrypt"), _json_parser(build), json=body, retryable=True, key=key)
 
-    def decrypt(self, ciphertext: str, context: Context | None, key: str | None) -> Call[bytes]:
+    def decrypt(
+        self, ciphertext: str | bytes, context: Context | None, key: str | None, algorithm: str | None = None
+    ) -> Call[bytes]:
+        """``algorithm`` (RSA-OAEP) needs ``key``, since a raw OAEP ciphertext does not name its key;
+        its ciphertext may then be the raw bytes or their base64 (what ``encrypt`` returned)."""
+        if algorithm is not None and key is None:
+            raise ValueError(f"decrypting with {algorithm} needs key= (an OAEP ciphertext does not name its key)")
         path = "/v1/decrypt" if key is None else _path("keys", key, "decrypt")
-        body = _with_context({"ciphertext": as_ciphertext(ciphertext)}, context)
+        if algorithm is not None and not isinstance(ciphertext, str):
+            text = b64encode(as_bytes(ciphertext, "ciphertext"))
+        else:
+            text = as_ciphertext(ciphertext)
+        body = _with_context({"ciphertext": text}, context)
+        if algorithm is not None:
+            body["algorithm"] = algorithm
         parse = _json_parser(lambda d: b64decode(d["plaintext"]))
         return Call("POST", path, parse, json=body, retryable=True, key=key)
 

@@ -16,7 +16,19 @@ from typing import Any
 Context = Mapping[str, str]
 """An encryption context: string keys and values; decrypting needs the same context."""
 
-OPERATIONS = ("encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "tokenize", "detokenize")
+ASYMMETRIC_OPERATIONS = ("sign", "verify", "get_public_key", "derive_shared_secret", "generate_data_key_pair")
+"""Rights of asymmetric keys (and ``generate_data_key_pair`` of symmetric ones); ``Policy.to_json``
+sends them only when granted, so a policy without them suits a service older than them too."""
+OPERATIONS = (
+    "encrypt",
+    "decrypt",
+    "generate_data_key",
+    "reencrypt",
+    "mac",
+    "tokenize",
+    "detokenize",
+    *ASYMMETRIC_OPERATIONS,
+)
 
 
 def _time(value: Any) -> datetime:
@@ -38,6 +50,11 @@ class Policy:
     mac: tuple[str, ...] = ()
     tokenize: tuple[str, ...] = ()
     detokenize: tuple[str, ...] = ()
+    sign: tuple[str, ...] = ()
+    verify: tuple[str, ...] = ()
+    get_public_key: tuple[str, ...] = ()
+    derive_shared_secret: tuple[str, ...] = ()
+    generate_data_key_pair: tuple[str, ...] = ()
     not_before: datetime | None = None
     not_after: datetime | None = None
 
@@ -47,8 +64,11 @@ class Policy:
         return cls(**grants, not_before=_opt_time(data.get("not_before")), not_after=_opt_time(data.get("not_after")))
 
     def to_json(self) -> dict[str, Any]:
-        """The API shape (times as ISO 8601, absent when unset)."""
-        out: dict[str, Any] = {op: list(getattr(self, op)) for op in OPERATIONS}
+        """The API shape (times as ISO 8601, absent when unset; ``ASYMMETRIC_OPERATIONS`` absent when
+        nobody is granted them)."""
+        out: dict[str, Any] = {
+            op: list(getattr(self, op)) for op in OPERATIONS if op not in ASYMMETRIC_OPERATIONS or getattr(self, op)
+        }
         for name in ("not_before", "not_after"):
             value = getattr(self, name)
             if value is not None:
@@ -79,6 +99,13 @@ class Key:
     created_at: datetime
     updated_at: datetime
     deletion_date: datetime | None = None
+    usage: str | None = None
+    """The key usage (``ENCRYPT_DECRYPT``, ``SIGN_VERIFY``, ``GENERATE_VERIFY_MAC``,
+    ``KEY_AGREEMENT``, ``TOKENIZE``); None from a service older than asymmetric keys."""
+    signing_algorithms: tuple[str, ...] = ()
+    encryption_algorithms: tuple[str, ...] = ()
+    key_agreement_algorithms: tuple[str, ...] = ()
+    """What an asymmetric key accepts (empty for other keys and usages)."""
     etag: str | None = None
     """The key's metadata version, from the answer's ``ETag`` (None in a listing): pass it to
     ``update_key(..., if_match=)`` to change the key only if nobody changed it meanwhile."""
@@ -99,6 +126,10 @@ class Key:
             created_at=_time(data["created_at"]),
             updated_at=_time(data["updated_at"]),
             deletion_date=_opt_time(data.get("deletion_date")),
+            usage=None if data.get("usage") is None else str(data["usage"]),
+            signing_algorithms=tuple(str(a) for a in data.get("signing_algorithms") or ()),
+            encryption_algorithms=tuple(str(a) for a in data.get("encryption_algorithms") or ()),
+            key_agreement_algorithms=tuple(str(a) for a in data.get("key_agreement_algorithms") or ()),
         )
 
 
@@ -169,6 +200,11 @@ class Encrypted(str):
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Encrypted:
         return cls(str(data["ciphertext"]), str(data["key_id"]), int(data["key_version"]))
+
+    @classmethod
+    def from_oaep_json(cls, data: Mapping[str, Any]) -> Encrypted:
+        """An RSA-OAEP answer: base64 of the raw OAEP ciphertext; asymmetric keys have one version."""
+        return cls(str(data["ciphertext"]), str(data["key_id"]), int(data.get("key_version") or 1))
 
 
 @dataclass(frozen=True)

@@ -67,7 +67,7 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     echo = [ceilings[when]["raw_asgi_echo"]["requests_per_s"] for when in ("start", "end", "used")]
     assert echo[0] == echo[1] == echo[2] > 0  # --fast measures the ceilings once
     goals = {t["name"]: t for t in report["targets"]}
-    assert len(goals) == 17
+    assert len(goals) == 21
     for goal in goals.values():
         assert {"measured", "ceiling", "ceiling_name", "fraction", "goal", "kind", "met"} <= goal.keys(), goal
         assert goal["measured"] > 0 and goal["fraction"] > 0 and isinstance(goal["met"], bool), goal
@@ -88,6 +88,17 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     assert native["ceiling"] == measured["rest_gcm_high"]["summary"]["server_cpu_us_per_request"]
     for name in ("sequential re-encrypt p50 (SDK)", "sequential data key p50 (SDK)", "sequential MAC p50 (SDK)"):
         assert goals[name]["goal"] == 1.5
+    for title, ceiling in (("RSA-2048 PSS", "rsa_2048_pss_sign"), ("ECDSA P-256", "ecdsa_p256_sign")):
+        for name in (f"{title} sign x4, native (wrk)", f"{title} Sign x4, KMS door (wrk)"):
+            sign = goals[name]
+            assert (sign["kind"], sign["goal"]) == ("share", 0.60)
+            assert sign["ceiling"] == ceilings["used"]["softhsm"][ceiling] > 0
+    asymmetric = report["informational"]["asymmetric"]
+    assert asymmetric["door_refusals"] == {}
+    for name in ("verify_p50_ms", "get_public_key_p50_ms", "derive_shared_secret_p50_ms"):
+        assert asymmetric[name] > 0
+    assert asymmetric["rsa_2048_pss_sign_cpu_over_echo"] > 0 and asymmetric["ecdsa_p256_sign_cpu_over_echo"] > 0
+    assert "asymmetric keys through the SDK, one client, p50: verify" in done.stdout
     assert {"kms_api_boto3_sequential", "emulator_boto3_sequential"} <= report["informational"].keys()
     assert report["informational"]["emulator_cpu_per_encrypt_over_ours"] > 0
     assert all(m["summary"]["error_count"] == 0 for m in measured.values())
@@ -147,8 +158,10 @@ def test_ceilings_writes_every_ceiling(tmp_path: Path) -> None:
         assert ceilings[name]["requests_per_s"] > 0 and ceilings[name]["errors"] == 0
         assert ceilings[name]["server_cpu_us_per_request"] > 0
     hsm = ceilings["softhsm"]
-    for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block", "chunked_cbc_mb_per_s"):
+    signs = ("rsa_2048_pss_sign", "ecdsa_p256_sign")
+    for name in ("cbc_pad_1k", "hmac_1k", "gcm_1k", "cbc_hmac_pair_1k", "aes_block", "chunked_cbc_mb_per_s", *signs):
         assert hsm[name] > 0 and hsm[f"{name}_per_process"] > 0
+    assert "RSA-2048 RSASSA_PSS_SHA_256 sign" in done.stdout and "ECDSA P-256 ECDSA_SHA_256 sign" in done.stdout
     assert ceilings["cryptography_aes_gcm_mb_per_s"] > 0
     assert "Ceilings of this machine" in done.stdout
 

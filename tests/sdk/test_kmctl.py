@@ -364,7 +364,7 @@ def test_policy_add_of_an_unknown_principal_or_operation_fails_cleanly(server: S
 
     ghost = kmctl(server, "keys", "policy", "add", key, "encrypt", unique("ghost"))
     assert ghost.returncode == 1 and b"invalid_request" in ghost.stderr and b"ghost-" in ghost.stderr
-    usage = kmctl(server, "keys", "policy", "add", key, "sign", "anyone")
+    usage = kmctl(server, "keys", "policy", "add", key, "launch", "anyone")
     assert usage.returncode == 2 and usage.stderr.count(b"\n") == 1, usage.stderr
 
 

@@ -58,6 +58,7 @@ def keys_create(client: KeyManager, args: argparse.Namespace) -> int:
         json_object(args.policy),
         args.rotation_period_days,
         origin=args.origin,
+        usage=args.usage,
     )
     return emit(args, key)
 

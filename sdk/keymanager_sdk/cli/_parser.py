@@ -10,12 +10,13 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
+from keymanager_sdk._asymmetric import KEY_PAIR_SPECS, SIGNING_ALGORITHMS
 from keymanager_sdk._core import __version__
 from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE
 from keymanager_sdk._key_import import WRAPPING_ALGORITHMS
 from keymanager_sdk._models import OPERATIONS
+from keymanager_sdk.cli import _asymmetric, _completion, _crypto
 from keymanager_sdk.cli import _commands as cmd
-from keymanager_sdk.cli import _completion, _crypto
 from keymanager_sdk.cli._access_keys import access_keys_create, access_keys_delete, access_keys_list
 from keymanager_sdk.cli._commands import Command
 from keymanager_sdk.cli._config import UsageError
@@ -30,7 +31,9 @@ ALGORITHMS = [
     "HMAC_SHA384",
     "HMAC_SHA512",
     "FF1_AES_256",
+    *KEY_PAIR_SPECS,
 ]
+USAGES = ["ENCRYPT_DECRYPT", "SIGN_VERIFY", "KEY_AGREEMENT"]
 KEY_HELP = "the key's name or id"
 
 
@@ -92,6 +95,9 @@ def _keys(group: Any) -> None:
     create = _sub(keys, "create", cmd.keys_create, "create a key")
     create.add_argument("name", help="the new key's name")
     create.add_argument("--algorithm", choices=ALGORITHMS, help="key spec (default: AES_256_CBC_HMAC_SHA256)")
+    create.add_argument(
+        "--usage", choices=USAGES, help="asymmetric keys: what the key is for (RSA must name it; ECC: SIGN_VERIFY)"
+    )
     create.add_argument("--token-format", help='FF1_AES_256: JSON, e.g. {"keep_last": 4, "luhn": "valid"}')
     create.add_argument("--description", help="free text shown with the key")
     create.add_argument("--policy", help='JSON, e.g. {"encrypt": ["billing"]}, or @file.json (default: nobody)')
@@ -121,6 +127,7 @@ def _keys(group: Any) -> None:
     imported.add_argument(
         "--wrapping-algorithm", choices=WRAPPING_ALGORITHMS, default=WRAPPING_ALGORITHMS[0], help="how it is wrapped"
     )
+    _asymmetric_keys(keys)
     policy = _group(keys, "policy", "grant or revoke one operation (safe against concurrent edits)")
     for name, run, text in [
         ("add", policy_add, "grant OPERATION on KEY to PRINCIPAL"),
@@ -130,6 +137,26 @@ def _keys(group: Any) -> None:
         edit.add_argument("key", help=KEY_HELP)
         edit.add_argument("operation", choices=OPERATIONS, metavar="OPERATION", help=", ".join(OPERATIONS))
         edit.add_argument("principal", help="principal name")
+
+
+def _asymmetric_keys(keys: Any) -> None:
+    """``keys sign``, ``keys verify`` and ``keys public-key`` (``_asymmetric``)."""
+    for name, run, text in [
+        ("sign", _asymmetric.sign, "sign stdin or --in in the HSM (signature: base64 on stdout, raw to --out)"),
+        ("verify", _asymmetric.verify, "exit 0 when the signature is KEY's signature of stdin or --in, else 1"),
+    ]:
+        parser = _sub(keys, name, run, text)
+        parser.add_argument("key", help=KEY_HELP)
+        parser.add_argument("--algorithm", required=True, choices=SIGNING_ALGORITHMS, help="signing algorithm")
+        parser.add_argument("--digest", action="store_true", help="the input is the digest of the algorithm's hash")
+        _input_output(parser)
+        if name == "verify":
+            parser.add_argument("--signature", help="the signature in base64, as 'kmctl keys sign' prints it")
+            parser.add_argument("--signature-file", metavar="FILE", help="the signature's raw bytes")
+    public = _sub(keys, "public-key", _asymmetric.public_key, "the public key (base64 DER SubjectPublicKeyInfo)")
+    public.add_argument("key", help=KEY_HELP)
+    public.add_argument("--pem", action="store_true", help="print PEM instead of base64 DER")
+    public.add_argument("--out", dest="output_file", help="output file: the DER (PEM with --pem); default stdout")
 
 
 def _principals(group: Any) -> None:

@@ -33,7 +33,7 @@ def edit_grant(client: KeyManager, key: str, operation: str, principal: str, *, 
     for attempt in range(1, MAX_ATTEMPTS + 1):
         current = client.get_key(key)
         policy = current.policy.to_json()
-        names = set(policy[operation])
+        names = set(policy.get(operation, ()))
         if (principal in names) == grant:
             return current
         policy[operation] = sorted(names | {principal} if grant else names - {principal})
