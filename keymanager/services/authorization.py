@@ -177,3 +177,10 @@ def require_owner(principal: Principal, owner_id: str | None) -> Principal:
     if principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id):
         return principal
     raise Forbidden("only the principal that created this object, or an admin, may manage it")
+
+
+def may_see(principal: Principal, owner_id: str | None, named: bool) -> bool:
+    """Whether ``principal`` may see an object (a registered secret) whose owner is ``owner_id`` and
+    whose policy names it (``named``): an admin sees every object, anyone else what it owns or is
+    named on (what it may then do with it is the policy's and :func:`require_owner`'s say)."""
+    return principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id) or named

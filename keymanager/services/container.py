@@ -10,6 +10,7 @@ from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
+from keymanager.db.kmip import KmipStore
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.models import Algorithm
@@ -148,6 +149,7 @@ class Services:
             kmip=KmipService(
                 keys=keys,
                 lifecycle=lifecycle,
+                store=KmipStore(engine, audit_key=audit_key),
                 hsm=hsm,
                 cache=cache,
                 audit_log=audit_log,

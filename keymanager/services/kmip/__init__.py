@@ -16,17 +16,22 @@ from typing import Any
 
 from kmip.core import enums
 
+from keymanager.db.kmip import KmipStore
+from keymanager.domain.kmip import KmipObject
 from keymanager.hsm import Hsm
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.keys import KeyService
 from keymanager.services.kmip.calls import Batch, KmipCall
+from keymanager.services.kmip.catalog import KmipCatalog
 from keymanager.services.kmip.crypto import KmipCrypto
 from keymanager.services.kmip.discovery import KmipDiscovery
 from keymanager.services.kmip.keys import KmipKeys
+from keymanager.services.kmip.objects import TYPES, KmipObjects
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
+ObjectHandler = Callable[[KmipCall, KmipObject, Any], Awaitable[Any]]
 Op = enums.Operation
 
 __all__ = ["Batch", "Handler", "KmipCall", "KmipService"]
@@ -40,25 +45,49 @@ class KmipService:
         *,
         keys: KeyService,
         lifecycle: LifecycleService,
+        store: KmipStore,
         hsm: Hsm,
         cache: MetadataCache,
         audit_log: AuditLog,
         max_plaintext_bytes: int,
     ) -> None:
         self.keys = KmipKeys(keys, lifecycle, cache)
+        self.objects = KmipObjects(store, hsm)
+        self.catalog = KmipCatalog(keys, self.keys, self.objects)
         self.crypto = KmipCrypto(hsm, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
         self.operations: dict[enums.Operation, Handler] = {
             Op.CREATE: self.keys.create,
-            Op.ACTIVATE: self.keys.activate,
-            Op.REVOKE: self.keys.revoke,
-            Op.DESTROY: self.keys.destroy,
-            Op.GET: self.keys.get,
+            Op.REGISTER: self.objects.register,
+            Op.ACTIVATE: self._either(self.keys.activate, self.objects.activate),
+            Op.REVOKE: self._either(self.keys.revoke, self.objects.revoke),
+            Op.DESTROY: self._either(self.keys.destroy, self.objects.destroy),
+            Op.GET: self._either(self.keys.get, self.objects.get),
             Op.ENCRYPT: self.crypto.encrypt,
             Op.DECRYPT: self.crypto.decrypt,
+            Op.LOCATE: self.catalog.locate,
+            Op.GET_ATTRIBUTES: self.catalog.get_attributes,
+            Op.GET_ATTRIBUTE_LIST: self.catalog.get_attribute_list,
+            Op.MODIFY_ATTRIBUTE: self.catalog.modify_attribute,
+            Op.SET_ATTRIBUTE: self.catalog.set_attribute,
+            Op.DELETE_ATTRIBUTE: self.catalog.delete_attribute,
         }
-        self.discovery = KmipDiscovery(self.operations, (enums.ObjectType.SYMMETRIC_KEY,))
+        object_types = (enums.ObjectType.SYMMETRIC_KEY, *TYPES)
+        self.discovery = KmipDiscovery(self.operations, object_types)
         self.operations[Op.DISCOVER_VERSIONS] = self.discovery.discover_versions
         self.operations[Op.QUERY] = self.discovery.query
+
+    def _either(self, on_key: Handler, on_object: ObjectHandler) -> Handler:
+        """A handler of an operation on one object: ``on_object`` for a registered object (found by
+        its unique identifier), ``on_key`` for anything else (a key, or an unknown identifier)."""
+
+        async def handle(call: KmipCall, payload: Any) -> Any:
+            uid = call.uid(payload.unique_identifier)
+            found = await self.objects.find(uid)
+            if found is not None and self.objects.visible(found, call.principal):
+                return await on_object(call, found, payload)
+            return await on_key(call, payload)
+
+        return handle
 
     @property
     def served(self) -> frozenset[enums.Operation]:

@@ -206,39 +206,29 @@ def _bounded(kept: Mapping[str, Any]) -> None:
         raise invalid(f"an object holds at most {MAX_VALUES} names, groups and custom attributes")
 
 
-def names(kept: Mapping[str, Any]) -> list[str]:
-    return list(kept.get("names", []))
-
-
-def as_kmip(facts: Mapping[str, Any]) -> list[core_objects.Attribute]:
-    """PyKMIP attributes of an object: ``facts`` holds the JSON a client set (its ``kept``) and
-    what the server knows (``"Unique Identifier"``, ``"Object Type"``, ``"State"``, lengths, dates)."""
-    found: list[core_objects.Attribute] = []
-    for name, value in facts.items():
-        found.extend(_built(name, value))
+def facts(kept: Mapping[str, Any]) -> dict[str, list[Any]]:
+    """The attributes a client set (``kept``), as attribute name to its values (JSON, as :func:`parsed` gives them)."""
+    found: dict[str, list[Any]] = {}
+    for name, field in MULTI.items():
+        if kept.get(field):
+            found[name] = list(kept[field])
+    for name, field in SINGLE.items():
+        if kept.get(field) is not None:
+            found[name] = [kept[field]]
+    for name, stamp in kept.get("dates", {}).items():
+        found[name] = [stamp]
+    for name, value in kept.get("custom", {}).items():
+        found[name] = [value]
     return found
 
 
-def _built(name: str, value: Any) -> list[core_objects.Attribute]:
-    if value is None:
-        return []
-    if name in MULTI.values():
-        standard = next(n for n, field in MULTI.items() if field == name)
-        return [_one(standard, item, index) for index, item in enumerate(value)]
-    if name == "custom":
-        return [_custom(custom, kind_value) for custom, kind_value in value.items()]
-    if name == "dates":
-        return [_one(date, stamp) for date, stamp in value.items()]
-    standard = next((n for n, field in SINGLE.items() if field == name), name)
-    if standard in ("owner", "revocation", "algorithm", "length"):
-        return []
-    return [_one(standard, value)]
-
-
-def _one(name: str, value: Any, index: int | None = None) -> core_objects.Attribute:
+def build(name: str, value: Any, index: int | None = None) -> core_objects.Attribute:
+    """The PyKMIP attribute ``name`` of JSON ``value`` (as :func:`parsed` reads it back)."""
+    if is_custom(name):
+        return _custom(name, value)
     kind = enums.AttributeType(name)
     if kind is A.CRYPTOGRAPHIC_USAGE_MASK:
-        return _attribute(name, kmip_attributes.CryptographicUsageMask(int(value)))
+        return _attribute(name, kmip_attributes.CryptographicUsageMask(int(value)), index)
     if kind is A.APPLICATION_SPECIFIC_INFORMATION:
         value = {"application_namespace": value[0], "application_data": value[1]}
     elif kind in _ENUMERATED:
@@ -251,6 +241,28 @@ _ENUMERATED: dict[enums.AttributeType, Any] = {
     A.STATE: enums.State,
     A.CRYPTOGRAPHIC_ALGORITHM: enums.CryptographicAlgorithm,
 }
+
+
+def built(found: Mapping[str, list[Any]], wanted: Iterable[str] | None = None) -> list[core_objects.Attribute]:
+    """The PyKMIP attributes of ``found`` (attribute name to values), only those named in ``wanted`` if given."""
+    names = list(found) if wanted is None else [name for name in wanted if name in found]
+    attributes = []
+    for name in names:
+        values = found[name]
+        for index, value in enumerate(values):
+            attributes.append(build(name, value, index if name in MULTI and len(values) > 1 else None))
+    return attributes
+
+
+def matches(found: Mapping[str, list[Any]], name: str, value: Any) -> bool:
+    """Whether an object with attributes ``found`` matches the Locate criterion ``name`` = ``value``:
+    one of its values equals it (a usage mask: holds all its bits)."""
+    values = found.get(name)
+    if not values:
+        return False
+    if name == A.CRYPTOGRAPHIC_USAGE_MASK.value:
+        return any(int(v) & int(value) == int(value) for v in values)
+    return value in values
 
 
 def _custom(name: str, kind_value: list[Any]) -> core_objects.Attribute:
@@ -268,5 +280,9 @@ def _custom(name: str, kind_value: list[Any]) -> core_objects.Attribute:
     return _attribute(name, primitive)
 
 
-def _attribute(name: str, value: Any) -> core_objects.Attribute:
-    return core_objects.Attribute(attribute_name=core_objects.Attribute.AttributeName(name), attribute_value=value)
+def _attribute(name: str, value: Any, index: int | None = None) -> core_objects.Attribute:
+    return core_objects.Attribute(
+        attribute_name=core_objects.Attribute.AttributeName(name),
+        attribute_index=None if index is None else core_objects.Attribute.AttributeIndex(index),
+        attribute_value=value,
+    )

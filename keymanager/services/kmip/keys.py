@@ -99,9 +99,7 @@ class KmipKeys:
         """Active or Pre-Active to Deactivated; to Compromised with the reason Key Compromise (from
         any state but Destroyed)."""
         key = await self.managed(call, call.uid(payload.unique_identifier))
-        reason = payload.revocation_reason
-        code = getattr(getattr(reason, "revocation_code", None), "value", None)
-        compromised = code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
+        compromised = revocation(call, payload)
         if key.state is KeyState.DESTROYED:
             raise denied("the object is destroyed")
         if not compromised and key.kmip_state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
@@ -115,9 +113,6 @@ class KmipKeys:
             dates[enums.AttributeType.COMPROMISE_DATE.value] = now
             dates[enums.AttributeType.COMPROMISE_OCCURRENCE_DATE.value] = int(occurred) if occurred else now
         kept["dates"] = dates
-        message = getattr(getattr(reason, "revocation_message", None), "value", None)
-        kept["revocation"] = [int(code.value) if code else 0, attrs._text(message or "")[:200]]
-        call.details["reason"] = code.name if code else None
         state = KeyState.DISABLED if key.state is KeyState.ENABLED else None
         lifecycle = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
         change = KmipChange(state=state, lifecycle=lifecycle, attributes=kept)
@@ -154,6 +149,15 @@ class KmipKeys:
                 "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
             )
         return denied("the principal is not named for get_key_material in the key's policy")
+
+
+def revocation(call: KmipCall, payload: Any) -> bool:
+    """Whether a Revoke says the object is compromised (its reason is Key or CA Compromise); the
+    reason goes into the audit record."""
+    reason = payload.revocation_reason
+    code = getattr(getattr(reason, "revocation_code", None), "value", None)
+    call.details["reason"] = getattr(code, "name", None)
+    return code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
 
 
 def _aes_type(server: dict[str, Any]) -> Algorithm:
