@@ -149,6 +149,7 @@ class Services:
             kmip=KmipService(
                 keys=keys,
                 lifecycle=lifecycle,
+                crypto=crypto,
                 store=KmipStore(engine, audit_key=audit_key),
                 hsm=hsm,
                 cache=cache,

@@ -28,7 +28,7 @@ from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, KmipChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.keys import KmipKeys
+from keymanager.services.kmip.keys import KmipKeys, kmip_type
 from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
 from keymanager.services.kmip.objects import KmipObjects
 
@@ -181,12 +181,12 @@ class KmipCatalog:
         return self._of_key(key)
 
     def _of_key(self, key: Key) -> View:
-        length = 256
+        algorithm, length = kmip_type(key)
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [key.id],
             A.OBJECT_TYPE.value: [enums.ObjectType.SYMMETRIC_KEY.value],
             A.STATE.value: [_STATES[key.kmip_state].value],
-            A.CRYPTOGRAPHIC_ALGORITHM.value: [enums.CryptographicAlgorithm.AES.value],
+            A.CRYPTOGRAPHIC_ALGORITHM.value: [algorithm.value],
             A.CRYPTOGRAPHIC_LENGTH.value: [length],
         }
         if A.INITIAL_DATE.value not in key.kmip_attributes.get("dates", {}):

@@ -22,7 +22,7 @@ from kmip.core import enums
 from kmip.core.messages import payloads
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, KmipState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.services.authorization import require_owner
@@ -33,11 +33,20 @@ from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, de
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
-AES_LENGTHS = {256: Algorithm.AES_256_GCM}
-"""The AES key lengths this server creates, and the key type each one is (the key table's AES rows)."""
+KEY_TYPES: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {
+    (enums.CryptographicAlgorithm.AES, 256): Algorithm.AES_256_GCM,
+    (enums.CryptographicAlgorithm.HMAC_SHA224, 224): Algorithm.HMAC_SHA224,
+    (enums.CryptographicAlgorithm.HMAC_SHA256, 256): Algorithm.HMAC_SHA256,
+    (enums.CryptographicAlgorithm.HMAC_SHA384, 384): Algorithm.HMAC_SHA384,
+    (enums.CryptographicAlgorithm.HMAC_SHA512, 512): Algorithm.HMAC_SHA512,
+}
+"""The symmetric keys Create makes: KMIP's algorithm and length, and the key type each one is."""
+KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
+"""Each key type's KMIP algorithm (what GetAttributes answers)."""
+OWNER_USES = {Algorithm.AES_256_GCM: (Operation.ENCRYPT, Operation.DECRYPT)}
+"""What a key's creator may do with it (its policy names it): HMAC keys compute MACs."""
 KMIP_NAME_PREFIX = "kmip-"
 """Keys created through KMIP are named ``kmip-<random>``; their KMIP names are attributes."""
-_OWNER_USES = (Operation.ENCRYPT, Operation.DECRYPT)
 
 
 class KmipKeys:
@@ -66,13 +75,14 @@ class KmipKeys:
         if template is not None and template.names:
             raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
         kept, server = attrs.client_attributes(template.attributes if template is not None else [])
-        algorithm = _aes_type(server)
+        algorithm = _key_type(server)
         if server.get(enums.AttributeType.EXTRACTABLE.value):
             raise denied("exportable keys are created by an admin (KMIP clients get non-extractable keys)")
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})
         kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
-        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in _OWNER_USES})
+        uses = OWNER_USES.get(algorithm, (Operation.MAC,))
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
             KMIP_NAME_PREFIX + new_id(),
@@ -160,19 +170,26 @@ def revocation(call: KmipCall, payload: Any) -> bool:
     return code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
 
 
-def _aes_type(server: dict[str, Any]) -> Algorithm:
+def kmip_type(key: Key) -> tuple[enums.CryptographicAlgorithm, int]:
+    """The KMIP algorithm and length of ``key`` (any of ours: the AES of the others is 256 bits)."""
+    bits = HMAC_KEY_BITS.get(key.algorithm)
+    if bits is not None:
+        return KMIP_ALGORITHMS[key.algorithm], bits
+    return enums.CryptographicAlgorithm.AES, 256
+
+
+def _key_type(server: dict[str, Any]) -> Algorithm:
     """The key type of the algorithm and length a Create names; refused by name for any other."""
     algorithm = server.get(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value)
     length = server.get(enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value)
     if algorithm is None or length is None:
         raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
-    if algorithm != enums.CryptographicAlgorithm.AES.value:
-        name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
-        raise invalid(f"Create makes AES keys only, not {name}")
-    found = AES_LENGTHS.get(length)
+    name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
+    found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
     if found is None:
-        offered = ", ".join(f"AES-{bits}" for bits in AES_LENGTHS)
-        raise invalid(f"AES-{length} keys are not offered by this server's key table ({offered} are)")
+        offered = ", ".join(f"{kmip.name.replace('_', '-')} {bits}" for kmip, bits in KEY_TYPES)
+        shown = f"AES-{length}" if name == "AES" else f"{name} of {length} bits"
+        raise invalid(f"{shown} keys are not offered by this server's key table (it offers {offered})")
     return found
 
 
