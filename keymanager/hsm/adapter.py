@@ -27,6 +27,7 @@ from collections.abc import Sequence
 
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
+from keymanager.hsm import export
 from keymanager.hsm import operations as op
 from keymanager.hsm.capabilities import Capabilities
 from keymanager.hsm.dispatch import Dispatcher
@@ -72,6 +73,15 @@ class Hsm(Dispatcher):
     def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
         """Generate the token objects of one key version; all or nothing."""
         return self.call(op.generate_version, key_id, version, algorithm)
+
+    def generate_exportable(self, key_id: str, version: int) -> HsmObjects:
+        """Generate an exportable AES-256 key version (``hsm/export.py``: extractable, sensitive)."""
+        return self.call(export.generate, key_id, version)
+
+    async def aexport(self, objects: HsmObjects) -> bytes:
+        """The material of an exportable key version, wrapped in the HSM and unwrapped in memory."""
+        assert objects.enc_label is not None
+        return await self.acall(export.export, objects.enc_label)
 
     def destroy_version(self, objects: HsmObjects) -> None:
         """Destroy the token objects of one key version (absent ones are ignored)."""

@@ -33,6 +33,9 @@ AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: 
 """An AES-256 key version: encrypt and decrypt, nothing else."""
 HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
 """An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
+EXPORTABLE_AES_TEMPLATE = {**AES_TEMPLATE, Attribute.EXTRACTABLE: True}
+"""An exportable AES-256 key version (``hsm/export.py``): sensitive (never read in clear), but it may be
+wrapped, so its material can be handed out to the principals its policy names."""
 AES_ENCRYPT_ONLY_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True}
 """An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
 

@@ -149,6 +149,7 @@ RIGHTS: Mapping[str, Right] = {
         f"xks.{operation}": Right.KEY_STORE for operation in ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
     },
     **{f"kmip.{operation}": Right.CREATE_OWNED for operation in _KMIP_CREATE},
+    "kmip.CreateExportable": Right.MANAGE,  # a key whose material may leave: an admin's choice
     **{f"kmip.{operation}": Right.MANAGE_OWNED for operation in _KMIP_MANAGE},
     **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
     **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},

@@ -78,10 +78,15 @@ class KmipFacts:
 
     lifecycle: KmipState
     attributes: Mapping[str, Any]
+    exportable: bool = False
+    """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
 
     def applied(self, key: Key) -> Key:
         state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
-        return replace(key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=dict(self.attributes))
+        attributes = dict(self.attributes)
+        return replace(
+            key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=attributes, exportable=self.exportable
+        )
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,12 @@ class KeyService:
             self._hsm.require(algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
-        objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)
+        if kmip is not None and kmip.exportable:
+            if algorithm is not Algorithm.AES_256_GCM:
+                raise InvalidRequest("only AES_256_GCM keys are created exportable")
+            objects: HsmObjects | None = self._hsm.generate_exportable(key_id, 1)
+        else:
+            objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
             name=name,

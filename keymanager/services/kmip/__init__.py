@@ -53,7 +53,7 @@ class KmipService:
         audit_log: AuditLog,
         max_plaintext_bytes: int,
     ) -> None:
-        self.keys = KmipKeys(keys, lifecycle, cache)
+        self.keys = KmipKeys(keys, lifecycle, cache, hsm)
         self.objects = KmipObjects(store, hsm)
         self.catalog = KmipCatalog(keys, self.keys, self.objects)
         self.crypto = KmipCrypto(hsm, crypto, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)

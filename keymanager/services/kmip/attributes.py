@@ -94,7 +94,7 @@ def _json_value(name: str, value: Any) -> Any:
     if name == A.APPLICATION_SPECIFIC_INFORMATION.value:
         return [_text(str(value.application_namespace)), _text(str(value.application_data))]
     if is_custom(name):
-        kind = _CUSTOM_TYPES.get(type(value))
+        kind = next((name for cls, name in _CUSTOM_TYPES.items() if isinstance(value, cls)), None)
         if kind is None:
             raise invalid(f"the custom attribute {name[:64]} has a type this server does not keep")
         raw = value.value

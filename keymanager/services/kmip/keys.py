@@ -20,16 +20,20 @@ from typing import Any
 from kmip.core import attributes as kmip_attributes
 from kmip.core import enums
 from kmip.core.messages import payloads
+from kmip.pie import factory as pie_factory
+from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, KmipState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
-from keymanager.services.authorization import require_owner
+from keymanager.hsm import Hsm
+from keymanager.hsm.token import EXPORTABLE_SUFFIX
+from keymanager.services.authorization import authorize, require_owner
 from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, not_supported
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
@@ -52,8 +56,9 @@ KMIP_NAME_PREFIX = "kmip-"
 class KmipKeys:
     """The lifecycle operations of the KMIP door (see the module docstring)."""
 
-    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache) -> None:
+    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache, hsm: Hsm) -> None:
         self._keys = keys
+        self._hsm = hsm
         self._lifecycle = lifecycle
         self._cache = cache
 
@@ -76,12 +81,14 @@ class KmipKeys:
             raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
         kept, server = attrs.client_attributes(template.attributes if template is not None else [])
         algorithm = _key_type(server)
-        if server.get(enums.AttributeType.EXTRACTABLE.value):
-            raise denied("exportable keys are created by an admin (KMIP clients get non-extractable keys)")
+        exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
+        if exportable:
+            authorize(call.principal, "kmip.CreateExportable")
+            call.details["exportable"] = True
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})
         kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
-        uses = OWNER_USES.get(algorithm, (Operation.MAC,))
+        uses = OWNER_USES.get(algorithm, (Operation.MAC,)) + ((Operation.GET_KEY_MATERIAL,) if exportable else ())
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
@@ -90,7 +97,7 @@ class KmipKeys:
             description="created through KMIP",
             policy=policy,
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
@@ -149,16 +156,31 @@ class KmipKeys:
         """The key's material, for an exportable key and a principal its policy names for
         ``get_key_material``; Permission Denied, saying why, for every other key."""
         key = await self.key(call, call.uid(payload.unique_identifier))
-        raise self.refuse_material(key)
-
-    def refuse_material(self, key: Key) -> KmipRefusal:
-        """Why Get does not hand out ``key``'s material."""
-        if not key.exportable:
-            return denied(
+        if payload.key_format_type not in (None, enums.KeyFormatType.RAW):
+            raise KmipRefusal(Reason.KEY_FORMAT_TYPE_NOT_SUPPORTED, "keys are handed out in the Raw format only")
+        if payload.key_wrapping_specification is not None:
+            raise not_supported("keys are handed out unwrapped, over the mutually authenticated TLS session")
+        version = key.versions.get(key.primary_version)
+        if not key.exportable or version is None or not (version.hsm.enc_label or "").endswith(EXPORTABLE_SUFFIX):
+            raise denied(
                 "the key was not created exportable: its material never leaves the HSM "
                 "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
             )
-        return denied("the principal is not named for get_key_material in the key's policy")
+        if key.state is KeyState.DESTROYED or not key.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
+            raise denied("the principal is not named for get_key_material in the key's policy")
+        call.key_version = version.version
+        call.details["exported"] = True
+        material = await self._hsm.aexport(version.hsm)
+        secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material))
+        return payloads.GetResponsePayload(
+            object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=key.id, secret=secret
+        )
+
+
+def _asks_exportable(kept: dict[str, Any]) -> bool:
+    """Whether the custom attribute ``x-exportable`` (``true``; for clients without 1.4's Extractable) asks for it."""
+    asked = kept.get("custom", {}).get("x-exportable")
+    return asked in (["boolean", True], ["text", "true"])
 
 
 def revocation(call: KmipCall, payload: Any) -> bool:
@@ -193,6 +215,7 @@ def _key_type(server: dict[str, Any]) -> Algorithm:
     return found
 
 
+_FACTORY = pie_factory.ObjectFactory()
 _ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
 
 
