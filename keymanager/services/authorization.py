@@ -83,6 +83,11 @@ _REST_KEY_POLICY = (
     "key.detokenize",
     "key.tokenize_batch",
     "key.detokenize_batch",
+    "key.public_key",
+    "key.sign",
+    "key.verify",
+    "key.derive_shared_secret",
+    "key.datakey_pair",
 )
 _REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read")
 _KMS_MANAGE = (
