@@ -54,6 +54,7 @@ READ_ONLY = frozenset(
         A.COMPROMISE_DATE.value,
         A.COMPROMISE_OCCURRENCE_DATE.value,
         A.REVOCATION_REASON.value,
+        A.CERTIFICATE_TYPE.value,
         A.LAST_CHANGE_DATE.value,
         A.ORIGINAL_CREATION_DATE.value,
         A.SENSITIVE.value,
@@ -240,6 +241,7 @@ _ENUMERATED: dict[enums.AttributeType, Any] = {
     A.OBJECT_TYPE: enums.ObjectType,
     A.STATE: enums.State,
     A.CRYPTOGRAPHIC_ALGORITHM: enums.CryptographicAlgorithm,
+    A.CERTIFICATE_TYPE: enums.CertificateType,
 }
 
 

@@ -44,6 +44,8 @@ _STATES = {
     KmipState.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
 }
 
+_GONE = (enums.State.DESTROYED.value, enums.State.DESTROYED_COMPROMISED.value)
+
 
 @dataclass(frozen=True)
 class View:
@@ -85,7 +87,10 @@ class KmipCatalog:
     async def locate(self, call: KmipCall, payload: payloads.LocateRequestPayload) -> payloads.LocateResponsePayload:
         """The identifiers of the objects the caller may see that match every attribute given."""
         wanted = [attrs.parsed(attribute) for attribute in payload.attributes or []]
-        views = await self._visible_views(call)
+        if not any(name == A.STATE.value for name, _, _ in wanted):  # destroyed objects only when asked for
+            views = [view for view in await self._visible_views(call) if view.server[A.STATE.value][0] not in _GONE]
+        else:
+            views = await self._visible_views(call)
         found = [view.uid for view in views if all(attrs.matches(view.attributes, n, v) for n, _, v in wanted)]
         offset = payload.offset_items or 0
         limit = min(payload.maximum_items or MAX_LOCATED, MAX_LOCATED)
@@ -204,6 +209,8 @@ class KmipCatalog:
             A.OBJECT_TYPE.value: [enums.ObjectType[found.object_type].value],
             A.STATE.value: [_STATES[found.state].value],
         }
+        if found.object_type == enums.ObjectType.CERTIFICATE.name:
+            server[A.CERTIFICATE_TYPE.value] = [found.attributes.get("value_type") or enums.CertificateType.X_509.value]
 
         async def save(call: KmipCall, kept: dict[str, Any]) -> None:
             await self._objects.set_attributes(call, found, kept)
