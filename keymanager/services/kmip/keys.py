@@ -119,19 +119,19 @@ class KmipKeys:
         call.batch.id_placeholder = created.id
         return payloads.CreateResponsePayload(object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=created.id)
 
-    async def activate(self, call: KmipCall, payload: Any) -> payloads.ActivateResponsePayload:
+    async def activate(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active; Permission Denied in any other state."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is not KmipState.PRE_ACTIVE:
             raise denied(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
         change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
         await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
-    async def revoke(self, call: KmipCall, payload: Any) -> payloads.RevokeResponsePayload:
+    async def revoke(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.RevokeResponsePayload:
         """Active or Pre-Active to Deactivated; to Compromised with the reason Key Compromise (from
         any state but Destroyed)."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         compromised = revocation(call, payload)
         if key.state is KeyState.DESTROYED:
             raise denied("the object is destroyed")
@@ -152,9 +152,9 @@ class KmipKeys:
         await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
-    async def destroy(self, call: KmipCall, payload: Any) -> payloads.DestroyResponsePayload:
+    async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
         """Destroy the key's HSM objects now; Permission Denied while it is Active."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is KmipState.ACTIVE:
             raise denied("the object is active: revoke it before destroying it")
         if key.state is KeyState.DESTROYED:
