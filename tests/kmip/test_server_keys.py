@@ -71,3 +71,27 @@ def test_an_hmac_key_computes_macs_in_the_hsm(kmip_server: KmipServer) -> None:
         with pytest.raises(KmipOperationFailure) as not_aes:
             client.encrypt(b"x", uid=uid, cryptographic_parameters=CBC)
         assert not_aes.value.reason in (enums.ResultReason.INVALID_FIELD, enums.ResultReason.PERMISSION_DENIED)
+
+
+def test_a_registered_aes_256_key_is_unwrapped_into_the_hsm(kmip_server: KmipServer) -> None:
+    import os
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from kmip.pie import objects
+
+    material = os.urandom(32)
+    with kmip_server.connected(OWNER) as client:
+        masks = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
+        uid = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material, masks, "byok"))
+        client.activate(uid)
+        sealed, iv = client.encrypt(b"x" * 16, uid=uid, cryptographic_parameters=CBC)
+        opened = Cipher(algorithms.AES(material), modes.CBC(iv)).decryptor()
+        assert (opened.update(sealed) + opened.finalize())[:16] == b"x" * 16  # the HSM holds the given key
+        with pytest.raises(KmipOperationFailure) as kept:
+            client.get(uid)
+        assert kept.value.reason == enums.ResultReason.PERMISSION_DENIED  # and keeps it
+        with pytest.raises(KmipOperationFailure) as small:
+            client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 128, os.urandom(16)))
+        assert small.value.reason == enums.ResultReason.INVALID_FIELD and "AES-128" in str(small.value)
+    with kmip_server.admin() as rest:
+        assert rest.get(f"/v1/keys/{uid}").json()["origin"] == "external"
