@@ -150,6 +150,8 @@ class KmipListener:
             pass
         except TimeoutError:
             connection_refusals().refused(client, "kmip_timeout")
+        except Exception as exc:  # a fault of ours: the connection closes, the class name to the log
+            log.error("KMIP connection ended by %s", type(exc).__name__)
         finally:
             self._connections.discard(task)
             writer.transport.abort()
