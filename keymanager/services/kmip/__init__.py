@@ -74,6 +74,7 @@ class KmipService:
             Op.ENCRYPT: self._cipher(self.crypto.encrypt, self.pairs.encrypt),
             Op.DECRYPT: self._cipher(self.crypto.decrypt, self.pairs.decrypt),
             Op.MAC: self.crypto.mac,
+            Op.MAC_VERIFY: self.crypto.mac_verify,
             Op.SIGN: self.pairs.sign,
             Op.SIGNATURE_VERIFY: self.pairs.signature_verify,
             Op.LOCATE: self.catalog.locate,
