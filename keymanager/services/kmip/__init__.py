@@ -80,6 +80,7 @@ class KmipService:
             Op.LOCATE: self.catalog.locate,
             Op.GET_ATTRIBUTES: self.catalog.get_attributes,
             Op.GET_ATTRIBUTE_LIST: self.catalog.get_attribute_list,
+            Op.ADD_ATTRIBUTE: self.catalog.add_attribute,
             Op.MODIFY_ATTRIBUTE: self.catalog.modify_attribute,
             Op.SET_ATTRIBUTE: self.catalog.set_attribute,
             Op.DELETE_ATTRIBUTE: self.catalog.delete_attribute,
