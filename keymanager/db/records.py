@@ -20,6 +20,7 @@ from keymanager.domain.models import (
     KeyState,
     KeyUsage,
     KeyVersion,
+    KmipState,
     Origin,
     Principal,
     Role,
@@ -115,6 +116,9 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         versions=versions,
         token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
         origin=Origin(row.origin),
+        kmip_lifecycle=None if row.kmip_lifecycle is None else KmipState(row.kmip_lifecycle),
+        exportable=bool(row.exportable),
+        kmip_attributes=row.kmip_attributes or {},
         usage=None if row.usage is None else KeyUsage(row.usage),
     )
 
@@ -136,6 +140,9 @@ def key_row(key: Key) -> KeyRow:
         updated_at=key.updated_at,
         token_format=None if key.token_format is None else key.token_format.to_json(),
         origin=key.origin.value,
+        kmip_lifecycle=None if key.kmip_lifecycle is None else key.kmip_lifecycle.value,
+        exportable=key.exportable,
+        kmip_attributes=dict(key.kmip_attributes) or None,
         usage=None if key.usage is None else key.usage.value,
         versions=[version_row(key.id, version) for version in key.versions.values()],
     )
@@ -166,6 +173,7 @@ def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
         created_at=principal.created_at,
         xks_uri_prefix=principal.xks_uri_prefix,
         xks_region=principal.xks_region,
+        create_keys=principal.create_keys,
     )
 
 
@@ -179,4 +187,5 @@ def principal(row: PrincipalRow) -> Principal:
         cert_subject=row.cert_subject,
         xks_uri_prefix=row.xks_uri_prefix,
         xks_region=row.xks_region,
+        create_keys=bool(row.create_keys),
     )

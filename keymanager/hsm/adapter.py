@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from keymanager.domain.key_specs import EncryptionAlgorithm, KeyUsage, SigningAlgorithm
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
+from keymanager.hsm import export
 from keymanager.hsm import key_pairs as kp
 from keymanager.hsm import operations as op
 from keymanager.hsm.capabilities import Capabilities
@@ -86,6 +87,19 @@ class Hsm(Dispatcher):
     def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
         """Generate the token objects of one key version; all or nothing."""
         return self.call(op.generate_version, key_id, version, algorithm)
+
+    def generate_exportable(self, key_id: str, version: int) -> HsmObjects:
+        """Generate an exportable AES-256 key version (``hsm/export.py``: extractable, sensitive)."""
+        return self.call(export.generate, key_id, version)
+
+    def import_aes(self, key_id: str, version: int, material: bytes) -> HsmObjects:
+        """A key version of AES-256 ``material``, unwrapped into the HSM as a non-extractable object."""
+        return self.call(export.import_aes, key_id, version, material)
+
+    async def aexport(self, objects: HsmObjects) -> bytes:
+        """The material of an exportable key version, wrapped in the HSM and unwrapped in memory."""
+        assert objects.enc_label is not None
+        return await self.acall(export.export, objects.enc_label)
 
     def generate_key_pair(
         self, key_id: str, version: int, algorithm: Algorithm, usage: KeyUsage

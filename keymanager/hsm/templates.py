@@ -142,3 +142,6 @@ HMAC_TEMPLATE = role_template(Algorithm.HMAC_SHA256, ObjectRole.HMAC)
 """An HMAC key version (a generic secret): sign and verify, nothing else (the table's HMAC object)."""
 AES_ENCRYPT_ONLY_TEMPLATE = role_template(Algorithm.FF1_AES_256, ObjectRole.FF1)
 """An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
+EXPORTABLE_AES_TEMPLATE = {**AES_TEMPLATE, Attribute.EXTRACTABLE: True}
+"""An exportable AES-256 key version (``hsm/export.py``): sensitive (never read in clear), but it may be
+wrapped, so its material can be handed out to the principals its policy names."""

@@ -44,6 +44,9 @@ LOST = (
 
 _COPY = {Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: False}
 """What a session copy of a key version must read back as (the token object's other attributes carry over)."""
+EXPORTABLE_SUFFIX = "/xaes"
+"""The label ending of an exportable key version's AES object (``hsm/export.py``): its copy is extractable."""
+_EXPORTABLE_COPY = {Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: True}
 
 
 class MissingKeyObject(Exception):
@@ -166,7 +169,7 @@ class Token:
             return cached
         token_key = self._find(label, object_class)
         copy = token_key.copy({Attribute.TOKEN: False})
-        check_object(copy, _COPY)
+        check_object(copy, _EXPORTABLE_COPY if label.endswith(EXPORTABLE_SUFFIX) else _COPY)
         self._keys[label] = copy
         return copy
 

@@ -10,6 +10,7 @@ from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
+from keymanager.db.kmip import KmipStore
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.models import Algorithm
@@ -25,6 +26,7 @@ from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
+from keymanager.services.kmip import KmipService
 from keymanager.services.kms.crypto import KmsCrypto
 from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
@@ -76,6 +78,7 @@ class Services:
     credentials: CredentialIndex
     xks: XksService
     xks_health: XksHealth
+    kmip: KmipService
     owns_hsm: bool = True
 
     @classmethod
@@ -110,6 +113,8 @@ class Services:
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
         asymmetric = AsymmetricService(hsm, crypto)
+        cache = MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys)
+        audit_log = AuditLog(audit_writer)
         readiness = Readiness(
             hsm,
             store,
@@ -130,9 +135,9 @@ class Services:
             key_import=KeyImportService(store, hsm),
             audit_records=audit_records,
             audit_writer=audit_writer,
-            audit_log=AuditLog(audit_writer),
+            audit_log=audit_log,
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
-            cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
+            cache=cache,
             audit_chain=AuditChain(
                 audit_records,
                 audit_key,
@@ -148,6 +153,17 @@ class Services:
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
             xks=XksService(crypto),
             xks_health=XksHealth(hsm, readiness),
+            kmip=KmipService(
+                keys=keys,
+                lifecycle=lifecycle,
+                crypto=crypto,
+                asymmetric=asymmetric,
+                store=KmipStore(engine, audit_key=audit_key),
+                hsm=hsm,
+                cache=cache,
+                audit_log=audit_log,
+                max_plaintext_bytes=settings.max_plaintext_bytes,
+            ),
             owns_hsm=owns_hsm,
         )
 

@@ -16,13 +16,24 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import KeyUsage, choose_usage, spec_of
 from keymanager.domain.kms import KeyAlias
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
+from keymanager.domain.models import (
+    Algorithm,
+    HsmObjects,
+    Key,
+    KeyState,
+    KeyVersion,
+    KmipState,
+    Origin,
+    Principal,
+    Role,
+)
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
@@ -64,6 +75,39 @@ def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[
 
 
 @dataclass(frozen=True)
+class KmipFacts:
+    """What a key made through KMIP starts with (:meth:`KeyService.create`)."""
+
+    lifecycle: KmipState
+    attributes: Mapping[str, Any]
+    exportable: bool = False
+    """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
+    material: bytes | None = None
+    """AES-256 material a client registered (origin ``external``): unwrapped into the HSM as version 1."""
+
+    def applied(self, key: Key) -> Key:
+        state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
+        attributes = dict(self.attributes)
+        return replace(
+            key,
+            state=state,
+            primary_version=1,
+            kmip_lifecycle=self.lifecycle,
+            kmip_attributes=attributes,
+            exportable=self.exportable,
+        )
+
+
+@dataclass(frozen=True)
+class KmipChange:
+    """What a KMIP operation changes of a key (None: kept); :meth:`KeyService.kmip_change`."""
+
+    state: KeyState | None = None
+    lifecycle: KmipState | None = None
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ShownKey:
     """A key as the API shows it: with its policy naming principals by name."""
 
@@ -93,8 +137,12 @@ class KeyService:
         origin: Origin = Origin.HSM,
         usage: KeyUsage | None = None,
         record: AuditEntry | None = None,
+        kmip: KmipFacts | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
+
+        ``kmip``: what a KMIP client's Create said (``services/kmip/``): a key made pre-active is
+        disabled until it is activated, with its KMIP attributes.
 
         ``usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
         against the table of key types; an asymmetric key's version is a private and a public key
@@ -130,6 +178,12 @@ class KeyService:
         objects, public_key = None, None
         if spec.asymmetric:
             objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
+        elif kmip is not None and kmip.exportable:
+            if algorithm is not Algorithm.AES_256_GCM:
+                raise InvalidRequest("only AES_256_GCM keys are created exportable")
+            objects = self._hsm.generate_exportable(key_id, 1)
+        elif kmip is not None and kmip.material is not None:
+            objects = self._hsm.import_aes(key_id, 1, kmip.material)
         elif not external:
             objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
@@ -151,9 +205,23 @@ class KeyService:
             origin=origin,
             usage=chosen,
         )
+        if kmip is not None:
+            key = kmip.applied(key)
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
             self._store.create_key(key, record=_about(record, key, key.primary_version))
         return key
+
+    def kmip_change(self, key: Key, change: KmipChange, *, record: AuditEntry | None = None) -> Key:
+        """Apply a KMIP operation's ``change`` to ``key`` (its state, KMIP state, attributes) if the key
+        is still as read (compare-and-set: else PreconditionFailed), recording ``record``."""
+        return self._store.update_key(
+            key.id,
+            state=change.state,
+            kmip_lifecycle=change.lifecycle,
+            kmip_attributes=change.attributes,
+            record=_about(record, key),
+            expected_updated_at=key.updated_at,
+        )
 
     def _by_id(self, policy: Policy) -> Policy:
         """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""

@@ -16,6 +16,7 @@ POLICY_FIELDS = {
     "mac",
     "tokenize",
     "detokenize",
+    "get_key_material",
     "sign",
     "verify",
     "get_public_key",

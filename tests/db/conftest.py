@@ -40,7 +40,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "postgresql":
         engine: Engine = request.getfixturevalue("postgres_engine")
         with engine.begin() as connection:
-            tables = "access_keys, key_tags, key_aliases, key_versions, keys, principals, audit_records"
+            tables = "access_keys, key_tags, key_aliases, key_versions, keys, principals, audit_records, kmip_objects"
             connection.execute(text(f"TRUNCATE {tables}"))
             connection.execute(text("DELETE FROM audit_chains WHERE id <> 1"))
             connection.execute(text("ALTER SEQUENCE audit_position RESTART"))

@@ -19,6 +19,7 @@ OPERATIONS = [
     "mac",
     "tokenize",
     "detokenize",
+    "get_key_material",
     "sign",
     "verify",
     "get_public_key",

@@ -1,0 +1,290 @@
+"""Create, Activate, Revoke, Destroy and Get of symmetric keys: KMIP's lifecycle on the keys of the services.
+
+A KMIP key is one of ours: Create makes an ``AES_256_GCM`` key (one AES-256 object in the HSM,
+non-extractable) named ``kmip-<random>``, owned by its creator (its policy names the creator for
+encrypt and decrypt) and Pre-Active (disabled until Activate). Its unique identifier is the key's
+id. States map as ``domain/models.py`` ``KmipState`` says: Activate enables a pre-active key,
+Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``), Destroy
+destroys it at once (refused while it is Active, as the specification says). Who may manage a
+key is :func:`~keymanager.services.authorization.require_owner`'s say; who may use or read it, its
+policy's (``services/keys.py`` ``visible``). Get answers ``Permission Denied`` for a key whose
+material never leaves the HSM, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kmip.core import attributes as kmip_attributes
+from kmip.core import enums
+from kmip.core.messages import payloads
+from kmip.pie import factory as pie_factory
+from kmip.pie import objects as pie_objects
+
+from keymanager.domain.credentials import new_id
+from keymanager.domain.key_specs import SPECS, HsmKeyType, KeyUsage, spec_of
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
+from keymanager.domain.policy import Operation, Policy
+from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.hsm import Hsm
+from keymanager.hsm.token import EXPORTABLE_SUFFIX
+from keymanager.services.authorization import authorize, require_owner
+from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
+from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, not_supported
+from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.snapshot import MetadataCache
+
+KMIP_AES = Algorithm.AES_256_GCM
+"""The key type of KMIP's AES-256 keys: one AES object that encrypts and decrypts in the mode KMIP names."""
+
+
+def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
+    """KMIP's algorithm and length of each key type Create (or CreateKeyPair) makes, read from the
+    table of key types: AES-256, every MAC spec (KMIP names HMACs as we do), every RSA spec."""
+    found = {(enums.CryptographicAlgorithm.AES, 256): KMIP_AES}
+    for spec in SPECS.values():
+        if spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
+            found[(enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)] = spec.algorithm
+        elif spec.key_type is HsmKeyType.RSA and spec.key_bits:
+            found[(enums.CryptographicAlgorithm.RSA, spec.key_bits)] = spec.algorithm
+    return found
+
+
+KEY_TYPES = _key_types()
+"""KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
+KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
+"""Each key type's KMIP algorithm (what GetAttributes answers)."""
+OWNER_USES = {
+    KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
+    KeyUsage.GENERATE_VERIFY_MAC: (Operation.MAC,),
+    KeyUsage.SIGN_VERIFY: (Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY),
+}
+"""What a key's creator may do with it, by the key's usage (its policy names it)."""
+KMIP_NAME_PREFIX = "kmip-"
+"""Keys created through KMIP are named ``kmip-<random>``; their KMIP names are attributes."""
+
+
+class KmipKeys:
+    """The lifecycle operations of the KMIP door (see the module docstring)."""
+
+    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache, hsm: Hsm) -> None:
+        self._keys = keys
+        self._hsm = hsm
+        self._lifecycle = lifecycle
+        self._cache = cache
+
+    async def key(self, call: KmipCall, uid: str) -> Key:
+        """The key ``uid`` if the caller may see it (named by its policy, or an admin); ItemNotFound
+        otherwise (a key it may not see is not told apart from one that does not exist)."""
+        try:
+            key = visible(await self._cache.snapshot(fresh=True).key(uid), call.principal)
+        except (KeyNotFound, Forbidden):  # the same answer
+            raise KeyNotFound(NO_OBJECT) from None
+        call.key_id = key.id
+        return key
+
+    async def create(self, call: KmipCall, payload: payloads.CreateRequestPayload) -> payloads.CreateResponsePayload:
+        """A new AES key, pre-active, owned by the caller."""
+        if payload.object_type != enums.ObjectType.SYMMETRIC_KEY:
+            raise invalid("Create makes symmetric keys; CreateKeyPair makes key pairs, Register the other objects")
+        template = payload.template_attribute
+        if template is not None and template.names:
+            raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
+        kept, server = attrs.client_attributes(template.attributes if template is not None else [])
+        algorithm = _key_type(server)
+        exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
+        if exportable:
+            authorize(call.principal, "kmip.CreateExportable")
+            call.details["exportable"] = True
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})
+        kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        uses = OWNER_USES[spec_of(algorithm).default_usage or KeyUsage.ENCRYPT_DECRYPT]
+        uses += (Operation.GET_KEY_MATERIAL,) if exportable else ()
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
+        created = await _in_thread(
+            self._keys.create,
+            KMIP_NAME_PREFIX + new_id(),
+            algorithm=algorithm,
+            description="created through KMIP",
+            policy=policy,
+            record=call.success(),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable),
+        )
+        call.key_id, call.key_version = created.id, created.primary_version
+        call.batch.id_placeholder = created.id
+        return payloads.CreateResponsePayload(object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=created.id)
+
+    async def register(
+        self, call: KmipCall, payload: payloads.RegisterRequestPayload
+    ) -> payloads.RegisterResponsePayload:
+        """A symmetric key a client gives, unwrapped into the HSM as a non-extractable key it owns
+        (origin ``external``), pre-active; of a type of the table (AES-256), else refused by name."""
+        if payload.managed_object is None:
+            raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
+        template = payload.template_attribute
+        kept, _ = attrs.client_attributes(template.attributes if template is not None else [])
+        try:
+            key = _FACTORY.convert(payload.managed_object)
+        except (TypeError, ValueError, AttributeError):
+            raise invalid("the key to register cannot be read") from None
+        bits = len(bytes(key.value)) * 8
+        algorithm = _key_type(
+            {
+                enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value: key.cryptographic_algorithm.value,
+                enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value: bits,
+            }
+        )
+        if algorithm is not KMIP_AES or key.cryptographic_length != bits:
+            raise invalid("Register takes AES-256 symmetric keys (32 bytes of raw key material)")
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        policy = Policy(
+            grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[KeyUsage.ENCRYPT_DECRYPT]}
+        )
+        created = await _in_thread(
+            self._keys.create,
+            KMIP_NAME_PREFIX + new_id(),
+            algorithm=algorithm,
+            description="registered through KMIP",
+            policy=policy,
+            origin=Origin.EXTERNAL,
+            record=call.success(),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, material=bytes(key.value)),
+        )
+        call.key_id, call.key_version = created.id, created.primary_version
+        call.batch.id_placeholder = created.id
+        return payloads.RegisterResponsePayload(unique_identifier=created.id)
+
+    async def activate(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.ActivateResponsePayload:
+        """Pre-Active to Active; Permission Denied in any other state."""
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
+        if key.kmip_state is not KmipState.PRE_ACTIVE:
+            raise denied(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
+        change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
+        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def revoke(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.RevokeResponsePayload:
+        """Active or Pre-Active to Deactivated; to Compromised with the reason Key Compromise (from
+        any state but Destroyed)."""
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
+        compromised = revocation(call, payload)
+        if key.state is KeyState.DESTROYED:
+            raise denied("the object is destroyed")
+        if not compromised and key.kmip_state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
+            raise denied(f"the object is {_words(key.kmip_state)}: only an active object is deactivated")
+        kept = dict(key.kmip_attributes)
+        dates = dict(kept.get("dates", {}))
+        now = int(time.time())
+        dates[enums.AttributeType.DEACTIVATION_DATE.value] = dates.get(enums.AttributeType.DEACTIVATION_DATE.value, now)
+        if compromised:
+            occurred = getattr(payload.compromise_occurrence_date, "value", None)
+            dates[enums.AttributeType.COMPROMISE_DATE.value] = now
+            dates[enums.AttributeType.COMPROMISE_OCCURRENCE_DATE.value] = int(occurred) if occurred else now
+        kept["dates"] = dates
+        state = KeyState.DISABLED if key.state is KeyState.ENABLED else None
+        lifecycle = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
+        change = KmipChange(state=state, lifecycle=lifecycle, attributes=kept)
+        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
+        """Destroy the key's HSM objects now; Permission Denied while it is Active."""
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
+        if key.kmip_state is KmipState.ACTIVE:
+            raise denied("the object is active: revoke it before destroying it")
+        if key.state is KeyState.DESTROYED:
+            raise denied("the object is destroyed already")
+        await _in_thread(self._lifecycle.destroy_now, key, record=call.success(key.id))
+        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def managed(self, call: KmipCall, uid: str) -> Key:
+        """The key ``uid`` if the caller may manage it (:func:`require_owner`): Permission Denied otherwise."""
+        key = await self.key(call, uid)
+        require_owner(call.principal, key.kmip_attributes.get("owner"))
+        return key
+
+    async def get(self, call: KmipCall, payload: payloads.GetRequestPayload) -> payloads.GetResponsePayload:
+        """The key's material, for an exportable key and a principal its policy names for
+        ``get_key_material``; Permission Denied, saying why, for every other key."""
+        key = await self.key(call, call.uid(payload.unique_identifier))
+        if payload.key_format_type not in (None, enums.KeyFormatType.RAW):
+            raise KmipRefusal(Reason.KEY_FORMAT_TYPE_NOT_SUPPORTED, "keys are handed out in the Raw format only")
+        if payload.key_wrapping_specification is not None:
+            raise not_supported("keys are handed out unwrapped, over the mutually authenticated TLS session")
+        version = key.versions.get(key.primary_version)
+        if not key.exportable or version is None or not (version.hsm.enc_label or "").endswith(EXPORTABLE_SUFFIX):
+            raise denied(
+                "the key was not created exportable: its material never leaves the HSM "
+                "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
+            )
+        if key.state is KeyState.DESTROYED or not key.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
+            raise denied("the principal is not named for get_key_material in the key's policy")
+        call.key_version = version.version
+        call.details["exported"] = True
+        material = await self._hsm.aexport(version.hsm)
+        secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material))
+        return payloads.GetResponsePayload(
+            object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=key.id, secret=secret
+        )
+
+
+def _asks_exportable(kept: dict[str, Any]) -> bool:
+    """Whether the custom attribute ``x-exportable`` (``true``; for clients without 1.4's Extractable) asks for it."""
+    asked = kept.get("custom", {}).get("x-exportable")
+    return asked in (["boolean", True], ["text", "true"])
+
+
+def revocation(call: KmipCall, payload: Any) -> bool:
+    """Whether a Revoke says the object is compromised (its reason is Key or CA Compromise); the
+    reason goes into the audit record."""
+    reason = payload.revocation_reason
+    code = getattr(getattr(reason, "revocation_code", None), "value", None)
+    call.details["reason"] = getattr(code, "name", None)
+    return code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
+
+
+def kmip_type(key: Key) -> tuple[enums.CryptographicAlgorithm, int]:
+    """The KMIP algorithm and length of ``key`` (any of ours: the AES of the others is 256 bits)."""
+    found = KMIP_ALGORITHMS.get(key.algorithm)
+    spec = spec_of(key.algorithm)
+    if found is not None and spec.key_bits:
+        return found, spec.key_bits
+    return enums.CryptographicAlgorithm.AES, 256
+
+
+def _key_type(server: dict[str, Any]) -> Algorithm:
+    """The key type of the algorithm and length a Create names; refused by name for any other."""
+    algorithm = server.get(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value)
+    length = server.get(enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value)
+    if algorithm is None or length is None:
+        raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
+    name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
+    found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
+    if found is None or spec_of(found).asymmetric:
+        offered = ", ".join(
+            f"{kmip.name.replace('_', '-')} {bits}"
+            for (kmip, bits), kind in KEY_TYPES.items()
+            if not spec_of(kind).asymmetric
+        )
+        shown = f"AES-{length}" if name == "AES" else f"{name} of {length} bits"
+        raise invalid(f"{shown} keys are not offered by this server's key table (it offers {offered})")
+    return found
+
+
+_FACTORY = pie_factory.ObjectFactory()
+_ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
+
+
+def _words(state: KmipState) -> str:
+    return state.value.replace("_", "-")
+
+
+async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` off the event loop (the store and the HSM answer in their own time)."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
