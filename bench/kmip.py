@@ -40,8 +40,6 @@ ROUNDS = 2
 """KMIP and REST runs, alternating: KMIP, REST, KMIP, REST."""
 PREFIXES = ("kmip_encrypt_high_", "kmip_native_high_")
 """The names of the KMIP and the native rounds, followed by the round's number."""
-PRINCIPAL_FIELDS: dict[str, object] = {}
-"""What the bench's KMIP principal is given beside role ``app``: the right to create keys it owns."""
 KMIP_SUCCESS = bytes.fromhex("42007f05000000040000000000000000")
 """The TTLV item ``ResultStatus = Success`` (tag 0x42007F, enumeration, 4 bytes, padded to 8)."""
 TTLV_HEADER = 8
@@ -204,7 +202,7 @@ def provision(service: Service) -> KmipClient:
     printed = dict(re.findall(r"^(client certificate|its key|subject):\s+(.+)$", done.stdout, re.MULTILINE))
     headers = {"Authorization": f"Bearer {service.admin_token}"}
     with httpx.Client(base_url=service.url, verify=service.ca or False, headers=headers, timeout=30) as admin:
-        body = {"name": name, "role": "app", "cert_subject": printed["subject"], **PRINCIPAL_FIELDS}
+        body = {"name": name, "role": "app", "cert_subject": printed["subject"], "create_keys": True}
         admin.post("/v1/principals", json=body).raise_for_status()
     assert service.ca is not None
     return KmipClient("127.0.0.1", service.kmip_port, service.ca, printed["client certificate"], printed["its key"])

@@ -35,9 +35,6 @@ CARD = "4111 1111 1111 1111"
 ENCRYPTED_VALUE = 6
 """BSON binary subtype of a client-side encrypted value."""
 
-PRINCIPAL_FIELDS: dict[str, object] = {}
-"""What libmongocrypt's principal is given beside role ``app``: the right to create keys it then owns."""
-
 
 class KeyVault(MongoCryptCallback):
     """libmongocrypt's I/O: data keys kept in memory, KMS requests sent over mTLS with ``tls``."""
@@ -94,7 +91,7 @@ def encrypter(kmip_server: KmipServer, vault: KeyVault) -> ExplicitEncrypter:
 @pytest.fixture(scope="module")
 def owner(kmip_server: KmipServer) -> Identity:
     """libmongocrypt's principal: it creates the keys it uses."""
-    return kmip_server.principal("mongocrypt", **PRINCIPAL_FIELDS)
+    return kmip_server.principal("mongocrypt", create_keys=True)
 
 
 @pytest.fixture(scope="module")

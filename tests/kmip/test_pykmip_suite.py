@@ -44,9 +44,6 @@ IGNORED = 4
 DESELECTED: dict[str, str] = {}
 """Node id (under ``kmip/tests/integration/services/``) to the reason it cannot pass against us by design."""
 
-PRINCIPAL_FIELDS: dict[str, object] = {}
-"""What the suite's principal is given beside role ``app``: the right to create keys it then owns."""
-
 
 @pytest.fixture(scope="session")  # before the session's server: no sdist and no index fail quickly
 def pykmip_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -73,7 +70,7 @@ def node(name: str) -> str:
 def test_pykmips_integration_suite_passes_against_our_server(
     pykmip_root: Path, kmip_server: KmipServer, tmp_path: Path
 ) -> None:
-    identity = kmip_server.principal("pykmip-suite", **PRINCIPAL_FIELDS)
+    identity = kmip_server.principal("pykmip-suite", create_keys=True)
     home = tmp_path / "home"
     kmip_server.pykmip_conf(identity, home / ".pykmip" / "pykmip.conf", SECTION)
     deselected = [] if REFERENCE else [node(name) for name in DESELECTED]
