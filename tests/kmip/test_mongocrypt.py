@@ -134,5 +134,5 @@ def test_a_value_encrypted_under_a_kmip_data_key_decrypts(
     # The same key vault in the hands of a principal the key does not name: refused by the server.
     outsider = KeyVault(kmip_server.tls_context(stranger))
     outsider.keys = vault.keys
-    with pytest.raises(MongoCryptError):
+    with pytest.raises(MongoCryptError, match=r"Result Reason \(12\): Permission Denied"):
         encrypter(kmip_server, outsider).decrypt(encrypted)
