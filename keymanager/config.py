@@ -87,6 +87,18 @@ class Settings(BaseSettings):
     tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
     keepalive_timeout_seconds: int = Field(default=5, gt=0)
     """An idle keep-alive connection is closed after this long."""
+    # -- the KMIP door (issue 23: serving/kmip.py, services/kmip/, docs/kmip.md) --
+    kmip_port: int = Field(default=5696, ge=0, le=65535)
+    """KMIP over TLS 1.2+ with mandatory client certificates (verified against ``KM_TLS_CLIENT_CA``,
+    else the development CA) on ``KM_HOST`` and this port, in every worker; 0 turns it off."""
+    kmip_max_message_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
+    """Largest KMIP request message (its TTLV length field): a longer one closes the connection
+    before anything of its size is allocated."""
+    kmip_max_depth: int = Field(default=16, ge=4, le=64)
+    """Deepest nesting of TTLV structures a KMIP request may have (the specification needs about 8)."""
+    kmip_idle_timeout_seconds: float = Field(default=120.0, gt=0)
+    """A KMIP connection that sends no byte of a new request for this long is closed (each request,
+    from its first byte, must arrive within ``KM_HEADER_TIMEOUT_SECONDS``)."""
     # -- real client addresses behind a balancer (issue 20, item 1: serving/client_address.py) --
     trusted_proxies: Annotated[list[ipaddress.IPv4Network | ipaddress.IPv6Network], NoDecode] = []
     """Balancers whose word on the client's address is taken: CIDRs, comma-separated (empty: none;

@@ -20,6 +20,7 @@ from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway
+from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
 from keymanager.api.xks import XksDoor
@@ -126,6 +127,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         xks=XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
+        kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
     )
 
 

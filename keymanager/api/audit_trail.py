@@ -44,7 +44,7 @@ from fastapi import Request
 from starlette.concurrency import run_in_threadpool
 from starlette.types import Scope
 
-from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog, Owed
 
@@ -168,14 +168,6 @@ class AuditContext:
             status=status,
         )
         return owed is Owed.ANSWER
-
-
-def outcome_of(status: int) -> Outcome:
-    if status < 400:
-        return Outcome.OK
-    if status in (401, 403):
-        return Outcome.DENIED
-    return Outcome.ERROR
 
 
 async def audit_context(request: Request) -> AuditContext:

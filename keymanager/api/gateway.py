@@ -45,6 +45,7 @@ from keymanager.api.audit_trail import CLIENT_CLOSED, AuditContext, AuditTrail
 from keymanager.api.errors import render, unexpected
 from keymanager.api.fastpath import SERVED, FastPath, FastRoute, read_body, replay
 from keymanager.api.front_door import FrontDoor
+from keymanager.api.kmip import KmipDoor
 from keymanager.api.logs import request_scope
 from keymanager.api.metrics import Metrics
 from keymanager.api.request_context import log_access, request_ids, response_ids
@@ -66,6 +67,7 @@ class Gateway:
         xks: ASGIApp,
         fast: FastPath | None,
         access_log: bool,
+        kmip: KmipDoor | None = None,
     ) -> None:
         self.app = app
         self.door = door
@@ -75,6 +77,8 @@ class Gateway:
         self.xks = xks
         self.fast = fast
         self.access_log = access_log
+        self.kmip = kmip
+        """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
 
     @property
     def state(self) -> State:

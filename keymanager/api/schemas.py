@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from keymanager.domain.models import Algorithm, Key, KeyState, Origin, Principal, Role
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin, Principal, Role
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
@@ -99,6 +99,11 @@ class PrincipalCreate(Body):
         description="Role xks only: the AWS region of the key store (e.g. 'eu-west-1'); requests signed "
         "for another region are refused. Without it, any region's signature is accepted.",
     )
+    create_keys: bool = Field(
+        default=False,
+        description="The principal may create keys it then owns (its own policy names it), as KMIP "
+        "clients such as libmongocrypt do; not for roles xks and auditor. Admins need no such flag.",
+    )
 
 
 class PrincipalOut(BaseModel):
@@ -109,6 +114,7 @@ class PrincipalOut(BaseModel):
     created_at: datetime
     xks_uri_prefix: str | None = None
     xks_region: str | None = None
+    create_keys: bool = False
 
     @classmethod
     def of(cls, principal: Principal) -> PrincipalOut:
@@ -120,6 +126,7 @@ class PrincipalOut(BaseModel):
             created_at=principal.created_at,
             xks_uri_prefix=principal.xks_uri_prefix,
             xks_region=principal.xks_region,
+            create_keys=principal.create_keys,
         )
 
 
@@ -141,6 +148,10 @@ class PolicyBody(Body):
     mac: Grantees = []
     tokenize: Grantees = []
     detokenize: Grantees = []
+    get_key_material: Grantees = Field(
+        default=[],
+        description="Who may fetch the key's material over KMIP (an exportable key only: docs/kmip.md).",
+    )
     not_before: IsoTime | None = None
     not_after: IsoTime | None = None
 
@@ -207,6 +218,16 @@ class KeyOut(BaseModel):
     updated_at: datetime
     token_format: TokenFormatBody | None = None
     origin: Origin = Origin.HSM
+    kmip_state: KmipState = Field(
+        default=KmipState.ACTIVE,
+        description="The key's lifecycle state in KMIP's words (pre_active, active, deactivated, compromised, "
+        "destroyed, destroyed_compromised): from its state, refined by what KMIP clients did (docs/kmip.md).",
+    )
+    exportable: bool = Field(
+        default=False,
+        description="Generated extractable (but sensitive): its material may be fetched over KMIP by "
+        "principals its policy names for get_key_material.",
+    )
 
     @classmethod
     def of(cls, key: Key, policy: Policy) -> KeyOut:
@@ -229,6 +250,8 @@ class KeyOut(BaseModel):
             if key.token_format is None
             else TokenFormatBody.model_validate(key.token_format.to_json()),
             origin=key.origin,
+            kmip_state=key.kmip_state,
+            exportable=key.exportable,
         )
 
 

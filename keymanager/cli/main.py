@@ -87,13 +87,14 @@ def init(settings: Settings) -> int:
     return 0
 
 
-def dev_cert(settings: Settings, name: str) -> int:
-    """Issue the client certificate ``CN=<name>,O=keymanager`` from the development CA; exit 0,
-    or 2 (said why) for a bad name or when ``keymanager init`` has not made the CA yet."""
-    from keymanager.cli.tls import issue_client_certificate
+def dev_cert(settings: Settings, name: str, out: Path | None = None) -> int:
+    """Issue the client certificate ``CN=<name>,O=keymanager`` from the development CA (into ``out``,
+    else the TLS directory) for a principal's mTLS (REST) or KMIP; print its paths and the subject to
+    bind; exit 0, or 2 (said why) for a bad name or when ``keymanager init`` has not made the CA yet."""
+    from keymanager.cli.tls import certificate_subject, issue_client_certificate
 
     try:
-        cert, key = issue_client_certificate(settings.tls_dir, name)
+        cert, key = issue_client_certificate(settings.tls_dir, name, out)
     except ValueError as exc:
         print(f"keymanager dev-cert: {name!r}: {exc}", file=sys.stderr)
         return 2
@@ -102,8 +103,9 @@ def dev_cert(settings: Settings, name: str) -> int:
         return 2
     print(f"client certificate: {cert}")
     print(f"its key:            {key}")
-    print(f"subject:            CN={name},O=keymanager")
-    print(f'bind it to a principal: kmctl principals create {name} --role app --cert-subject "CN={name},O=keymanager"')
+    subject = certificate_subject(cert.read_bytes())
+    print(f"subject:            {subject}")
+    print(f'bind it to a principal: kmctl principals create {name} --role app --cert-subject "{subject}"')
     return 0
 
 
@@ -127,6 +129,7 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     if args.insecure_http:
         print("WARNING: serving plain HTTP: tokens and plaintext cross the network unencrypted.", file=sys.stderr)
         cert_path = key_path = client_ca = None
+        os.environ["KM_KMIP_PORT"] = "0"  # KMIP is TLS with client certificates or nothing
     else:
         if not cert.exists() or not key.exists():
             print(f"no TLS certificate at {cert}: run 'keymanager init' or set KM_TLS_CERT/KM_TLS_KEY", file=sys.stderr)
@@ -242,6 +245,7 @@ def parser() -> argparse.ArgumentParser:
     )
     cert = commands.add_parser("dev-cert", help="issue a client certificate (mTLS) from the development CA")
     cert.add_argument("name", help="the certificate's CN: 1-64 letters, digits, '_', '.' or '-'")
+    cert.add_argument("--out", type=Path, help="the directory to write it to (default: the TLS directory, var/tls)")
     run = commands.add_parser("serve", help="serve the API over HTTPS")
     run.add_argument(
         "--workers",
@@ -286,7 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "init":
             return init(settings)
         if args.command == "dev-cert":
-            return dev_cert(settings, args.name)
+            return dev_cert(settings, args.name, args.out)
         if args.command == "audit":
             return audit_verify(settings, args.checkpoint)
         return serve(settings, args)

@@ -87,16 +87,19 @@ def ensure_dev_pki(tls_dir: Path, *, client_names: Sequence[str] = ("billing",))
     return DevPki(tls_dir, ca_cert_path, ca_key_path, server_cert_path, server_key_path, clients)
 
 
-def issue_client_certificate(tls_dir: Path, name: str) -> tuple[Path, Path]:
+def issue_client_certificate(tls_dir: Path, name: str, out: Path | None = None) -> tuple[Path, Path]:
     """Issue (or re-issue) the client certificate ``CN=<name>,O=keymanager`` from the CA in
-    ``tls_dir``; return the paths of ``client-<name>.pem`` and ``client-<name>-key.pem``.
+    ``tls_dir``; return the paths of ``client-<name>.pem`` and ``client-<name>-key.pem`` (in ``out``,
+    made when missing, else in ``tls_dir``).
 
     Raises :class:`ValueError` for a bad name (see :func:`ensure_dev_pki`) and
     :class:`FileNotFoundError` when the CA has not been created.
     """
     _check_client_name(name)
     ca = _load_pair(tls_dir / "ca.pem", tls_dir / "ca-key.pem")
-    cert_path, key_path = _client_paths(tls_dir, name)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+    cert_path, key_path = _client_paths(out or tls_dir, name)
     _issue(ca, cert_path, key_path, *_client_profile(name))
     return cert_path, key_path
 

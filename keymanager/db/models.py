@@ -10,7 +10,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import JSON, BigInteger, DateTime, ForeignKey, Integer, LargeBinary, MetaData, String, Text
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    DateTime,
+    ForeignKey,
+    Integer,
+    LargeBinary,
+    MetaData,
+    String,
+    Text,
+    false,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.engine import Dialect
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -65,6 +77,7 @@ class PrincipalRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     xks_uri_prefix: Mapped[str | None] = mapped_column(String(128), unique=True)
     xks_region: Mapped[str | None] = mapped_column(String(32))
+    create_keys: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 class KeyRow(Base):
@@ -84,6 +97,9 @@ class KeyRow(Base):
     deletion_date: Mapped[datetime | None] = mapped_column(UtcDateTime)
     token_format: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
     origin: Mapped[str] = mapped_column(String(16), server_default="hsm")
+    kmip_lifecycle: Mapped[str | None] = mapped_column(String(32))
+    exportable: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    kmip_attributes: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
 
     versions: Mapped[list[KeyVersionRow]] = relationship(order_by="KeyVersionRow.version", lazy="raise")
 
@@ -173,3 +189,21 @@ class KeyTagRow(Base):
     key_id: Mapped[str] = mapped_column(ForeignKey("keys.id", ondelete="CASCADE"), primary_key=True)
     tag_key: Mapped[str] = mapped_column(String(128), primary_key=True)
     tag_value: Mapped[str] = mapped_column(String(256))
+
+
+class KmipObjectRow(Base):
+    """A managed object registered through KMIP that is not a key: secret data, an opaque object, a
+    certificate. Its value is stored sealed (AES-256-GCM in the HSM, ``services/kmip/objects.py``)."""
+
+    __tablename__ = "kmip_objects"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    object_type: Mapped[str] = mapped_column(String(32), index=True)
+    state: Mapped[str] = mapped_column(String(32))
+    owner_id: Mapped[str | None] = mapped_column(String(32), index=True)
+    policy: Mapped[dict[str, Any]] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    attributes: Mapped[dict[str, Any]] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    sealed: Mapped[bytes | None] = mapped_column(LargeBinary)
+    seal_label: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)

@@ -13,7 +13,17 @@ from typing import Any
 from sqlalchemy import ColumnElement, Connection, Row, String, bindparam, case, or_, select
 
 from keymanager.db.models import KeyRow, KeyVersionRow, PrincipalRow
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
+from keymanager.domain.models import (
+    Algorithm,
+    HsmObjects,
+    Key,
+    KeyState,
+    KeyVersion,
+    KmipState,
+    Origin,
+    Principal,
+    Role,
+)
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 
@@ -89,6 +99,9 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         versions=versions,
         token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
         origin=Origin(row.origin),
+        kmip_lifecycle=None if row.kmip_lifecycle is None else KmipState(row.kmip_lifecycle),
+        exportable=bool(row.exportable),
+        kmip_attributes=row.kmip_attributes or {},
     )
 
 
@@ -109,6 +122,9 @@ def key_row(key: Key) -> KeyRow:
         updated_at=key.updated_at,
         token_format=None if key.token_format is None else key.token_format.to_json(),
         origin=key.origin.value,
+        kmip_lifecycle=None if key.kmip_lifecycle is None else key.kmip_lifecycle.value,
+        exportable=key.exportable,
+        kmip_attributes=dict(key.kmip_attributes) or None,
         versions=[version_row(key.id, version) for version in key.versions.values()],
     )
 
@@ -135,6 +151,7 @@ def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
         created_at=principal.created_at,
         xks_uri_prefix=principal.xks_uri_prefix,
         xks_region=principal.xks_region,
+        create_keys=principal.create_keys,
     )
 
 
@@ -148,4 +165,5 @@ def principal(row: PrincipalRow) -> Principal:
         cert_subject=row.cert_subject,
         xks_uri_prefix=row.xks_uri_prefix,
         xks_region=row.xks_region,
+        create_keys=bool(row.create_keys),
     )

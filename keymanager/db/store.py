@@ -8,7 +8,7 @@ reached; its message never names the URL or the password.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, Unpack
@@ -24,7 +24,7 @@ from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
-from keymanager.domain.models import Key, KeyState, KeyVersion, Principal
+from keymanager.domain.models import Key, KeyState, KeyVersion, KmipState, Principal
 from keymanager.domain.policy import Policy
 
 
@@ -35,6 +35,8 @@ class KeyChanges(TypedDict, total=False):
     policy: Policy | None
     state: KeyState | None
     min_decryption_version: int | None
+    kmip_lifecycle: KmipState | None
+    kmip_attributes: Mapping[str, Any] | None
 
 
 class Store:
@@ -335,7 +337,9 @@ def _stored(value: object) -> object:
     """A changed attribute of a key as its column holds it."""
     if isinstance(value, Policy):
         return value.to_dict()
-    return value.value if isinstance(value, KeyState) else value
+    if isinstance(value, Mapping):
+        return dict(value)
+    return value.value if isinstance(value, (KeyState, KmipState)) else value
 
 
 def _now() -> datetime:

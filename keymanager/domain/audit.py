@@ -45,6 +45,15 @@ class Outcome(enum.StrEnum):
     ERROR = "error"
 
 
+def outcome_of(status: int) -> Outcome:
+    """The outcome of an answer of (HTTP-like) ``status``: every door's records say it alike."""
+    if status < 400:
+        return Outcome.OK
+    if status in (401, 403):
+        return Outcome.DENIED
+    return Outcome.ERROR
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     """What happened, before it has a place in the chain."""

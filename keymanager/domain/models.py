@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
@@ -29,6 +31,8 @@ class Door(enum.StrEnum):
     """The AWS KMS API: SigV4 with service ``kms``."""
     XKS = "xks"
     """The AWS External Key Store proxy API: SigV4 with service ``kms-xks-proxy``."""
+    KMIP = "kmip"
+    """KMIP over TLS with a client certificate (``docs/kmip.md``)."""
 
 
 def admits(door: Door, role: Role) -> bool:
@@ -64,6 +68,34 @@ class KeyState(enum.StrEnum):
     PENDING_IMPORT = "pending_import"
 
 
+class KmipState(enum.StrEnum):
+    """A key's lifecycle state in KMIP's words (shown by the REST API too, ``docs/kmip.md``)."""
+
+    PRE_ACTIVE = "pre_active"
+    ACTIVE = "active"
+    DEACTIVATED = "deactivated"
+    COMPROMISED = "compromised"
+    DESTROYED = "destroyed"
+    DESTROYED_COMPROMISED = "destroyed_compromised"
+
+
+_KMIP_STATES = {
+    KeyState.ENABLED: KmipState.ACTIVE,
+    KeyState.DISABLED: KmipState.DEACTIVATED,
+    KeyState.PENDING_DELETION: KmipState.DEACTIVATED,
+    KeyState.DESTROYED: KmipState.DESTROYED,
+    KeyState.PENDING_IMPORT: KmipState.PRE_ACTIVE,
+}
+"""The KMIP state of each of our states, unless a KMIP operation said more (:attr:`Key.kmip_lifecycle`)."""
+_KMIP_REFINES = {
+    KeyState.DISABLED: (KmipState.PRE_ACTIVE, KmipState.COMPROMISED),
+    KeyState.PENDING_DELETION: (KmipState.COMPROMISED,),
+    KeyState.DESTROYED: (KmipState.DESTROYED_COMPROMISED,),
+}
+"""Which KMIP states a KMIP operation may have set on a key in each of our states: a disabled key
+that was never activated is pre-active, one revoked as compromised stays compromised."""
+
+
 class Origin(enum.StrEnum):
     HSM = "hsm"
     """Every version generated in the HSM."""
@@ -82,6 +114,9 @@ class Principal:
     """The path prefix of a key store's XKS requests (role ``xks`` only; see ``domain/xks.py``)."""
     xks_region: str | None = None
     """The AWS region a key store's requests must be signed for (role ``xks`` only; None: any)."""
+    create_keys: bool = False
+    """Whether the principal may create keys it then owns (``services/authorization.py``
+    ``Right.CREATE_OWNED``), as KMIP clients do; admins need no such flag."""
 
 
 @dataclass(frozen=True)
@@ -118,6 +153,22 @@ class Key:
     token_format: TokenFormat | None = None
     """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
     origin: Origin = Origin.HSM
+    kmip_lifecycle: KmipState | None = None
+    """The KMIP state a KMIP operation last set (pre-active, compromised), where our state alone
+    cannot tell it; see :attr:`kmip_state`."""
+    exportable: bool = False
+    """Generated in the HSM extractable (but sensitive): its material may be handed out to
+    principals its policy names for ``get_key_material`` (``docs/kmip.md``). Never set afterwards."""
+    kmip_attributes: Mapping[str, Any] = field(default_factory=dict)
+    """What KMIP clients set on the key (names, custom ``x-`` attributes, usage mask, ...), as JSON."""
+
+    @property
+    def kmip_state(self) -> KmipState:
+        """The key's state in KMIP's words: from its state, refined by :attr:`kmip_lifecycle`."""
+        if self.kmip_lifecycle in _KMIP_REFINES.get(self.state, ()):
+            assert self.kmip_lifecycle is not None
+            return self.kmip_lifecycle
+        return _KMIP_STATES[self.state]
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)

@@ -26,6 +26,8 @@ class Operation(enum.StrEnum):
     MAC = "mac"
     TOKENIZE = "tokenize"
     DETOKENIZE = "detokenize"
+    GET_KEY_MATERIAL = "get_key_material"
+    """Fetch an exportable key's material, or a registered secret's value (KMIP's Get)."""
 
 
 @dataclass(frozen=True)

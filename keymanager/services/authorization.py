@@ -32,6 +32,8 @@ class Right(enum.Enum):
     SELF = "learn who it is (its own name and role)"
     KEY_STORE = "serve AWS KMS as an external key store (which keys: their policies)"
     KEY_POLICY = "whatever the key's policy grants (decided per key)"
+    CREATE_OWNED = "create keys and objects it then owns (admins; a principal given create_keys)"
+    MANAGE_OWNED = "manage the keys and objects it owns (decided per key: require_owner)"
 
 
 ROLES: Mapping[Right, tuple[Role, ...]] = {
@@ -41,8 +43,13 @@ ROLES: Mapping[Right, tuple[Role, ...]] = {
     Right.SELF: (Role.ADMIN, Role.APP, Role.AUDITOR),
     Right.KEY_STORE: (Role.XKS,),
     Right.KEY_POLICY: (Role.ADMIN, Role.APP, Role.AUDITOR),
+    Right.CREATE_OWNED: (Role.ADMIN,),
+    Right.MANAGE_OWNED: (Role.ADMIN, Role.APP),
 }
 """The roles holding each right: the only place a role is written down for a door."""
+GRANTED: Mapping[Right, tuple[Role, ...]] = {Right.CREATE_OWNED: (Role.APP,)}
+"""Rights a principal of these roles holds only when it was given them one by one (the principal's
+``create_keys`` flag, set by an admin): no one else's keys change, it owns what it creates."""
 
 _REST_MANAGE = (
     "principal.create",
@@ -114,6 +121,21 @@ _KMS_KEY_POLICY = (
     "VerifyMac",
 )
 _XKS = ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
+_KMIP_CREATE = ("Create", "CreateKeyPair", "Register")
+_KMIP_MANAGE = ("Activate", "Revoke", "Destroy", "AddAttribute", "ModifyAttribute", "DeleteAttribute", "SetAttribute")
+_KMIP_KEY_POLICY = (
+    "Get",
+    "GetAttributes",
+    "GetAttributeList",
+    "Locate",
+    "Encrypt",
+    "Decrypt",
+    "MAC",
+    "MACVerify",
+    "Sign",
+    "SignatureVerify",
+)
+_KMIP_ANYONE = ("Query", "DiscoverVersions")
 
 RIGHTS: Mapping[str, Right] = {
     **dict.fromkeys(_REST_MANAGE, Right.MANAGE),
@@ -126,6 +148,10 @@ RIGHTS: Mapping[str, Right] = {
     **{
         f"xks.{operation}": Right.KEY_STORE for operation in ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
     },
+    **{f"kmip.{operation}": Right.CREATE_OWNED for operation in _KMIP_CREATE},
+    **{f"kmip.{operation}": Right.MANAGE_OWNED for operation in _KMIP_MANAGE},
+    **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
+    **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},
 }
 """The right each action of each door needs."""
 
@@ -137,6 +163,24 @@ def authorize(principal: Principal, action: str) -> Principal:
     if right is None:
         raise Forbidden("this action is not open to any role")
     roles = ROLES[right]
-    if principal.role not in roles:
-        raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
-    return principal
+    if principal.role in roles or (principal.create_keys and principal.role in GRANTED.get(right, ())):
+        return principal
+    if right in GRANTED:
+        raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}, or a principal given create_keys")
+    raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}")
+
+
+def require_owner(principal: Principal, owner_id: str | None) -> Principal:
+    """``principal``, if it may manage an object (a key, a registered secret) whose owner is
+    ``owner_id`` (None: made by an admin, not through a principal's own right): an admin manages
+    everything, anyone else only what it owns; else Forbidden (:attr:`Right.MANAGE_OWNED`)."""
+    if principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id):
+        return principal
+    raise Forbidden("only the principal that created this object, or an admin, may manage it")
+
+
+def may_see(principal: Principal, owner_id: str | None, named: bool) -> bool:
+    """Whether ``principal`` may see an object (a registered secret) whose owner is ``owner_id`` and
+    whose policy names it (``named``): an admin sees every object, anyone else what it owns or is
+    named on (what it may then do with it is the policy's and :func:`require_owner`'s say)."""
+    return principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id) or named

@@ -10,6 +10,7 @@ from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
+from keymanager.db.kmip import KmipStore
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.models import Algorithm
@@ -24,6 +25,7 @@ from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
+from keymanager.services.kmip import KmipService
 from keymanager.services.kms.crypto import KmsCrypto
 from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
@@ -74,6 +76,7 @@ class Services:
     credentials: CredentialIndex
     xks: XksService
     xks_health: XksHealth
+    kmip: KmipService
     owns_hsm: bool = True
 
     @classmethod
@@ -104,6 +107,8 @@ class Services:
             orphan_grace_seconds=settings.orphan_grace_seconds,
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
+        cache = MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys)
+        audit_log = AuditLog(audit_writer)
         readiness = Readiness(
             hsm,
             store,
@@ -123,9 +128,9 @@ class Services:
             key_import=KeyImportService(store, hsm),
             audit_records=audit_records,
             audit_writer=audit_writer,
-            audit_log=AuditLog(audit_writer),
+            audit_log=audit_log,
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
-            cache=MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys),
+            cache=cache,
             audit_chain=AuditChain(
                 audit_records,
                 audit_key,
@@ -141,6 +146,15 @@ class Services:
             credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
             xks=XksService(crypto),
             xks_health=XksHealth(hsm, readiness),
+            kmip=KmipService(
+                keys=keys,
+                lifecycle=lifecycle,
+                store=KmipStore(engine, audit_key=audit_key),
+                hsm=hsm,
+                cache=cache,
+                audit_log=audit_log,
+                max_plaintext_bytes=settings.max_plaintext_bytes,
+            ),
             owns_hsm=owns_hsm,
         )
 

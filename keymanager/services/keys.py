@@ -16,11 +16,22 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyState, KeyVersion, Origin, Principal, Role
+from keymanager.domain.models import (
+    Algorithm,
+    HsmObjects,
+    Key,
+    KeyState,
+    KeyVersion,
+    KmipState,
+    Origin,
+    Principal,
+    Role,
+)
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
@@ -62,6 +73,27 @@ def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[
 
 
 @dataclass(frozen=True)
+class KmipFacts:
+    """What a key made through KMIP starts with (:meth:`KeyService.create`)."""
+
+    lifecycle: KmipState
+    attributes: Mapping[str, Any]
+
+    def applied(self, key: Key) -> Key:
+        state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
+        return replace(key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=dict(self.attributes))
+
+
+@dataclass(frozen=True)
+class KmipChange:
+    """What a KMIP operation changes of a key (None: kept); :meth:`KeyService.kmip_change`."""
+
+    state: KeyState | None = None
+    lifecycle: KmipState | None = None
+    attributes: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class ShownKey:
     """A key as the API shows it: with its policy naming principals by name."""
 
@@ -90,8 +122,12 @@ class KeyService:
         token_format: TokenFormat | None = None,
         origin: Origin = Origin.HSM,
         record: AuditEntry | None = None,
+        kmip: KmipFacts | None = None,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
+
+        ``kmip``: what a KMIP client's Create said (``services/kmip/``): a key made pre-active is
+        disabled until it is activated, with its KMIP attributes.
 
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
         ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
@@ -130,9 +166,23 @@ class KeyService:
             token_format=token_format,
             origin=origin,
         )
+        if kmip is not None:
+            key = kmip.applied(key)
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
             self._store.create_key(key, record=_about(record, key, key.primary_version))
         return key
+
+    def kmip_change(self, key: Key, change: KmipChange, *, record: AuditEntry | None = None) -> Key:
+        """Apply a KMIP operation's ``change`` to ``key`` (its state, KMIP state, attributes) if the key
+        is still as read (compare-and-set: else PreconditionFailed), recording ``record``."""
+        return self._store.update_key(
+            key.id,
+            state=change.state,
+            kmip_lifecycle=change.lifecycle,
+            kmip_attributes=change.attributes,
+            record=_about(record, key),
+            expected_updated_at=key.updated_at,
+        )
 
     def _by_id(self, policy: Policy) -> Policy:
         """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""

@@ -35,18 +35,22 @@ class PrincipalService:
         *,
         xks_uri_prefix: str | None = None,
         xks_region: str | None = None,
+        create_keys: bool = False,
         record: AuditEntry | None = None,
     ) -> NewPrincipal:
         """Create a principal (committing ``record`` with it); InvalidRequest: a bad name, or a key store
         (role ``xks``) without a valid ``xks_uri_prefix`` or with an invalid ``xks_region`` (or either
         given to another role, or a certificate subject given to a key store); Conflict: a taken name,
-        subject or prefix.
+        subject or prefix. ``create_keys``: the principal may create keys it then owns (KMIP clients
+        do; ``services/authorization.py``); refused for a key store or an auditor.
 
         A key store authenticates only through its access keys at the XKS door (``domain/models.py``
         ``admits``): its bearer token authenticates nothing."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
         _check_key_store(role, cert_subject, xks_uri_prefix, xks_region)
+        if create_keys and role in (Role.XKS, Role.AUDITOR):
+            raise InvalidRequest(f"a principal of role {role.value} cannot be given create_keys")
         token = new_token()
         principal = Principal(
             id=new_id(),
@@ -56,6 +60,7 @@ class PrincipalService:
             cert_subject=cert_subject or None,
             xks_uri_prefix=xks_uri_prefix,
             xks_region=xks_region,
+            create_keys=create_keys,
         )
         self._store.create_principal(principal, token_hash(token), record=record)
         return NewPrincipal(principal=principal, token=token)

@@ -9,15 +9,17 @@ from keymanager.api.app import create_app
 from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.serving.affinity import pin_worker
+from keymanager.serving.kmip import KmipListener, KmipOptions, WithKmip
 from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
 
 
-def worker_app() -> Gateway:
+def worker_app() -> Gateway | WithKmip:
     """uvicorn's app factory (``--factory``), run in each worker process: settings from the
     environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true; refused
-    connections counted in the app's metrics."""
+    connections counted in the app's metrics; the KMIP listener beside it unless ``KM_KMIP_PORT``
+    is 0 (``serving/kmip.py``)."""
     settings = Settings()
     logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
     if settings.cpu_affinity:
@@ -25,4 +27,7 @@ def worker_app() -> Gateway:
         log.info("worker pinned to CPU %s", cpu)
     app = create_app(settings)
     connection_refusals().observer = app.metrics.observe_connection_refused
-    return app
+    options = KmipOptions.of(settings)
+    if options is None or app.kmip is None:
+        return app
+    return WithKmip(app, KmipListener(app.kmip, options))

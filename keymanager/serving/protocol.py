@@ -258,6 +258,7 @@ class _FrontedLoop(uvloop.Loop):
         trust = proxy_trust()
         if tls is None and not trust.networks:
             return await super().create_server(protocol_factory, *args, **kwargs)
+        kwargs.pop("ssl_handshake_timeout", None)  # the front's: KM_TLS_HANDSHAKE_TIMEOUT_SECONDS
         limits = connection_limits()
 
         def front() -> ConnectionFront:

@@ -14,6 +14,7 @@ POLICY_FIELDS = {
     "mac",
     "tokenize",
     "detokenize",
+    "get_key_material",
     "not_before",
     "not_after",
 }

@@ -33,6 +33,7 @@ POLICY = Policy.from_dict(
         "mac": [],
         "tokenize": [],
         "detokenize": [],
+        "get_key_material": [],
         "not_before": None,
         "not_after": "2030-01-01T00:00:00+00:00",
     }

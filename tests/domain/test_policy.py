@@ -11,7 +11,16 @@ from keymanager.domain.policy import Operation, Policy
 T0 = datetime(2030, 1, 1, tzinfo=UTC)
 T1 = datetime(2030, 6, 1, tzinfo=UTC)
 
-OPERATIONS = ["encrypt", "decrypt", "generate_data_key", "reencrypt", "mac", "tokenize", "detokenize"]
+OPERATIONS = [
+    "encrypt",
+    "decrypt",
+    "generate_data_key",
+    "reencrypt",
+    "mac",
+    "tokenize",
+    "detokenize",
+    "get_key_material",
+]
 
 
 def test_empty_policy_denies_everything() -> None:
@@ -43,6 +52,7 @@ def test_from_dict_to_dict_round_trip() -> None:
         "mac": ["search"],
         "tokenize": [],
         "detokenize": [],
+        "get_key_material": [],
         "not_before": "2030-01-01T00:00:00+00:00",
         "not_after": "2030-06-01T00:00:00+00:00",
     }

@@ -71,6 +71,7 @@ def server_env(var_dir: Path, **extra: str) -> dict[str, str]:
         KM_VAR_DIR=str(var_dir),
         KM_PKCS11_PIN=E2E_PIN,
         KM_PKCS11_TOKEN_LABEL="km-e2e",
+        KM_KMIP_PORT="0",  # KMIP off unless a test asks for it on a free port (5696 may be make run's)
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
     )
     if not ON_SOFTHSM:  # make test-hsm: the servers use the token under test

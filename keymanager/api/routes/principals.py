@@ -40,6 +40,7 @@ def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -
         body.cert_subject,
         xks_uri_prefix=body.xks_uri_prefix,
         xks_region=body.xks_region,
+        create_keys=body.create_keys,
         record=trail.success(),
     )
     return PrincipalCreated(**PrincipalOut.of(created.principal).model_dump(), token=created.token)

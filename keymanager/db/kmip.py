@@ -1,0 +1,108 @@
+"""The objects registered through KMIP that are not keys (``kmip_objects``): stored, read, changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import Engine, select, update
+from sqlalchemy.orm import Session
+
+from keymanager import errors
+from keymanager.db.changes import record_change, rowcount, sessions
+from keymanager.db.engine import connection_errors_as_unavailable
+from keymanager.db.models import KmipObjectRow
+from keymanager.domain.audit import AuditEntry, ChainKey
+from keymanager.domain.kmip import KmipObject
+from keymanager.domain.models import KmipState
+from keymanager.domain.policy import Policy
+
+
+class KmipStore:
+    """Registered objects over one engine; safe to share between threads. Every change bumps the
+    metadata version and commits its audit record in its transaction (``db/changes.py``)."""
+
+    def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
+        self._sessions = sessions(engine, audit_key)
+
+    def add(self, found: KmipObject, *, record: AuditEntry | None) -> None:
+        """Store a new object (and ``record``)."""
+        with self._transaction() as session:
+            session.add(
+                KmipObjectRow(
+                    id=found.id,
+                    object_type=found.object_type,
+                    state=found.state.value,
+                    owner_id=found.owner_id,
+                    policy=found.policy.to_dict(),
+                    attributes=dict(found.attributes),
+                    sealed=found.sealed,
+                    seal_label=found.seal_label,
+                    created_at=found.created_at,
+                    updated_at=found.updated_at,
+                )
+            )
+            session.flush()
+            record_change(session, record)
+
+    def get(self, object_id: str) -> KmipObject | None:
+        """The object ``object_id``, if there is one."""
+        with self._transaction() as session:
+            row = session.get(KmipObjectRow, object_id)
+            return None if row is None else _object(row)
+
+    def all(self) -> list[KmipObject]:
+        """Every object, newest first."""
+        with self._transaction() as session:
+            rows = session.scalars(select(KmipObjectRow).order_by(KmipObjectRow.created_at.desc())).all()
+            return [_object(row) for row in rows]
+
+    def change(
+        self,
+        found: KmipObject,
+        *,
+        state: KmipState | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        destroy: bool = False,
+        record: AuditEntry | None,
+    ) -> None:
+        """Change the state or attributes of ``found`` if it is still as read (else
+        PreconditionFailed); ``destroy`` drops its sealed value."""
+        values: dict[str, Any] = {"updated_at": max(datetime.now(UTC), found.updated_at)}
+        if state is not None:
+            values["state"] = state.value
+        if attributes is not None:
+            values["attributes"] = dict(attributes)
+        if destroy:
+            values["sealed"] = None
+        current = (KmipObjectRow.id == found.id) & (KmipObjectRow.updated_at == found.updated_at)
+        with self._transaction() as session:
+            if not rowcount(session, update(KmipObjectRow).where(current).values(**values)):
+                raise errors.PreconditionFailed("the object changed meanwhile")
+            record_change(session, record)
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Session]:
+        with connection_errors_as_unavailable(), self._sessions.begin() as session:
+            yield session
+
+
+def _object(row: KmipObjectRow) -> KmipObject:
+    return KmipObject(
+        id=row.id,
+        object_type=row.object_type,
+        state=KmipState(row.state),
+        owner_id=row.owner_id,
+        policy=Policy.from_dict(row.policy),
+        attributes=row.attributes,
+        sealed=row.sealed,
+        seal_label=row.seal_label,
+        created_at=_utc(row.created_at),
+        updated_at=_utc(row.updated_at),
+    )
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

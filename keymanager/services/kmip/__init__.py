@@ -1,0 +1,95 @@
+"""The KMIP door's translation: KMIP operations as calls of the services (``docs/kmip.md``).
+
+:class:`KmipService` holds one handler per operation served (:attr:`KmipService.operations`),
+each a call of the shared services through the modules here: :mod:`.keys` (Create, Activate,
+Revoke, Destroy, Get of keys), :mod:`.crypto` (Encrypt, Decrypt), :mod:`.discovery` (Query,
+DiscoverVersions). Messages are read within the bounds of :mod:`.ttlv` and decoded and encoded by
+PyKMIP's codec in :mod:`.messages`; attributes are kept as :mod:`.attributes` says. The wire
+(TLS, framing, deadlines) is ``serving/kmip.py``'s; the caller, the batch and the audit records
+are the door's (``api/kmip.py``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kmip.core import enums
+
+from keymanager.db.kmip import KmipStore
+from keymanager.domain.kmip import KmipObject
+from keymanager.hsm import Hsm
+from keymanager.services.audit_log import AuditLog
+from keymanager.services.keys import KeyService
+from keymanager.services.kmip.calls import Batch, KmipCall
+from keymanager.services.kmip.catalog import KmipCatalog
+from keymanager.services.kmip.crypto import KmipCrypto
+from keymanager.services.kmip.discovery import KmipDiscovery
+from keymanager.services.kmip.keys import KmipKeys
+from keymanager.services.kmip.objects import TYPES, KmipObjects
+from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.snapshot import MetadataCache
+
+Handler = Callable[[KmipCall, Any], Awaitable[Any]]
+ObjectHandler = Callable[[KmipCall, KmipObject, Any], Awaitable[Any]]
+Op = enums.Operation
+
+__all__ = ["Batch", "Handler", "KmipCall", "KmipService"]
+
+
+class KmipService:
+    """The operations of the KMIP door, by PyKMIP's ``Operation``."""
+
+    def __init__(
+        self,
+        *,
+        keys: KeyService,
+        lifecycle: LifecycleService,
+        store: KmipStore,
+        hsm: Hsm,
+        cache: MetadataCache,
+        audit_log: AuditLog,
+        max_plaintext_bytes: int,
+    ) -> None:
+        self.keys = KmipKeys(keys, lifecycle, cache)
+        self.objects = KmipObjects(store, hsm)
+        self.catalog = KmipCatalog(keys, self.keys, self.objects)
+        self.crypto = KmipCrypto(hsm, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
+        self.operations: dict[enums.Operation, Handler] = {
+            Op.CREATE: self.keys.create,
+            Op.REGISTER: self.objects.register,
+            Op.ACTIVATE: self._either(self.keys.activate, self.objects.activate),
+            Op.REVOKE: self._either(self.keys.revoke, self.objects.revoke),
+            Op.DESTROY: self._either(self.keys.destroy, self.objects.destroy),
+            Op.GET: self._either(self.keys.get, self.objects.get),
+            Op.ENCRYPT: self.crypto.encrypt,
+            Op.DECRYPT: self.crypto.decrypt,
+            Op.LOCATE: self.catalog.locate,
+            Op.GET_ATTRIBUTES: self.catalog.get_attributes,
+            Op.GET_ATTRIBUTE_LIST: self.catalog.get_attribute_list,
+            Op.MODIFY_ATTRIBUTE: self.catalog.modify_attribute,
+            Op.SET_ATTRIBUTE: self.catalog.set_attribute,
+            Op.DELETE_ATTRIBUTE: self.catalog.delete_attribute,
+        }
+        object_types = (enums.ObjectType.SYMMETRIC_KEY, *TYPES)
+        self.discovery = KmipDiscovery(self.operations, object_types)
+        self.operations[Op.DISCOVER_VERSIONS] = self.discovery.discover_versions
+        self.operations[Op.QUERY] = self.discovery.query
+
+    def _either(self, on_key: Handler, on_object: ObjectHandler) -> Handler:
+        """A handler of an operation on one object: ``on_object`` for a registered object (found by
+        its unique identifier), ``on_key`` for anything else (a key, or an unknown identifier)."""
+
+        async def handle(call: KmipCall, payload: Any) -> Any:
+            uid = call.uid(payload.unique_identifier)
+            found = await self.objects.find(uid)
+            if found is not None and self.objects.visible(found, call.principal):
+                return await on_object(call, found, payload)
+            return await on_key(call, payload)
+
+        return handle
+
+    @property
+    def served(self) -> frozenset[enums.Operation]:
+        """The operations decoded and served (every other one is answered Operation Not Supported)."""
+        return frozenset(self.operations)

@@ -1,0 +1,238 @@
+"""Locate, GetAttributes, GetAttributeList and the attribute changes (ModifyAttribute, DeleteAttribute,
+SetAttribute), over both the keys and the registered objects a principal may see.
+
+Every object is seen through a :class:`View`: its unique identifier, its attributes as attribute
+name to values (what the server keeps — Unique Identifier, Object Type, State, Cryptographic
+Algorithm and Length, dates — and what clients set, ``services/kmip/attributes.py``), and how to
+store changed client attributes. Locate matches every attribute the request names (names,
+object type, state, algorithm, length, usage mask bits, groups, custom ``x-`` attributes, …)
+against those values, newest first, then skips Offset Items and keeps Maximum Items. A principal
+sees the keys it may (``services/keys.py`` ``visible``) and the objects it owns or is named on;
+an admin sees all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from kmip.core import enums
+from kmip.core.messages import payloads
+
+from keymanager.domain.kmip import KmipObject
+from keymanager.domain.models import Key, KmipState
+from keymanager.services.authorization import require_owner
+from keymanager.services.keys import KeyService, KmipChange
+from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.keys import KmipKeys
+from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
+from keymanager.services.kmip.objects import KmipObjects
+
+A = enums.AttributeType
+MAX_LOCATED = 1000
+"""Most identifiers one Locate answers (Maximum Items asks for fewer)."""
+_STATES = {
+    KmipState.PRE_ACTIVE: enums.State.PRE_ACTIVE,
+    KmipState.ACTIVE: enums.State.ACTIVE,
+    KmipState.DEACTIVATED: enums.State.DEACTIVATED,
+    KmipState.COMPROMISED: enums.State.COMPROMISED,
+    KmipState.DESTROYED: enums.State.DESTROYED,
+    KmipState.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
+}
+
+
+@dataclass(frozen=True)
+class View:
+    """One key or registered object as KMIP sees it."""
+
+    uid: str
+    created_at: datetime
+    owner: str | None
+    kept: Mapping[str, Any]
+    """What clients set (the JSON of ``services/kmip/attributes.py``)."""
+    server: Mapping[str, list[Any]]
+    """What the server keeps, attribute name to values."""
+    save: Callable[[KmipCall, dict[str, Any]], Awaitable[None]]
+
+    @property
+    def attributes(self) -> dict[str, list[Any]]:
+        """Every attribute, name to values: the server's first."""
+        return {**self.server, **attrs.facts(self.kept)}
+
+
+class KmipCatalog:
+    """Locate and the attribute operations (see the module docstring)."""
+
+    def __init__(self, keys: KeyService, kmip_keys: KmipKeys, objects: KmipObjects) -> None:
+        self._keys = keys
+        self._kmip_keys = kmip_keys
+        self._objects = objects
+
+    async def view(self, call: KmipCall, uid: str) -> View:
+        """The object ``uid`` if the caller may see it; Item Not Found otherwise."""
+        found = await self._objects.find(uid)
+        if found is not None:
+            if not self._objects.visible(found, call.principal):
+                return await self._key_view(call, uid)  # answered as for any unknown id
+            call.key_id = found.id
+            return self._object_view(found)
+        return await self._key_view(call, uid)
+
+    async def locate(self, call: KmipCall, payload: payloads.LocateRequestPayload) -> payloads.LocateResponsePayload:
+        """The identifiers of the objects the caller may see that match every attribute given."""
+        wanted = [attrs.parsed(attribute) for attribute in payload.attributes or []]
+        views = await self._visible_views(call)
+        found = [view.uid for view in views if all(attrs.matches(view.attributes, n, v) for n, _, v in wanted)]
+        offset = payload.offset_items or 0
+        limit = min(payload.maximum_items or MAX_LOCATED, MAX_LOCATED)
+        page = found[offset : offset + limit]
+        call.details["located"] = len(page)
+        return payloads.LocateResponsePayload(located_items=len(found), unique_identifiers=page)
+
+    async def get_attributes(
+        self, call: KmipCall, payload: payloads.GetAttributesRequestPayload
+    ) -> payloads.GetAttributesResponsePayload:
+        """The attributes named (every one, when none is), of an object the caller may see."""
+        view = await self.view(call, call.uid(payload.unique_identifier))
+        names = payload.attribute_names or None
+        return payloads.GetAttributesResponsePayload(
+            unique_identifier=view.uid, attributes=attrs.built(view.attributes, names)
+        )
+
+    async def get_attribute_list(
+        self, call: KmipCall, payload: payloads.GetAttributeListRequestPayload
+    ) -> payloads.GetAttributeListResponsePayload:
+        """The names of the object's attributes."""
+        view = await self.view(call, call.uid(payload.unique_identifier))
+        return payloads.GetAttributeListResponsePayload(
+            unique_identifier=view.uid, attribute_names=list(view.attributes)
+        )
+
+    async def modify_attribute(
+        self, call: KmipCall, payload: payloads.ModifyAttributeRequestPayload
+    ) -> payloads.ModifyAttributeResponsePayload:
+        """Change one attribute's value (1.x: by name and index; 2.0: the current value, or the only one)."""
+        view = await self._managed(call, call.uid(payload.unique_identifier))
+        kept = _copy(view.kept)
+        if payload.attribute is not None:
+            name, index, value = attrs.parsed(payload.attribute)
+        else:
+            name, value = _tagged(payload.new_attribute)
+            index = _index_of(kept, name, payload.current_attribute)
+        attrs.modify(kept, name, index, value)
+        await view.save(call, kept)
+        return payloads.ModifyAttributeResponsePayload(
+            unique_identifier=view.uid, attribute=payload.attribute if payload.attribute is not None else None
+        )
+
+    async def set_attribute(
+        self, call: KmipCall, payload: payloads.SetAttributeRequestPayload
+    ) -> payloads.SetAttributeResponsePayload:
+        """KMIP 2.0's SetAttribute: a single-valued attribute set (or replaced), a multi-valued one added to."""
+        view = await self._managed(call, call.uid(payload.unique_identifier))
+        kept = _copy(view.kept)
+        name, value = _tagged(payload.new_attribute)
+        if name in attrs.MULTI:
+            attrs.add(kept, name, value)
+        else:
+            try:
+                attrs.modify(kept, name, None, value)
+            except KmipRefusal:
+                attrs.add(kept, name, value)
+        await view.save(call, kept)
+        return payloads.SetAttributeResponsePayload(unique_identifier=view.uid)
+
+    async def delete_attribute(
+        self, call: KmipCall, payload: payloads.DeleteAttributeRequestPayload
+    ) -> payloads.DeleteAttributeResponsePayload:
+        """Remove an attribute's value (1.x: by name and index; 2.0: the current value or every value)."""
+        view = await self._managed(call, call.uid(payload.unique_identifier))
+        kept = _copy(view.kept)
+        if payload.attribute_name is not None:
+            attrs.delete(kept, payload.attribute_name, payload.attribute_index)
+        elif payload.current_attribute is not None:
+            name, value = _tagged(payload.current_attribute)
+            attrs.delete(kept, name, None, value)
+        else:
+            referenced = getattr(payload.attribute_reference, "attribute_name", None)
+            if not referenced:
+                raise invalid("DeleteAttribute names no attribute")
+            attrs.delete(kept, str(referenced), None)
+        await view.save(call, kept)
+        return payloads.DeleteAttributeResponsePayload(unique_identifier=view.uid)
+
+    async def _managed(self, call: KmipCall, uid: str) -> View:
+        view = await self.view(call, uid)
+        require_owner(call.principal, view.owner)
+        return view
+
+    async def _visible_views(self, call: KmipCall) -> list[View]:
+        keys = await asyncio.to_thread(self._keys.list, call.principal)
+        objects = [o for o in await self._objects.listed() if self._objects.visible(o, call.principal)]
+        views = [self._of_key(key) for key in keys] + [self._object_view(o) for o in objects]
+        return sorted(views, key=lambda view: view.created_at, reverse=True)
+
+    async def _key_view(self, call: KmipCall, uid: str) -> View:
+        key = await self._kmip_keys.key(call, uid)
+        return self._of_key(key)
+
+    def _of_key(self, key: Key) -> View:
+        length = 256
+        server: dict[str, list[Any]] = {
+            A.UNIQUE_IDENTIFIER.value: [key.id],
+            A.OBJECT_TYPE.value: [enums.ObjectType.SYMMETRIC_KEY.value],
+            A.STATE.value: [_STATES[key.kmip_state].value],
+            A.CRYPTOGRAPHIC_ALGORITHM.value: [enums.CryptographicAlgorithm.AES.value],
+            A.CRYPTOGRAPHIC_LENGTH.value: [length],
+        }
+        if A.INITIAL_DATE.value not in key.kmip_attributes.get("dates", {}):
+            server[A.INITIAL_DATE.value] = [int(key.created_at.timestamp())]
+
+        async def save(call: KmipCall, kept: dict[str, Any]) -> None:
+            change = KmipChange(attributes=kept)
+            await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+
+        return View(key.id, key.created_at, key.kmip_attributes.get("owner"), key.kmip_attributes, server, save)
+
+    def _object_view(self, found: KmipObject) -> View:
+        server: dict[str, list[Any]] = {
+            A.UNIQUE_IDENTIFIER.value: [found.id],
+            A.OBJECT_TYPE.value: [enums.ObjectType[found.object_type].value],
+            A.STATE.value: [_STATES[found.state].value],
+        }
+
+        async def save(call: KmipCall, kept: dict[str, Any]) -> None:
+            await self._objects.set_attributes(call, found, kept)
+
+        return View(found.id, found.created_at, found.owner_id, found.attributes, server, save)
+
+
+def _copy(kept: Mapping[str, Any]) -> dict[str, Any]:
+    """A deep enough copy of a client's attributes to change (lists and dicts one level down)."""
+    return {
+        name: (list(v) if isinstance(v, list) else dict(v) if isinstance(v, dict) else v) for name, v in kept.items()
+    }
+
+
+def _tagged(holder: Any) -> tuple[str, Any]:
+    """KMIP 2.0's New/Current Attribute: the attribute's name (from its tag) and its JSON value."""
+    if holder is None or getattr(holder, "attribute", None) is None:
+        raise KmipRefusal(Reason.MISSING_DATA, "the request names no attribute")
+    value = holder.attribute
+    name = enums.convert_attribute_tag_to_name(value.tag)
+    return name, attrs._json_value(name, value)
+
+
+def _index_of(kept: Mapping[str, Any], name: str, current: Any) -> int | None:
+    """The index of ``current``'s value among a multi-valued attribute's (None: single-valued or not given)."""
+    if current is None or name not in attrs.MULTI:
+        return None
+    _, value = _tagged(current)
+    values: list[Any] = list(kept.get(attrs.MULTI[name], []))
+    if value not in values:
+        raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no such {name}", 404)
+    return values.index(value)

@@ -1,0 +1,188 @@
+"""Create, Activate, Revoke, Destroy and Get of symmetric keys: KMIP's lifecycle on the keys of the services.
+
+A KMIP key is one of ours: Create makes an ``AES_256_GCM`` key (one AES-256 object in the HSM,
+non-extractable) named ``kmip-<random>``, owned by its creator (its policy names the creator for
+encrypt and decrypt) and Pre-Active (disabled until Activate). Its unique identifier is the key's
+id. States map as ``domain/models.py`` ``KmipState`` says: Activate enables a pre-active key,
+Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``), Destroy
+destroys it at once (refused while it is Active, as the specification says). Who may manage a
+key is :func:`~keymanager.services.authorization.require_owner`'s say; who may use or read it, its
+policy's (``services/keys.py`` ``visible``). Get answers ``Permission Denied`` for a key whose
+material never leaves the HSM, saying so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from kmip.core import attributes as kmip_attributes
+from kmip.core import enums
+from kmip.core.messages import payloads
+
+from keymanager.domain.credentials import new_id
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
+from keymanager.domain.policy import Operation, Policy
+from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.services.authorization import require_owner
+from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
+from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
+from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.snapshot import MetadataCache
+
+AES_LENGTHS = {256: Algorithm.AES_256_GCM}
+"""The AES key lengths this server creates, and the key type each one is (the key table's AES rows)."""
+KMIP_NAME_PREFIX = "kmip-"
+"""Keys created through KMIP are named ``kmip-<random>``; their KMIP names are attributes."""
+_OWNER_USES = (Operation.ENCRYPT, Operation.DECRYPT)
+
+
+class KmipKeys:
+    """The lifecycle operations of the KMIP door (see the module docstring)."""
+
+    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache) -> None:
+        self._keys = keys
+        self._lifecycle = lifecycle
+        self._cache = cache
+
+    async def key(self, call: KmipCall, uid: str) -> Key:
+        """The key ``uid`` if the caller may see it (named by its policy, or an admin); ItemNotFound
+        otherwise (a key it may not see is not told apart from one that does not exist)."""
+        try:
+            key = visible(await self._cache.snapshot(fresh=True).key(uid), call.principal)
+        except (KeyNotFound, Forbidden):  # the same answer
+            raise KeyNotFound(NO_OBJECT) from None
+        call.key_id = key.id
+        return key
+
+    async def create(self, call: KmipCall, payload: payloads.CreateRequestPayload) -> payloads.CreateResponsePayload:
+        """A new AES key, pre-active, owned by the caller."""
+        if payload.object_type != enums.ObjectType.SYMMETRIC_KEY:
+            raise invalid("Create makes symmetric keys; CreateKeyPair makes key pairs, Register the other objects")
+        template = payload.template_attribute
+        if template is not None and template.names:
+            raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
+        kept, server = attrs.client_attributes(template.attributes if template is not None else [])
+        algorithm = _aes_type(server)
+        if server.get(enums.AttributeType.EXTRACTABLE.value):
+            raise denied("exportable keys are created by an admin (KMIP clients get non-extractable keys)")
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})
+        kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in _OWNER_USES})
+        created = await _in_thread(
+            self._keys.create,
+            KMIP_NAME_PREFIX + new_id(),
+            algorithm=algorithm,
+            description="created through KMIP",
+            policy=policy,
+            record=call.success(),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
+        )
+        call.key_id, call.key_version = created.id, created.primary_version
+        call.batch.id_placeholder = created.id
+        return payloads.CreateResponsePayload(object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=created.id)
+
+    async def activate(self, call: KmipCall, payload: Any) -> payloads.ActivateResponsePayload:
+        """Pre-Active to Active; Permission Denied in any other state."""
+        key = await self.managed(call, call.uid(payload.unique_identifier))
+        if key.kmip_state is not KmipState.PRE_ACTIVE:
+            raise denied(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
+        change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
+        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def revoke(self, call: KmipCall, payload: Any) -> payloads.RevokeResponsePayload:
+        """Active or Pre-Active to Deactivated; to Compromised with the reason Key Compromise (from
+        any state but Destroyed)."""
+        key = await self.managed(call, call.uid(payload.unique_identifier))
+        compromised = revocation(call, payload)
+        if key.state is KeyState.DESTROYED:
+            raise denied("the object is destroyed")
+        if not compromised and key.kmip_state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
+            raise denied(f"the object is {_words(key.kmip_state)}: only an active object is deactivated")
+        kept = dict(key.kmip_attributes)
+        dates = dict(kept.get("dates", {}))
+        now = int(time.time())
+        dates[enums.AttributeType.DEACTIVATION_DATE.value] = dates.get(enums.AttributeType.DEACTIVATION_DATE.value, now)
+        if compromised:
+            occurred = getattr(payload.compromise_occurrence_date, "value", None)
+            dates[enums.AttributeType.COMPROMISE_DATE.value] = now
+            dates[enums.AttributeType.COMPROMISE_OCCURRENCE_DATE.value] = int(occurred) if occurred else now
+        kept["dates"] = dates
+        state = KeyState.DISABLED if key.state is KeyState.ENABLED else None
+        lifecycle = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
+        change = KmipChange(state=state, lifecycle=lifecycle, attributes=kept)
+        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def destroy(self, call: KmipCall, payload: Any) -> payloads.DestroyResponsePayload:
+        """Destroy the key's HSM objects now; Permission Denied while it is Active."""
+        key = await self.managed(call, call.uid(payload.unique_identifier))
+        if key.kmip_state is KmipState.ACTIVE:
+            raise denied("the object is active: revoke it before destroying it")
+        if key.state is KeyState.DESTROYED:
+            raise denied("the object is destroyed already")
+        await _in_thread(self._lifecycle.destroy_now, key, record=call.success(key.id))
+        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
+
+    async def managed(self, call: KmipCall, uid: str) -> Key:
+        """The key ``uid`` if the caller may manage it (:func:`require_owner`): Permission Denied otherwise."""
+        key = await self.key(call, uid)
+        require_owner(call.principal, key.kmip_attributes.get("owner"))
+        return key
+
+    async def get(self, call: KmipCall, payload: payloads.GetRequestPayload) -> payloads.GetResponsePayload:
+        """The key's material, for an exportable key and a principal its policy names for
+        ``get_key_material``; Permission Denied, saying why, for every other key."""
+        key = await self.key(call, call.uid(payload.unique_identifier))
+        raise self.refuse_material(key)
+
+    def refuse_material(self, key: Key) -> KmipRefusal:
+        """Why Get does not hand out ``key``'s material."""
+        if not key.exportable:
+            return denied(
+                "the key was not created exportable: its material never leaves the HSM "
+                "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
+            )
+        return denied("the principal is not named for get_key_material in the key's policy")
+
+
+def revocation(call: KmipCall, payload: Any) -> bool:
+    """Whether a Revoke says the object is compromised (its reason is Key or CA Compromise); the
+    reason goes into the audit record."""
+    reason = payload.revocation_reason
+    code = getattr(getattr(reason, "revocation_code", None), "value", None)
+    call.details["reason"] = getattr(code, "name", None)
+    return code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
+
+
+def _aes_type(server: dict[str, Any]) -> Algorithm:
+    """The key type of the algorithm and length a Create names; refused by name for any other."""
+    algorithm = server.get(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value)
+    length = server.get(enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value)
+    if algorithm is None or length is None:
+        raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
+    if algorithm != enums.CryptographicAlgorithm.AES.value:
+        name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
+        raise invalid(f"Create makes AES keys only, not {name}")
+    found = AES_LENGTHS.get(length)
+    if found is None:
+        offered = ", ".join(f"AES-{bits}" for bits in AES_LENGTHS)
+        raise invalid(f"AES-{length} keys are not offered by this server's key table ({offered} are)")
+    return found
+
+
+_ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
+
+
+def _words(state: KmipState) -> str:
+    return state.value.replace("_", "-")
+
+
+async def _in_thread(fn: Any, *args: Any, **kwargs: Any) -> Any:
+    """``fn`` off the event loop (the store and the HSM answer in their own time)."""
+    return await asyncio.to_thread(fn, *args, **kwargs)

@@ -1,0 +1,250 @@
+"""KMIP request and response messages: PyKMIP's codec (``kmip.core``) behind the bounds of :mod:`.ttlv`.
+
+:func:`decode` takes a request message that passed :func:`.ttlv.check` and decodes its header, then
+each batch item on its own, with PyKMIP's classes in the protocol version the header names: an
+item whose operation this server does not serve is not decoded at all (it is answered
+``Operation Not Supported``), an item PyKMIP cannot read is answered ``Invalid Message`` on its own.
+Whatever PyKMIP raises is caught here and becomes a :class:`KmipRefusal`; nothing escapes.
+:func:`encode` writes the response in the version of the request, one result per item
+(status, reason, message as the specification defines), and :func:`error_response` the answer to
+a message that cannot be read at all.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kmip.core import enums, utils
+from kmip.core.messages import contents, messages
+
+from keymanager import errors
+from keymanager.services.kmip import ttlv
+
+log = logging.getLogger(__name__)
+
+Operation = enums.Operation
+Reason = enums.ResultReason
+
+VERSIONS: tuple[tuple[int, int], ...] = ((2, 0), (1, 4), (1, 3), (1, 2), (1, 1), (1, 0))
+"""The protocol versions served, the most preferred first (DiscoverVersions answers them in this order)."""
+_KMIP_VERSIONS = {
+    (1, 0): enums.KMIPVersion.KMIP_1_0,
+    (1, 1): enums.KMIPVersion.KMIP_1_1,
+    (1, 2): enums.KMIPVersion.KMIP_1_2,
+    (1, 3): enums.KMIPVersion.KMIP_1_3,
+    (1, 4): enums.KMIPVersion.KMIP_1_4,
+    (2, 0): enums.KMIPVersion.KMIP_2_0,
+}
+_REQUEST_HEADER = 0x420077
+_BATCH_ITEM = 0x42000F
+_OPERATION = 0x42005C
+_BATCH_ITEM_ID = 0x420093
+MAX_MESSAGE_CHARS = 200
+"""Longest result message: whatever a refusal says, it is cut here (no client data is put in one)."""
+
+
+NO_OBJECT = "no object with this unique identifier (or not one the principal may see)"
+
+
+class KmipRefusal(Exception):
+    """A batch item (or a whole message) refused with ``reason`` and ``message``."""
+
+    def __init__(self, reason: enums.ResultReason, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message[:MAX_MESSAGE_CHARS]
+        self.status = status
+        """The HTTP-like status of its audit record (403 refused, 404 not found, 400 bad, 5xx ours)."""
+
+
+def not_supported(what: str) -> KmipRefusal:
+    return KmipRefusal(Reason.OPERATION_NOT_SUPPORTED, what, 501)
+
+
+def invalid(what: str) -> KmipRefusal:
+    return KmipRefusal(Reason.INVALID_FIELD, what, 400)
+
+
+def denied(what: str) -> KmipRefusal:
+    return KmipRefusal(Reason.PERMISSION_DENIED, what, 403)
+
+
+_REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = (
+    (errors.DecryptionFailed, Reason.CRYPTOGRAPHIC_FAILURE),
+    (errors.Unauthenticated, Reason.AUTHENTICATION_NOT_SUCCESSFUL),
+    (errors.Forbidden, Reason.PERMISSION_DENIED),
+    (errors.NotFound, Reason.ITEM_NOT_FOUND),
+    (errors.KeyDisabled, Reason.PERMISSION_DENIED),
+    (errors.KeyPendingDeletion, Reason.PERMISSION_DENIED),
+    (errors.KeyDestroyed, Reason.PERMISSION_DENIED),
+    (errors.KeyPendingImport, Reason.PERMISSION_DENIED),
+    (errors.VersionBelowMinimum, Reason.PERMISSION_DENIED),
+    (errors.Conflict, Reason.ILLEGAL_OPERATION),
+    (errors.PreconditionFailed, Reason.ILLEGAL_OPERATION),
+    (errors.PayloadTooLarge, Reason.INVALID_FIELD),
+    (errors.InvalidRequest, Reason.INVALID_FIELD),
+)
+
+
+def refusal_of(exc: errors.KeyManagerError) -> KmipRefusal:
+    """The KMIP result of a service's error: its reason, its message (the service's own words)."""
+    for kind, reason in _REASONS:
+        if isinstance(exc, kind):
+            return KmipRefusal(reason, exc.message, exc.status)
+    return KmipRefusal(Reason.GENERAL_FAILURE, exc.message, exc.status)
+
+
+@dataclass
+class Item:
+    """One batch item of a request: its operation (None: a number this codec does not know), its id,
+    its decoded payload, or why it could not be decoded."""
+
+    operation: enums.Operation | None
+    batch_id: bytes | None
+    payload: Any = None
+    refusal: KmipRefusal | None = None
+
+
+@dataclass
+class Request:
+    """A decoded request message: the protocol version it speaks and its batch items."""
+
+    version: tuple[int, int]
+    header: messages.RequestHeader
+    items: list[Item]
+
+    @property
+    def kmip_version(self) -> enums.KMIPVersion:
+        return _KMIP_VERSIONS[self.version]
+
+    @property
+    def stop_on_error(self) -> bool:
+        """Whether the items after a failed one are left undone (the default; ``Continue`` says otherwise)."""
+        option = self.header.batch_error_cont_option
+        return option is None or option.value != enums.BatchErrorContinuationOption.CONTINUE
+
+    @property
+    def max_response_size(self) -> int | None:
+        size = self.header.maximum_response_size
+        return None if size is None else int(size.value)
+
+
+def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request:
+    """The request in ``message`` (checked by :func:`.ttlv.check`): KmipRefusal (Invalid Message, or
+    the protocol version's refusal) when its header cannot be read; an item that cannot be read
+    carries its own refusal, an operation outside ``served`` is never decoded."""
+    children = ttlv.children(message, 0)
+    if not children or children[0][0] != _REQUEST_HEADER:
+        raise KmipRefusal(Reason.INVALID_MESSAGE, "the request message does not begin with a request header")
+    header = _header(message[children[0][1] : children[0][2]])
+    version = (int(header.protocol_version.major), int(header.protocol_version.minor))
+    if version not in _KMIP_VERSIONS:
+        raise KmipRefusal(
+            Reason.INVALID_MESSAGE, f"KMIP {version[0]}.{version[1]} is not served (see DiscoverVersions)"
+        )
+    batch = children[1:]
+    if len(batch) > max_items:
+        raise KmipRefusal(Reason.INVALID_MESSAGE, f"a request holds at most {max_items} batch items")
+    if any(tag != _BATCH_ITEM for tag, _, _ in batch) or int(header.batch_count.value) != len(batch):
+        raise KmipRefusal(Reason.INVALID_MESSAGE, "the batch count disagrees with the batch items")
+    items = [_item(message[start:end], _KMIP_VERSIONS[version], served) for _, start, end in batch]
+    return Request(version, header, items)
+
+
+def _header(raw: bytes) -> messages.RequestHeader:
+    header = messages.RequestHeader()
+    try:
+        header.read(utils.BytearrayStream(raw))
+    except Exception as exc:  # PyKMIP's errors are of many kinds; every one is the client's message
+        log.info("unreadable KMIP request header: %s", type(exc).__name__)
+        raise KmipRefusal(Reason.INVALID_MESSAGE, "the request header cannot be read") from None
+    if header.protocol_version is None or header.batch_count is None:
+        raise KmipRefusal(Reason.INVALID_MESSAGE, "the request header lacks its protocol version or batch count")
+    return header
+
+
+def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operation]) -> Item:
+    """One batch item: decoded when its operation is served, else refused without decoding it."""
+    fields = {tag: raw[start:end] for tag, start, end in ttlv.children(raw, 0)}
+    batch_id = fields.get(_BATCH_ITEM_ID)
+    code = ttlv.integer_value(fields.get(_OPERATION))
+    try:
+        operation = enums.Operation(code) if code is not None else None
+    except ValueError:
+        operation = None
+    if operation is None or operation not in served:
+        return Item(operation, batch_id, refusal=not_supported("this operation is not offered by this server"))
+    decoded = messages.RequestBatchItem()
+    try:
+        decoded.read(utils.BytearrayStream(raw), kmip_version=version)
+    except Exception as exc:
+        log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
+        return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
+    return Item(operation, batch_id, payload=decoded.request_payload)
+
+
+@dataclass
+class Result:
+    """The answer to one batch item: a payload, or a refusal."""
+
+    item: Item
+    payload: Any = None
+    refusal: KmipRefusal | None = None
+
+
+def encode(version: tuple[int, int], results: Sequence[Result], max_size: int | None) -> bytes:
+    """The response message answering ``results`` in protocol ``version``; a response larger than
+    ``max_size`` (the request's Maximum Response Size) is answered Response Too Large instead."""
+    body = _response(version, [_batch_item(result) for result in results])
+    if max_size is not None and len(body) > max_size:
+        refused = [
+            Result(r.item, refusal=KmipRefusal(Reason.RESPONSE_TOO_LARGE, "the response is too large")) for r in results
+        ]
+        body = _response(version, [_batch_item(result) for result in refused])
+    return body
+
+
+def error_response(version: tuple[int, int], refusal: KmipRefusal) -> bytes:
+    """A response of one failed item without operation: the answer to a message that cannot be served."""
+    return _response(version, [_batch_item(Result(Item(None, None), refusal=refusal))])
+
+
+def answer_version(requested: tuple[int, int] | None) -> tuple[int, int]:
+    """The version to answer a request in: its own when served, else the highest served below it, else 1.0."""
+    if requested in _KMIP_VERSIONS:
+        assert requested is not None
+        return requested
+    below = [v for v in VERSIONS if requested is not None and v < requested]
+    return below[0] if below else (1, 0)
+
+
+def _batch_item(result: Result) -> messages.ResponseBatchItem:
+    refusal = result.refusal
+    item = result.item
+    return messages.ResponseBatchItem(
+        operation=None if item.operation is None else contents.Operation(item.operation),
+        unique_batch_item_id=None if item.batch_id is None else contents.UniqueBatchItemID(item.batch_id),
+        result_status=contents.ResultStatus(
+            enums.ResultStatus.SUCCESS if refusal is None else enums.ResultStatus.OPERATION_FAILED
+        ),
+        result_reason=None if refusal is None else contents.ResultReason(refusal.reason),
+        result_message=None if refusal is None else contents.ResultMessage(refusal.message),
+        response_payload=None if refusal is not None else result.payload,
+    )
+
+
+def _response(version: tuple[int, int], items: list[messages.ResponseBatchItem]) -> bytes:
+    header = messages.ResponseHeader(
+        protocol_version=contents.ProtocolVersion(*version),
+        time_stamp=contents.TimeStamp(int(time.time())),
+        batch_count=contents.BatchCount(len(items)),
+    )
+    stream = utils.BytearrayStream()
+    messages.ResponseMessage(response_header=header, batch_items=items).write(
+        stream, kmip_version=_KMIP_VERSIONS[version]
+    )
+    return bytes(stream.buffer)

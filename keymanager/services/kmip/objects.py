@@ -1,0 +1,248 @@
+"""Register, Get, Activate, Revoke and Destroy of the objects that are not keys: secret data, opaque
+objects, X.509 certificates (libmongocrypt without ``delegated`` Registers a 96-byte secret and Gets it).
+
+Their values are stored sealed under an HSM key of their own (AES-256-GCM, or AES-256-CBC with
+HMAC-SHA256 on a token without GCM: ``hsm/capabilities.py`` ``sealing_algorithm``; HSM objects
+``km/kmip-objects/…``), bound to the object's id, never in clear (``db/kmip.py``). The registering
+principal owns the object: it may Get its value and manage it; others get its value only when
+its policy names them for ``get_key_material`` (none is named at registration), and an admin
+manages every object but sees no value it is not named for. Get is audited like every operation.
+Register is open to the principals that may create (``kmip.Register``: ``Right.CREATE_OWNED``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from datetime import UTC, datetime
+from typing import Any
+
+from kmip.core import attributes as kmip_attributes
+from kmip.core import enums
+from kmip.core.messages import payloads
+from kmip.pie import factory as pie_factory
+from kmip.pie import objects as pie_objects
+
+from keymanager.db.kmip import KmipStore
+from keymanager.domain.credentials import new_id
+from keymanager.domain.kmip import KmipObject
+from keymanager.domain.models import Algorithm, HsmObjects, KmipState, Principal
+from keymanager.domain.policy import Operation, Policy
+from keymanager.errors import DecryptionFailed, KeyManagerError, KeyNotFound
+from keymanager.hsm import Hsm
+from keymanager.hsm.capabilities import sealing_algorithm
+from keymanager.services.authorization import may_see, require_owner
+from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.keys import revocation
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
+
+SEALING_NAMES = {Algorithm.AES_256_GCM: "kmip-objects", Algorithm.AES_256_CBC_HMAC_SHA256: "kmip-objects-cbc"}
+"""The sealing key of each scheme: ``version_labels(SEALING_NAMES[scheme], 1, scheme)`` (never swept as an orphan)."""
+MAX_VALUE_BYTES = 64 * 1024
+"""Largest value a registered object may have."""
+TYPES = {
+    enums.ObjectType.SECRET_DATA: pie_objects.SecretData,
+    enums.ObjectType.OPAQUE_DATA: pie_objects.OpaqueObject,
+    enums.ObjectType.CERTIFICATE: pie_objects.X509Certificate,
+}
+"""The object types stored here, and PyKMIP's class of each."""
+_FACTORY = pie_factory.ObjectFactory()
+
+
+class KmipObjects:
+    """The registered objects of the KMIP door (see the module docstring)."""
+
+    def __init__(self, store: KmipStore, hsm: Hsm) -> None:
+        self._store = store
+        self._hsm = hsm
+        self._lock = threading.Lock()
+        self._seal_label: str | None = None
+
+    async def find(self, uid: str) -> KmipObject | None:
+        """The object ``uid`` (any state), None when it is not one of these (perhaps a key)."""
+        return await asyncio.to_thread(self._store.get, uid)
+
+    async def listed(self) -> list[KmipObject]:
+        """Every registered object, newest first."""
+        return await asyncio.to_thread(self._store.all)
+
+    async def register(
+        self, call: KmipCall, payload: payloads.RegisterRequestPayload
+    ) -> payloads.RegisterResponsePayload:
+        """Store the object sealed, owned by the caller; Pre-Active (Activate makes it Active)."""
+        kind = payload.object_type
+        if kind not in TYPES:
+            raise invalid(f"Register stores secret data, opaque objects and certificates here, not {kind.name}")
+        if payload.managed_object is None:
+            raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
+        template = payload.template_attribute
+        kept, server = attrs.client_attributes(template.attributes if template is not None else [])
+        for name in server:
+            if name not in (
+                enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value,
+                enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value,
+            ):
+                raise denied(f"the {name} attribute is kept by the server")
+        value, value_type = _value(payload.managed_object)
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        kept["value_type"] = value_type
+        kept["value_bytes"] = len(value)
+        object_id = new_id()
+        label = await asyncio.to_thread(self._sealing_label)
+        scheme, objects = _sealing(label)
+        sealed = await self._hsm.aencrypt(objects, scheme, _bound(object_id), value, b"")
+        now = datetime.now(UTC)
+        found = KmipObject(
+            id=object_id,
+            object_type=kind.name,
+            state=KmipState.PRE_ACTIVE,
+            owner_id=call.principal.id,
+            policy=Policy(grants={Operation.GET_KEY_MATERIAL: frozenset({call.principal.id})}),
+            attributes=kept,
+            sealed=sealed,
+            seal_label=label,
+            created_at=now,
+            updated_at=now,
+        )
+        call.key_id = object_id
+        call.details["object_type"] = kind.name
+        await asyncio.to_thread(self._store.add, found, record=call.success(object_id))
+        call.batch.id_placeholder = object_id
+        return payloads.RegisterResponsePayload(unique_identifier=object_id)
+
+    async def get(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.GetResponsePayload:
+        """The object's value, to its owner or a principal its policy names for ``get_key_material``."""
+        _visible(found, call.principal)
+        call.key_id = found.id
+        if found.sealed is None or found.seal_label is None:
+            raise denied("the object is destroyed: its value is gone")
+        if not found.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
+            raise denied("the principal is not named for get_key_material on this object")
+        scheme, objects = _sealing(found.seal_label)
+        try:
+            value = await self._hsm.adecrypt(objects, scheme, _bound(found.id), found.sealed, b"")
+        except DecryptionFailed:
+            raise KmipRefusal(
+                Reason.GENERAL_FAILURE, "the stored object does not open (see the server's log)", 500
+            ) from None
+        kind = enums.ObjectType[found.object_type]
+        pie = _pie(kind, value, found.attributes.get("value_type"))
+        return payloads.GetResponsePayload(object_type=kind, unique_identifier=found.id, secret=_FACTORY.convert(pie))
+
+    async def activate(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.ActivateResponsePayload:
+        """Pre-Active to Active."""
+        self._managed(call, found)
+        if found.state is not KmipState.PRE_ACTIVE:
+            raise denied(f"the object is {found.state.value.replace('_', '-')}, not pre-active: it cannot be activated")
+        await self._change(call, found, state=KmipState.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
+        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+
+    async def revoke(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.RevokeResponsePayload:
+        """Active or Pre-Active to Deactivated (or, revoked as compromised, to Compromised)."""
+        self._managed(call, found)
+        compromised = revocation(call, payload)
+        if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
+            raise denied("the object is destroyed")
+        if not compromised and found.state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
+            raise denied(f"the object is {found.state.value}: only an active object is deactivated")
+        state = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
+        await self._change(call, found, state=state, dated=enums.AttributeType.DEACTIVATION_DATE.value)
+        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+
+    async def destroy(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.DestroyResponsePayload:
+        """Drop the sealed value; Permission Denied while the object is Active."""
+        self._managed(call, found)
+        if found.state is KmipState.ACTIVE:
+            raise denied("the object is active: revoke it before destroying it")
+        if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
+            raise denied("the object is destroyed already")
+        state = KmipState.DESTROYED_COMPROMISED if found.state is KmipState.COMPROMISED else KmipState.DESTROYED
+        await self._change(call, found, state=state, dated=enums.AttributeType.DESTROY_DATE.value, destroy=True)
+        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+
+    async def set_attributes(self, call: KmipCall, found: KmipObject, kept: dict[str, Any]) -> None:
+        """Store the attributes ``kept`` (the client's) of ``found``, which the caller manages."""
+        self._managed(call, found)
+        await asyncio.to_thread(self._store.change, found, attributes=kept, record=call.success(found.id))
+
+    def visible(self, found: KmipObject, principal: Principal) -> bool:
+        """Whether ``principal`` may see ``found`` at all (its owner, an admin, one it names)."""
+        try:
+            _visible(found, principal)
+        except KeyManagerError:
+            return False
+        return True
+
+    def _managed(self, call: KmipCall, found: KmipObject) -> None:
+        _visible(found, call.principal)
+        call.key_id = found.id
+        require_owner(call.principal, found.owner_id)
+
+    async def _change(
+        self, call: KmipCall, found: KmipObject, *, state: KmipState, dated: str, destroy: bool = False
+    ) -> None:
+        kept = dict(found.attributes)
+        kept["dates"] = {**kept.get("dates", {}), dated: int(time.time())}
+        record = call.success(found.id)
+        await asyncio.to_thread(self._store.change, found, state=state, attributes=kept, destroy=destroy, record=record)
+
+    def _sealing_label(self) -> str:
+        """The AES object of the HSM key sealing new values: the token's first such key, or a new one."""
+        with self._lock:
+            if self._seal_label is None:
+                scheme = sealing_algorithm(self._hsm.capabilities())
+                name = SEALING_NAMES[scheme]
+                labels = [label for label in self._hsm.find_labels(f"km/{name}/") if label.endswith("/aes")]
+                if labels:
+                    self._seal_label = sorted(labels)[0]
+                else:
+                    made = self._hsm.generate_version(name, 1, scheme)
+                    assert made.enc_label is not None
+                    self._seal_label = made.enc_label
+            return self._seal_label
+
+
+def _visible(found: KmipObject, principal: Principal) -> None:
+    if may_see(principal, found.owner_id, found.policy.names(principal.id)):
+        return
+    raise KeyNotFound(NO_OBJECT)
+
+
+def _value(managed: Any) -> tuple[bytes, int]:
+    """The value and the value's type (secret data type, opaque type, certificate type) of a PyKMIP object."""
+    try:
+        pie = _FACTORY.convert(managed)
+    except (TypeError, ValueError, AttributeError):
+        raise invalid("the object to register cannot be read") from None
+    value = bytes(pie.value)
+    if not value or len(value) > MAX_VALUE_BYTES:
+        raise invalid(f"a registered object's value is 1 to {MAX_VALUE_BYTES} bytes")
+    kind = (
+        getattr(pie, "data_type", None) or getattr(pie, "opaque_type", None) or getattr(pie, "certificate_type", None)
+    )
+    return value, int(kind.value) if kind is not None else 0
+
+
+def _pie(kind: enums.ObjectType, value: bytes, value_type: int | None) -> Any:
+    if kind is enums.ObjectType.SECRET_DATA:
+        return pie_objects.SecretData(value, enums.SecretDataType(value_type or 1))
+    if kind is enums.ObjectType.OPAQUE_DATA:
+        return pie_objects.OpaqueObject(value, enums.OpaqueDataType(value_type or 0x80000000))
+    return pie_objects.X509Certificate(value)
+
+
+def _bound(object_id: str) -> bytes:
+    """What a sealed value is bound to (authenticated, not encrypted): its object's id."""
+    return f"km:kmip-object:{object_id}:".encode("ascii")
+
+
+def _sealing(label: str) -> tuple[Algorithm, HsmObjects]:
+    """The scheme and HSM objects of the sealing key whose AES object is ``label``."""
+    if label.startswith(f"km/{SEALING_NAMES[Algorithm.AES_256_CBC_HMAC_SHA256]}/"):
+        return Algorithm.AES_256_CBC_HMAC_SHA256, HsmObjects(
+            enc_label=label, mac_label=label.removesuffix("/aes") + "/hmac"
+        )
+    return Algorithm.AES_256_GCM, HsmObjects(enc_label=label, mac_label=None)

@@ -1,0 +1,142 @@
+"""The bounds a KMIP request passes before any decoder sees it (TTLV: tag, type, length, value).
+
+Every TTLV item starts with 8 bytes: a 3-byte tag, a 1-byte type and a 4-byte big-endian length;
+its value follows, padded to a multiple of 8. :func:`message_length` reads the first 8 bytes of a
+request (the listener's only read before the whole message): a request message structure whose
+length is at most the limit, or :class:`Malformed` — nothing is allocated for an unverified length.
+:func:`check` then walks the whole message once, without recursion, before PyKMIP's decoder sees
+it: every length agrees with the data and its parent, fixed-size types have their size, padding is
+in the message, structures nest no deeper than the limit, every type is one of the
+specification's and every tag in its ranges (``0x42xxxx`` standard, ``0x54xxxx`` extensions).
+"""
+
+from __future__ import annotations
+
+import enum
+
+HEADER_BYTES = 8
+REQUEST_MESSAGE = 0x420078
+"""The tag of a request message (the outermost structure of every request)."""
+
+
+class ItemType(enum.IntEnum):
+    STRUCTURE = 0x01
+    INTEGER = 0x02
+    LONG_INTEGER = 0x03
+    BIG_INTEGER = 0x04
+    ENUMERATION = 0x05
+    BOOLEAN = 0x06
+    TEXT_STRING = 0x07
+    BYTE_STRING = 0x08
+    DATE_TIME = 0x09
+    INTERVAL = 0x0A
+    DATE_TIME_EXTENDED = 0x0B
+
+
+_FIXED = {
+    ItemType.INTEGER: 4,
+    ItemType.LONG_INTEGER: 8,
+    ItemType.ENUMERATION: 4,
+    ItemType.BOOLEAN: 8,
+    ItemType.DATE_TIME: 8,
+    ItemType.INTERVAL: 4,
+    ItemType.DATE_TIME_EXTENDED: 8,
+}
+_TYPES = frozenset(int(t) for t in ItemType)
+_TAG_RANGES = (0x42, 0x54)
+"""The first byte of a tag: the specification's (``0x42``) or an extension's (``0x54``)."""
+
+
+class Malformed(Exception):
+    """A request that is not well-formed TTLV within the bounds; ``str()`` says why (no data of it)."""
+
+
+def message_length(header: bytes, limit: int) -> int:
+    """The length of the request message whose first 8 bytes are ``header``: Malformed unless it
+    is a request message structure of at most ``limit`` bytes (a multiple of 8)."""
+    if len(header) != HEADER_BYTES:
+        raise Malformed("the message ends inside its header")
+    tag, kind, length = _item_header(header, 0)
+    if tag != REQUEST_MESSAGE or kind != ItemType.STRUCTURE:
+        raise Malformed("the message is not a KMIP request message")
+    if length > limit:
+        raise Malformed(f"the message is longer than the limit of {limit} bytes")
+    if length % 8:
+        raise Malformed("a structure's length is not a multiple of 8")
+    return length
+
+
+def check(message: bytes, max_depth: int) -> None:
+    """Malformed unless ``message`` is one well-formed TTLV request message within ``max_depth``
+    levels of structures (see the module docstring)."""
+    if len(message) < HEADER_BYTES:
+        raise Malformed("the message ends inside its header")
+    _, _, length = _item_header(message, 0)
+    if HEADER_BYTES + length != len(message):
+        raise Malformed("the message's length disagrees with its data")
+    ends = [len(message)]
+    """The end of each open structure, innermost last."""
+    offset = 0
+    while offset < len(message):
+        while offset == ends[-1]:
+            ends.pop()
+        if offset + HEADER_BYTES > ends[-1]:
+            raise Malformed("an item's header runs past its structure")
+        tag, kind, length = _item_header(message, offset)
+        _check_item(tag, kind, length)
+        start = offset + HEADER_BYTES
+        if kind == ItemType.STRUCTURE:
+            if start + length > ends[-1]:
+                raise Malformed("a structure's length runs past its parent")
+            if len(ends) > max_depth:
+                raise Malformed(f"structures nest deeper than {max_depth} levels")
+            ends.append(start + length)
+            offset = start
+            continue
+        offset = start + _padded(length)
+        if offset > ends[-1]:
+            raise Malformed("an item's value runs past its structure")
+
+
+def _item_header(data: bytes, offset: int) -> tuple[int, int, int]:
+    tag = int.from_bytes(data[offset : offset + 3], "big")
+    return tag, data[offset + 3], int.from_bytes(data[offset + 4 : offset + 8], "big")
+
+
+def _check_item(tag: int, kind: int, length: int) -> None:
+    if tag >> 16 not in _TAG_RANGES:
+        raise Malformed(f"unknown tag 0x{tag:06x}")
+    if kind not in _TYPES:
+        raise Malformed(f"unknown item type 0x{kind:02x}")
+    item_type = ItemType(kind)
+    fixed = _FIXED.get(item_type)
+    if fixed is not None and length != fixed:
+        raise Malformed(f"an item of type {item_type.name.lower()} has length {length}, not {fixed}")
+    if item_type in (ItemType.BIG_INTEGER, ItemType.STRUCTURE) and length % 8:
+        raise Malformed(f"an item of type {item_type.name.lower()} has a length that is not a multiple of 8")
+
+
+def _padded(length: int) -> int:
+    return (length + 7) // 8 * 8
+
+
+def children(data: bytes, offset: int) -> list[tuple[int, int, int]]:
+    """The items directly inside the structure at ``offset`` of ``data`` (checked by :func:`check`):
+    each one's tag and the range of its bytes, header included."""
+    _, _, length = _item_header(data, offset)
+    found = []
+    position, end = offset + HEADER_BYTES, offset + HEADER_BYTES + length
+    while position + HEADER_BYTES <= end:
+        tag, kind, size = _item_header(data, position)
+        stop = position + HEADER_BYTES + (size if kind == ItemType.STRUCTURE else _padded(size))
+        found.append((tag, position, min(stop, end)))
+        position = stop
+    return found
+
+
+def integer_value(item: bytes | None) -> int | None:
+    """The value of an integer or enumeration item (all of its bytes, header included); None for
+    no item or an item of another type."""
+    if item is None or len(item) < HEADER_BYTES + 4 or item[3] not in (ItemType.INTEGER, ItemType.ENUMERATION):
+        return None
+    return int.from_bytes(item[HEADER_BYTES : HEADER_BYTES + 4], "big")

@@ -1,0 +1,111 @@
+"""A real ``keymanager serve`` with KMIP on a free port, principals bound to client certificates
+made with ``keymanager dev-cert``, and PyKMIP's ``ProxyKmipClient`` connected to it over mTLS.
+
+The test modules ``tests/kmip/test_server_*.py`` import these fixtures (kmip-proofs owns
+``tests/kmip/conftest.py``; these stay self-contained). One server per test session, one worker.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import ssl
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from kmip.pie.client import ProxyKmipClient
+
+from tests.e2e.conftest import Server, free_port, keymanager, running_server
+
+OWNER = "kmip-owner"
+"""An app given ``create_keys``: it creates keys and owns them."""
+STRANGER = "kmip-stranger"
+"""An app without ``create_keys``, named on no key."""
+AUDITOR = "kmip-auditor"
+
+
+@dataclass(frozen=True)
+class KmipServer:
+    """The spawned server, its KMIP port, and the client certificate of each principal."""
+
+    server: Server
+    port: int
+    certs: dict[str, tuple[Path, Path]]
+    config: Path
+    """An empty PyKMIP client configuration (none of ``/etc/pykmip`` is read)."""
+
+    def client(self, name: str, **options: Any) -> ProxyKmipClient:
+        """An open ``ProxyKmipClient`` for principal ``name`` (close it: use :meth:`connected`)."""
+        cert, key = self.certs[name]
+        client = ProxyKmipClient(
+            hostname="127.0.0.1",
+            port=self.port,
+            cert=str(cert),
+            key=str(key),
+            ca=str(self.server.ca),
+            config_file=str(self.config),
+            **options,
+        )
+        client.open()
+        return client
+
+    @contextlib.contextmanager
+    def connected(self, name: str, **options: Any) -> Iterator[ProxyKmipClient]:
+        client = self.client(name, **options)
+        try:
+            yield client
+        finally:
+            client.close()
+
+    def tls(self, name: str | None) -> ssl.SSLSocket:
+        """A raw TLS connection to the KMIP port, with principal ``name``'s certificate (None: none)."""
+        context = ssl.create_default_context(cafile=str(self.server.ca))
+        context.check_hostname = False
+        if name is not None:
+            context.load_cert_chain(*(str(p) for p in self.certs[name]))
+        raw = socket.create_connection(("127.0.0.1", self.port), timeout=10)
+        return context.wrap_socket(raw)
+
+    def admin(self) -> httpx.Client:
+        return self.server.client(self.server.admin_token)
+
+    def audit(self, action: str) -> list[dict[str, Any]]:
+        """The audit records of ``action``, as an admin reads them."""
+        with self.admin() as admin:
+            found = admin.get("/v1/audit", params={"limit": 1000}).json()
+        records = found["records"] if isinstance(found, dict) else found
+        return [r for r in records if r["action"] == action]
+
+
+def _principal(server: Server, home: Path, name: str, role: str, *, create_keys: bool) -> tuple[Path, Path]:
+    made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=server.env, cwd=home)
+    assert made.returncode == 0, made.stderr
+    subject = next(line.split(":", 1)[1].strip() for line in made.stdout.splitlines() if line.startswith("subject:"))
+    with server.client(server.admin_token) as admin:
+        body = {"name": name, "role": role, "cert_subject": subject, "create_keys": create_keys}
+        answer = admin.post("/v1/principals", json=body)
+        assert answer.status_code == 201, answer.text
+    return home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"
+
+
+@pytest.fixture(scope="session")
+def kmip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
+    """One spawned server with KMIP on, its principals (:data:`OWNER`, :data:`STRANGER`, the admin's
+    certificate ``kmip-admin``, :data:`AUDITOR`)."""
+    home = tmp_path_factory.mktemp("kmip-server")
+    port = free_port()
+    settings = {"KM_KMIP_PORT": str(port), "KM_HEADER_TIMEOUT_SECONDS": "2", "KM_MIN_PENDING_DAYS": "0"}
+    with running_server(home, workers=1, **settings) as server:
+        certs = {
+            OWNER: _principal(server, home, OWNER, "app", create_keys=True),
+            STRANGER: _principal(server, home, STRANGER, "app", create_keys=False),
+            AUDITOR: _principal(server, home, AUDITOR, "auditor", create_keys=False),
+            "kmip-admin": _principal(server, home, "kmip-admin", "admin", create_keys=False),
+        }
+        config = home / "pykmip.conf"
+        config.write_text("[client]\n")
+        yield KmipServer(server, port, certs, config)
