@@ -13,10 +13,14 @@
   length; HTTP: the head, then ``Content-Length``), as wrk replays HTTP. Every answer is checked
   (KMIP: result status Success; HTTP: 200); the service's CPU is read from ``/proc`` (psutil) over
   the measured window. Rounds alternate KMIP and REST, so the load of the machine falls on both.
+
+``python -m bench kmip --spawn`` runs the comparison alone (``kmip.json``); ``python -m bench targets``
+judges it among the targets.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import base64
 import json
@@ -31,10 +35,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from rich.console import Console
+from rich.table import Table
 
+from bench.environment import describe
 from bench.measure import Measurement, Window
+from bench.output import command_line, directory, save
 from bench.probes import ServerProbe, cpu_seconds
-from bench.service import Endpoint, Service, keymanager_command, server_env
+from bench.service import Endpoint, Service, keymanager_command, server_env, spawned
+from bench.service import provision as provision_rest
+from bench.stats import Distribution
 
 ROUNDS = 2
 """KMIP and REST runs, alternating: KMIP, REST, KMIP, REST."""
@@ -298,11 +308,11 @@ def rest_replay(endpoint: Endpoint, size: int) -> Replay:
 
 
 def interleaved(
-    kmip: Replay, rest: Replay, connections: int, window: Window, probe: ServerProbe
+    kmip: Replay, rest: Replay, connections: int, window: Window, probe: ServerProbe, rounds: int = ROUNDS
 ) -> dict[str, Callable[[], Measurement]]:
-    """The runs of the comparison, in the order to run them: KMIP, REST, KMIP, REST (``ROUNDS``)."""
+    """The runs of the comparison, in the order to run them: KMIP, REST, KMIP, REST (``rounds`` pairs)."""
     plan: dict[str, Callable[[], Measurement]] = {}
-    for n in range(1, ROUNDS + 1):
+    for n in range(1, rounds + 1):
         plan[f"{PREFIXES[0]}{n}"] = lambda: measure_replay(kmip, connections, window, probe)
         plan[f"{PREFIXES[1]}{n}"] = lambda: measure_replay(rest, connections, window, probe)
     return plan
@@ -347,3 +357,86 @@ def sides(measured: dict[str, Measurement]) -> tuple[Measurement, Measurement]:
     not measured, as against ``--url``: no operations, no CPU, so its targets have no verdict)."""
     kmip, native = ([m for name, m in measured.items() if name.startswith(prefix)] for prefix in PREFIXES)
     return combined(kmip or [NOT_MEASURED]), combined(native or [NOT_MEASURED])
+
+
+# -- python -m bench kmip -----------------------------------------------------------------------
+GOAL_SHARE, GOAL_CPU = 0.80, 1.2
+"""Issue 23's targets: KMIP ≥ 80 % of native REST's req/s, service CPU per Encrypt ≤ 1.2x native's."""
+
+
+def table(done: dict[str, Measurement]) -> Table:
+    """One row per run, in the order run, with the load average at its end."""
+    shown = Table(title="1 KB encrypt: KMIP Encrypt (TTLV, mTLS) vs native REST, one asyncio driver")
+    for column in ("run", "target", "connections", "req/s", "service CPU µs/req", "p50 ms", "errors"):
+        shown.add_column(column, justify="left" if column in ("run", "target") else "right")
+    for name, m in done.items():
+        cpu = m.server_cpu_us_per_request
+        p50 = Distribution.of(m.encrypt).p50 * 1e3 if m.encrypt else 0.0
+        cells = (f"{m.ops_per_s:,.0f}", "—" if cpu is None else f"{cpu:,.0f}", f"{p50:.1f}", str(m.error_count))
+        shown.add_row(name, m.target, str(m.concurrency), *cells)
+    return shown
+
+
+def verdict(done: dict[str, Measurement]) -> dict[str, Any]:
+    """Each side's rounds added up, and the two fractions against their goals."""
+    kmip, native = sides(done)
+    share = kmip.ops_per_s / native.ops_per_s if native.ops_per_s else None
+    ours, theirs = kmip.server_cpu_us_per_request, native.server_cpu_us_per_request
+    cpu = ours / theirs if ours and theirs else None
+    return {
+        "kmip": kmip.summary(),
+        "native": native.summary(),
+        "ops_share": share,
+        "ops_share_met": None if share is None else share >= GOAL_SHARE,
+        "cpu_ratio": cpu,
+        "cpu_ratio_met": None if cpu is None else cpu <= GOAL_CPU,
+    }
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Spawn a service, provision both sides, run the rounds; print, write ``kmip.json``; 1 on errors."""
+    window = Window(args.warmup, args.duration)
+    with spawned(args.workers) as service:
+        probe = ServerProbe(service.pids, service.worker_pids)
+        replays = (
+            kmip_replay(provision(service), args.field_size),
+            rest_replay(provision_rest(service), args.field_size),
+        )
+        done = {}
+        for name, measure_one in interleaved(*replays, args.connections, window, probe, args.rounds).items():
+            console.print(f"[dim]… {name} (load average {os.getloadavg()[0]:.1f})[/dim]")
+            done[name] = measure_one()
+    console.print(table(done))
+    found = verdict(done)
+    share, cpu = found["ops_share"], found["cpu_ratio"]
+    console.print(
+        f"KMIP {found['kmip']['ops_per_s']:,.0f} vs native {found['native']['ops_per_s']:,.0f} req/s = "
+        f"{share or 0:.0%} (goal ≥ {GOAL_SHARE:.0%}); service CPU per Encrypt "
+        f"{cpu or 0:.2f}x native's (goal ≤ {GOAL_CPU:g}x)"
+    )
+    environment = describe(service_workers=args.workers, load_generator={"driver": "asyncio replay"})
+    document = {
+        "command": command_line(),
+        "environment": environment,
+        **found,
+        "measurements": {name: m.as_json() for name, m in done.items()},
+    }
+    out = directory(args)
+    save(out / "kmip.json", document)
+    console.print(f"written: {out / 'kmip.json'}")
+    return 1 if any(m.error_count for m in done.values()) else 0
+
+
+def add_parser(commands: Any) -> None:
+    """The ``kmip`` subcommand."""
+    from bench.cli import parse_size
+
+    c = commands.add_parser("kmip", help="KMIP Encrypt vs native REST encrypt on a spawned service, one driver")
+    c.add_argument("--workers", type=int, default=2, help="server workers (default 2)")
+    c.add_argument("--connections", type=int, default=32, help="connections of each run (default 32)")
+    c.add_argument("--field-size", type=parse_size, default=1_000, help="plaintext of each request (default 1K)")
+    c.add_argument("--duration", type=float, default=5.0, help="measured seconds per run (default 5)")
+    c.add_argument("--warmup", type=float, default=1.0, help="warm-up seconds before each (default 1)")
+    c.add_argument("--rounds", type=int, default=ROUNDS, help=f"KMIP/REST pairs (default {ROUNDS})")
+    c.add_argument("--out", help="output directory (default bench-out/<timestamp>)")
+    c.set_defaults(func=run)

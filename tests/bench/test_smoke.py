@@ -105,6 +105,22 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     assert all(m["summary"]["error_count"] == 0 for m in measured.values())
 
 
+def test_kmip_compares_the_kmip_door_with_native_rest_on_one_driver(tmp_path: Path) -> None:
+    args = ["--connections", "2", "--duration", "0.3", "--warmup", "0", "--rounds", "1", "--out", str(tmp_path)]
+    done = bench("kmip", *args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "KMIP Encrypt (TTLV, mTLS) vs native REST" in done.stdout and "goal ≤ 1.2x" in done.stdout
+    report = json.loads((tmp_path / "kmip.json").read_text())
+    assert list(report["measurements"]) == ["kmip_encrypt_high_1", "kmip_native_high_1"]
+    kmip, native = (report["measurements"][name] for name in ("kmip_encrypt_high_1", "kmip_native_high_1"))
+    assert (kmip["target"], native["target"]) == ("km-kmip", "km")
+    for m in (kmip, native):
+        assert m["driver"] == "asyncio replay" and m["errors"] == {} and m["counted"] > 0 and m["server_cpu_s"] > 0
+    assert report["ops_share"] == pytest.approx(kmip["summary"]["ops_per_s"] / native["summary"]["ops_per_s"])
+    cpu = kmip["summary"]["server_cpu_us_per_request"] / native["summary"]["server_cpu_us_per_request"]
+    assert report["cpu_ratio"] == pytest.approx(cpu) and isinstance(report["cpu_ratio_met"], bool)
+
+
 MEAN_OF_START_AND_END = """
 from bench import goals
 start = {"raw_asgi_echo": {"requests_per_s": 1000.0, "errors": 0}, "softhsm": {"gcm_1k": 300.0, "processes": 2}}
