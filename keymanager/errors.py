@@ -4,6 +4,12 @@ Hierarchy::
 
     KeyManagerError
     ├── InvalidRequest            400 invalid_request
+    │   ├── WrongKeyUsage         400 invalid_request (the key's usage does not allow the operation)
+    │   ├── UnsupportedAlgorithm  400 invalid_request (an algorithm the key's spec and usage do not allow)
+    │   ├── WrongDigestLength     400 invalid_request (a DIGEST message not as long as the algorithm's digest)
+    │   ├── MessageTooLong        400 invalid_request (a RAW message or plaintext over the limit)
+    │   ├── InvalidPeerKey        400 invalid_request (a peer public key that is malformed or of another curve)
+    │   └── UnsupportedByHsm      400 invalid_request (the HSM lacks a mechanism a spec or algorithm needs)
     ├── DecryptionFailed          400 decryption_failed (one message for every cause)
     │   └── UnknownKeyVersion     400 decryption_failed (the key as read has no such version)
     ├── Unauthenticated           401 unauthenticated
@@ -49,6 +55,31 @@ class InvalidRequest(KeyManagerError):
     code = "invalid_request"
     status = 400
     default_message = "the request is invalid"
+
+
+class WrongKeyUsage(InvalidRequest):
+    """The key's usage (or kind) does not allow the operation (AWS: ``InvalidKeyUsageException``)."""
+
+
+class UnsupportedAlgorithm(InvalidRequest):
+    """An algorithm the key's spec and usage do not allow (AWS: ``InvalidKeyUsageException``)."""
+
+
+class WrongDigestLength(InvalidRequest):
+    """A DIGEST message whose length is not the algorithm's digest length (AWS: ``ValidationException``)."""
+
+
+class MessageTooLong(InvalidRequest):
+    """A RAW message over 4,096 bytes, or a plaintext longer than the algorithm takes (AWS: ``ValidationException``)."""
+
+
+class InvalidPeerKey(InvalidRequest):
+    """A peer public key that is not a DER SubjectPublicKeyInfo of the key's curve (AWS: ``ValidationException``)."""
+
+
+class UnsupportedByHsm(InvalidRequest):
+    """The HSM lacks a mechanism (or a mechanism's parameter) a spec or algorithm needs: refused by name
+    (AWS: ``UnsupportedOperationException``)."""
 
 
 class DecryptionFailed(KeyManagerError):

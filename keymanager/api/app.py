@@ -22,7 +22,18 @@ from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway
 from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
-from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
+from keymanager.api.routes import (
+    access_keys,
+    asymmetric,
+    audit,
+    crypto,
+    health,
+    key_import,
+    keys,
+    principals,
+    streams,
+    tokens,
+)
 from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
@@ -107,7 +118,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         app.state.services = services
     errors.install(app)
     app.include_router(principals.me_router)
-    for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens, key_import):
+    for module in (health, principals, access_keys, keys, crypto, asymmetric, streams, audit, tokens, key_import):
         app.include_router(module.router)
     app.include_router(health.metrics_router)
     return Gateway(

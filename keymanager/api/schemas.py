@@ -8,8 +8,25 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+)
 
+from keymanager.domain.key_specs import (
+    DATA_KEY_PAIR_SPECS,
+    EncryptionAlgorithm,
+    KeyAgreementAlgorithm,
+    KeyUsage,
+    MessageType,
+    SigningAlgorithm,
+    spec_of,
+)
 from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin, Principal, Role
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
@@ -152,6 +169,11 @@ class PolicyBody(Body):
         default=[],
         description="Who may fetch the key's material over KMIP (an exportable key only: docs/kmip.md).",
     )
+    sign: Grantees = []
+    verify: Grantees = []
+    get_public_key: Grantees = []
+    derive_shared_secret: Grantees = []
+    generate_data_key_pair: Grantees = []
     not_before: IsoTime | None = None
     not_after: IsoTime | None = None
 
@@ -180,7 +202,14 @@ class TokenFormatBody(Body):
 
 class KeyCreate(Body):
     name: str = Field(min_length=1, max_length=128)
-    algorithm: Annotated[Algorithm, Field(strict=False)] = Algorithm.AES_256_CBC_HMAC_SHA256
+    algorithm: Annotated[Algorithm, Field(strict=False)] = Field(
+        default=Algorithm.AES_256_CBC_HMAC_SHA256, description="The key spec (docs/contract.md lists them)."
+    )
+    usage: Annotated[KeyUsage | None, Field(strict=False)] = Field(
+        default=None,
+        description="What the key is for; required for RSA (SIGN_VERIFY or ENCRYPT_DECRYPT), NIST ECC "
+        "SIGN_VERIFY (default) or KEY_AGREEMENT; every other spec has one usage.",
+    )
     description: str = Field(default="", max_length=1024)
     policy: PolicyBody = PolicyBody()
     rotation_period_days: int | None = Field(default=None, ge=1, le=36500)
@@ -228,6 +257,18 @@ class KeyOut(BaseModel):
         description="Generated extractable (but sensitive): its material may be fetched over KMIP by "
         "principals its policy names for get_key_material.",
     )
+    usage: KeyUsage
+    signing_algorithms: list[str] | None = Field(default=None, description="Present only when non-empty.")
+    encryption_algorithms: list[str] | None = Field(default=None, description="Asymmetric keys only.")
+    key_agreement_algorithms: list[str] | None = Field(default=None, description="Present only when non-empty.")
+
+    @model_serializer(mode="wrap")
+    def _without_empty_lists(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        shown: dict[str, Any] = handler(self)
+        for name in _ALGORITHM_LISTS:
+            if shown.get(name) is None:
+                shown.pop(name, None)
+        return shown
 
     @classmethod
     def of(cls, key: Key, policy: Policy) -> KeyOut:
@@ -252,12 +293,37 @@ class KeyOut(BaseModel):
             origin=key.origin,
             kmip_state=key.kmip_state,
             exportable=key.exportable,
+            usage=key.key_usage,
+            **algorithm_lists(key),
         )
+
+
+_ALGORITHM_LISTS = ("signing_algorithms", "encryption_algorithms", "key_agreement_algorithms")
+_LIST_OF_USAGE = {
+    KeyUsage.SIGN_VERIFY: "signing_algorithms",
+    KeyUsage.ENCRYPT_DECRYPT: "encryption_algorithms",
+    KeyUsage.KEY_AGREEMENT: "key_agreement_algorithms",
+}
+
+
+def algorithm_lists(key: Key) -> dict[str, list[str]]:
+    """The algorithm list an asymmetric key shows (from the table of key types), by field name; none for
+    a symmetric key."""
+    spec = spec_of(key.algorithm)
+    field = _LIST_OF_USAGE.get(key.key_usage)
+    if not spec.asymmetric or field is None:
+        return {}
+    return {field: list(spec.algorithms(key.key_usage))}
 
 
 class EncryptRequest(Body):
     plaintext: str = Field(description="Standard base64 of the bytes to encrypt.")
     context: Context | None = Field(default=None, description="Encryption context: needed again to decrypt.")
+    algorithm: Annotated[EncryptionAlgorithm | None, Field(strict=False)] = Field(
+        default=None,
+        description="RSA ENCRYPT_DECRYPT keys only (required there): one of the key's encryption_algorithms; "
+        "the answer is then the raw OAEP ciphertext in base64, with no context.",
+    )
 
     def plaintext_bytes(self) -> bytes:
         return decode_base64(self.plaintext, "plaintext")
@@ -266,12 +332,16 @@ class EncryptRequest(Body):
 class EncryptResponse(BaseModel):
     ciphertext: str
     key_id: str
-    key_version: int
+    key_version: int | None = Field(default=None, description="Symmetric keys.")
+    algorithm: EncryptionAlgorithm | None = Field(default=None, description="RSA keys: the OAEP algorithm.")
 
 
 class DecryptRequest(Body):
     ciphertext: str = Field(max_length=200_000)
     context: Context | None = None
+    algorithm: Annotated[EncryptionAlgorithm | None, Field(strict=False)] = Field(
+        default=None, description="RSA keys only (required there): the ciphertext is then raw OAEP in base64."
+    )
 
 
 class DecryptResponse(BaseModel):
@@ -364,6 +434,70 @@ class MacVerifyRequest(Body):
 
 class MacVerifyResponse(BaseModel):
     valid: bool
+
+
+class PublicKeyResponse(BaseModel):
+    key_id: str
+    algorithm: Algorithm
+    usage: KeyUsage
+    public_key: str = Field(description="Base64 of the DER SubjectPublicKeyInfo.")
+    public_key_pem: str
+    signing_algorithms: list[str] | None = None
+    encryption_algorithms: list[str] | None = None
+    key_agreement_algorithms: list[str] | None = None
+
+
+Base64Message = Annotated[str, Field(max_length=8192, description="Standard base64.")]
+
+
+class SignRequest(Body):
+    message: Base64Message = Field(description="Base64 of the message (RAW, ≤ 4,096 bytes) or of its digest.")
+    message_type: Annotated[MessageType, Field(strict=False)] = MessageType.RAW
+    algorithm: Annotated[SigningAlgorithm, Field(strict=False)]
+
+
+class SignResponse(BaseModel):
+    signature: str = Field(description="Base64; ECDSA: DER; Ed25519: 64 raw bytes; RSA: the raw signature.")
+    key_id: str
+    algorithm: SigningAlgorithm
+
+
+class VerifyRequest(Body):
+    message: Base64Message
+    message_type: Annotated[MessageType, Field(strict=False)] = MessageType.RAW
+    signature: Base64Message
+    algorithm: Annotated[SigningAlgorithm, Field(strict=False)]
+
+
+class VerifyResponse(BaseModel):
+    valid: bool
+    key_id: str
+    algorithm: SigningAlgorithm
+
+
+class DeriveSharedSecretRequest(Body):
+    public_key: Annotated[str, Field(max_length=4096, description="Base64 of the peer's DER SubjectPublicKeyInfo.")]
+    algorithm: Annotated[KeyAgreementAlgorithm, Field(strict=False)] = KeyAgreementAlgorithm.ECDH
+
+
+class DeriveSharedSecretResponse(BaseModel):
+    shared_secret: str = Field(description="Base64 of the raw ECDH shared secret (the x-coordinate).")
+    key_id: str
+    algorithm: KeyAgreementAlgorithm
+
+
+class DataKeyPairRequest(Body):
+    key_pair_spec: Annotated[Algorithm, Field(strict=False, description=f"One of {', '.join(DATA_KEY_PAIR_SPECS)}.")]
+    include_plaintext: bool = True
+    context: Context | None = None
+
+
+class DataKeyPairResponse(BaseModel):
+    key_id: str
+    key_pair_spec: Algorithm
+    public_key: str = Field(description="Base64 of the DER SubjectPublicKeyInfo.")
+    private_key_ciphertext: str = Field(description="km:1 ciphertext of the PKCS#8 DER private key (see /decrypt).")
+    private_key_plaintext: str | None = Field(default=None, description="Base64 of the PKCS#8 DER private key.")
 
 
 def decode_base64(value: str, field: str) -> bytes:

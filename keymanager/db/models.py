@@ -100,6 +100,7 @@ class KeyRow(Base):
     kmip_lifecycle: Mapped[str | None] = mapped_column(String(32))
     exportable: Mapped[bool] = mapped_column(Boolean, server_default=false())
     kmip_attributes: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    usage: Mapped[str | None] = mapped_column(String(32))
 
     versions: Mapped[list[KeyVersionRow]] = relationship(order_by="KeyVersionRow.version", lazy="raise")
 
@@ -111,6 +112,9 @@ class KeyVersionRow(Base):
     version: Mapped[int] = mapped_column(Integer, primary_key=True)
     enc_label: Mapped[str | None] = mapped_column(String(128))
     mac_label: Mapped[str | None] = mapped_column(String(128))
+    private_label: Mapped[str | None] = mapped_column(String(128))
+    public_label: Mapped[str | None] = mapped_column(String(128))
+    public_key: Mapped[bytes | None] = mapped_column(LargeBinary)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     destroyed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
 

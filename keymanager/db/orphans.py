@@ -34,9 +34,16 @@ class OrphanStore:
         self._sessions = sessionmaker(engine, expire_on_commit=False)
 
     def referenced_labels(self) -> set[str]:
-        """Every HSM label a key version names (destroyed keys' included)."""
+        """Every HSM label a key version names (secret, private and public key objects; destroyed keys' included)."""
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
-            rows = session.execute(select(KeyVersionRow.enc_label, KeyVersionRow.mac_label)).all()
+            rows = session.execute(
+                select(
+                    KeyVersionRow.enc_label,
+                    KeyVersionRow.mac_label,
+                    KeyVersionRow.private_label,
+                    KeyVersionRow.public_label,
+                )
+            ).all()
         return {label for row in rows for label in row if label is not None}
 
     def observe(self, unreferenced: Collection[str], now: datetime) -> None:

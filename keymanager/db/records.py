@@ -18,6 +18,7 @@ from keymanager.domain.models import (
     HsmObjects,
     Key,
     KeyState,
+    KeyUsage,
     KeyVersion,
     KmipState,
     Origin,
@@ -34,6 +35,9 @@ _JOINED = select(
     _VERSIONS.c.version,
     _VERSIONS.c.enc_label,
     _VERSIONS.c.mac_label,
+    _VERSIONS.c.private_label,
+    _VERSIONS.c.public_label,
+    _VERSIONS.c.public_key,
     _VERSIONS.c.created_at.label("version_created_at"),
 ).outerjoin(_VERSIONS, _VERSIONS.c.key_id == _KEYS.c.id)
 """Every key's row joined to its versions' rows (a key without versions: one row of NULLs)."""
@@ -76,8 +80,14 @@ def _keys(rows: Sequence[Row[Any]]) -> list[Key]:
             versions[row.version] = KeyVersion(
                 key_id=row.id,
                 version=row.version,
-                hsm=HsmObjects(enc_label=row.enc_label, mac_label=row.mac_label),
+                hsm=HsmObjects(
+                    enc_label=row.enc_label,
+                    mac_label=row.mac_label,
+                    private_label=row.private_label,
+                    public_label=row.public_label,
+                ),
                 created_at=row.version_created_at,
+                public_key=None if row.public_key is None else bytes(row.public_key),
             )
     return [_key(row, versions) for row, versions in found.values()]
 
@@ -102,6 +112,7 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         kmip_lifecycle=None if row.kmip_lifecycle is None else KmipState(row.kmip_lifecycle),
         exportable=bool(row.exportable),
         kmip_attributes=row.kmip_attributes or {},
+        usage=None if row.usage is None else KeyUsage(row.usage),
     )
 
 
@@ -125,6 +136,7 @@ def key_row(key: Key) -> KeyRow:
         kmip_lifecycle=None if key.kmip_lifecycle is None else key.kmip_lifecycle.value,
         exportable=key.exportable,
         kmip_attributes=dict(key.kmip_attributes) or None,
+        usage=None if key.usage is None else key.usage.value,
         versions=[version_row(key.id, version) for version in key.versions.values()],
     )
 
@@ -136,6 +148,9 @@ def version_row(key_id: str, version: KeyVersion) -> KeyVersionRow:
         version=version.version,
         enc_label=version.hsm.enc_label,
         mac_label=version.hsm.mac_label,
+        private_label=version.hsm.private_label,
+        public_label=version.hsm.public_label,
+        public_key=version.public_key,
         created_at=version.created_at,
     )
 

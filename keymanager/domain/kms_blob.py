@@ -25,6 +25,7 @@ from __future__ import annotations
 import struct
 
 from keymanager.domain.ciphertext import Ciphertext
+from keymanager.domain.key_specs import FORMAT_IDS
 from keymanager.domain.models import Algorithm
 from keymanager.errors import DecryptionFailed
 
@@ -33,7 +34,8 @@ FORMAT_VERSION = 1
 MAX_BLOB_BYTES = 6144
 """AWS KMS's largest ``CiphertextBlob``."""
 
-ALGORITHM_IDS = {Algorithm.AES_256_CBC_HMAC_SHA256: 1, Algorithm.AES_256_GCM: 2}
+ALGORITHM_IDS = FORMAT_IDS
+"""The algorithm id each encrypting spec has in this format (the table of key types' ``format_id``)."""
 _ALGORITHMS = {number: algorithm for algorithm, number in ALGORITHM_IDS.items()}
 _HEADER = struct.Struct(">2sBB16sI")
 

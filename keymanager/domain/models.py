@@ -8,8 +8,26 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from keymanager.domain.key_specs import HMAC_KEY_BITS, Algorithm, KeyUsage, implied_usage
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
+
+__all__ = [
+    "HMAC_KEY_BITS",
+    "Algorithm",
+    "Door",
+    "HsmObjects",
+    "Key",
+    "KeyState",
+    "KeyUsage",
+    "KeyVersion",
+    "Origin",
+    "Principal",
+    "Role",
+    "admits",
+]
+"""``Algorithm``, ``KeyUsage`` and ``HMAC_KEY_BITS`` come from the table of key types
+(:mod:`keymanager.domain.key_specs`); they stay importable from here."""
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -39,25 +57,6 @@ def admits(door: Door, role: Role) -> bool:
     """Whether a principal of ``role`` may authenticate through ``door``: a key store (role ``xks``)
     only through the XKS door, which admits nobody else."""
     return (role is Role.XKS) == (door is Door.XKS)
-
-
-class Algorithm(enum.StrEnum):
-    AES_256_CBC_HMAC_SHA256 = "AES_256_CBC_HMAC_SHA256"
-    AES_256_GCM = "AES_256_GCM"
-    HMAC_SHA256 = "HMAC_SHA256"
-    FF1_AES_256 = "FF1_AES_256"
-    HMAC_SHA224 = "HMAC_SHA224"
-    HMAC_SHA384 = "HMAC_SHA384"
-    HMAC_SHA512 = "HMAC_SHA512"
-
-
-HMAC_KEY_BITS = {
-    Algorithm.HMAC_SHA224: 224,
-    Algorithm.HMAC_SHA256: 256,
-    Algorithm.HMAC_SHA384: 384,
-    Algorithm.HMAC_SHA512: 512,
-}
-"""The MAC algorithms (keys that only compute MACs) and the size of their secrets: as long as the digest."""
 
 
 class KeyState(enum.StrEnum):
@@ -121,10 +120,19 @@ class Principal:
 
 @dataclass(frozen=True)
 class HsmObjects:
-    """Labels of the HSM objects of one key version (the HMAC object only for CBC+HMAC)."""
+    """Labels of the HSM objects of one key version: which a version has follows its spec's row
+    (``key_specs.SPECS``): an AES or FF1 object (``enc_label``), an HMAC object (``mac_label``),
+    or a private and a public key (``private_label``, ``public_label``)."""
 
     enc_label: str | None
     mac_label: str | None
+    private_label: str | None = None
+    public_label: str | None = None
+
+    def labels(self) -> tuple[str, ...]:
+        """Every label the version has, in a fixed order (private before public)."""
+        found = (self.enc_label, self.mac_label, self.private_label, self.public_label)
+        return tuple(label for label in found if label is not None)
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,8 @@ class KeyVersion:
     version: int
     hsm: HsmObjects
     created_at: datetime
+    public_key: bytes | None = None
+    """The DER SubjectPublicKeyInfo of an asymmetric version (None for a symmetric one)."""
 
 
 @dataclass(frozen=True)
@@ -169,6 +179,14 @@ class Key:
             assert self.kmip_lifecycle is not None
             return self.kmip_lifecycle
         return _KMIP_STATES[self.state]
+
+    usage: KeyUsage | None = None
+    """The usage the key was created with; None for keys made before usages (see :attr:`key_usage`)."""
+
+    @property
+    def key_usage(self) -> KeyUsage:
+        """The key's usage: the one it was created with, else its spec's (``key_specs.implied_usage``)."""
+        return self.usage if self.usage is not None else implied_usage(self.algorithm)
 
     def version(self, number: int) -> KeyVersion | None:
         return self.versions.get(number)

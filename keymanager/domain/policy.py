@@ -28,6 +28,11 @@ class Operation(enum.StrEnum):
     DETOKENIZE = "detokenize"
     GET_KEY_MATERIAL = "get_key_material"
     """Fetch an exportable key's material, or a registered secret's value (KMIP's Get)."""
+    SIGN = "sign"
+    VERIFY = "verify"
+    GET_PUBLIC_KEY = "get_public_key"
+    DERIVE_SHARED_SECRET = "derive_shared_secret"  # noqa: S105 (a right, not a secret)
+    GENERATE_DATA_KEY_PAIR = "generate_data_key_pair"
 
 
 @dataclass(frozen=True)
@@ -35,6 +40,10 @@ class Policy:
     grants: Mapping[Operation, frozenset[str]] = field(default_factory=dict)
     not_before: datetime | None = None
     not_after: datetime | None = None
+
+    def __post_init__(self) -> None:
+        # An operation granted to nobody is the same policy as one not mentioned: equal policies compare equal.
+        object.__setattr__(self, "grants", {op: names for op, names in self.grants.items() if names})
 
     def allows(self, operation: Operation, principal: str, now: datetime | None = None) -> bool:
         """True when ``principal`` is named for ``operation`` and ``now`` is inside the validity window."""

@@ -23,12 +23,14 @@ import struct
 from dataclasses import dataclass
 
 from keymanager.domain.ciphertext import header as ciphertext_header
+from keymanager.domain.key_specs import FORMAT_IDS
 from keymanager.domain.models import Algorithm
 from keymanager.errors import DecryptionFailed
 
 MAGIC = b"KMS"
 FORMAT = 1
-ALGORITHM_IDS = {Algorithm.AES_256_CBC_HMAC_SHA256: 1, Algorithm.AES_256_GCM: 2}
+ALGORITHM_IDS = FORMAT_IDS
+"""The algorithm id each encrypting spec has in this format (the table of key types' ``format_id``)."""
 MAX_SEGMENT = 4 * 1024 * 1024
 SEGMENT_OVERHEAD = 64
 """More than the largest sealing overhead (CBC: IV 16 + padding ≤ 16 + MAC 32)."""

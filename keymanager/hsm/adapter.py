@@ -10,7 +10,10 @@ and runs it on the process's HSM thread within the adapter's deadline
 * :mod:`~keymanager.hsm.capabilities`: what the token can do, and what each feature needs of it;
 * :mod:`~keymanager.hsm.templates`: the labels and templates of the service's token objects;
 * :mod:`~keymanager.hsm.readback`: every object made is read back against its template;
-* :mod:`~keymanager.hsm.operations`: what each operation does on the HSM thread.
+* :mod:`~keymanager.hsm.operations`: what each operation does on the HSM thread;
+* :mod:`~keymanager.hsm.key_pairs`: the same for asymmetric key versions (generation, signing,
+  OAEP decryption, ECDH);
+* :mod:`~keymanager.hsm.mechanism_probes`: mechanism parameters tried once at start.
 
 Errors every method may raise: HsmRefused (400: the token refused a mechanism, its parameters or a
 template), TemplateNotHonoured (503: the token made an object other than asked; it is destroyed),
@@ -25,8 +28,11 @@ from __future__ import annotations
 import secrets
 from collections.abc import Sequence
 
+from keymanager.domain.key_specs import EncryptionAlgorithm, KeyUsage, SigningAlgorithm
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
+from keymanager.hsm import export
+from keymanager.hsm import key_pairs as kp
 from keymanager.hsm import operations as op
 from keymanager.hsm.capabilities import Capabilities
 from keymanager.hsm.dispatch import Dispatcher
@@ -69,20 +75,64 @@ class Hsm(Dispatcher):
         :data:`~keymanager.hsm.capabilities.FEATURES`, e.g. an algorithm's name)."""
         self.call(op.require, feature)
 
+    async def arequire(self, feature: str) -> None:
+        """:meth:`require` awaited from the event loop (a public-key operation the HSM must be able to undo)."""
+        await self.acall(op.require, feature)
+
     def generate_version(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
         """Generate the token objects of one key version; all or nothing."""
         return self.call(op.generate_version, key_id, version, algorithm)
+
+    def generate_exportable(self, key_id: str, version: int) -> HsmObjects:
+        """Generate an exportable AES-256 key version (``hsm/export.py``: extractable, sensitive)."""
+        return self.call(export.generate, key_id, version)
+
+    async def aexport(self, objects: HsmObjects) -> bytes:
+        """The material of an exportable key version, wrapped in the HSM and unwrapped in memory."""
+        assert objects.enc_label is not None
+        return await self.acall(export.export, objects.enc_label)
+
+    def generate_key_pair(
+        self, key_id: str, version: int, algorithm: Algorithm, usage: KeyUsage
+    ) -> tuple[HsmObjects, bytes]:
+        """Generate the private and public key objects of one asymmetric key version (all or nothing),
+        returning their labels and the DER SubjectPublicKeyInfo; UnsupportedByHsm naming what is missing."""
+        return self.call(kp.generate_key_pair, key_id, version, algorithm, usage)
+
+    async def asign(self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes) -> bytes:
+        """The ``signing`` signature of ``signed`` (a digest; the message for pure Ed25519) with the
+        version's private key, in the HSM (ECDSA: DER-encoded)."""
+        return await self.acall(kp.sign, objects, algorithm, signing, signed)
+
+    async def averify(
+        self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes, signature: bytes
+    ) -> bool:
+        """Whether ``signature`` is valid for ``signed``, checked in the HSM with the version's public key
+        (Ed25519ph only: every other algorithm is verified with ``cryptography``)."""
+        return await self.acall(kp.verify_prehashed, objects, algorithm, signing, signed, signature)
+
+    async def adecrypt_oaep(
+        self, objects: HsmObjects, algorithm: Algorithm, encryption: EncryptionAlgorithm, ciphertext: bytes
+    ) -> bytes:
+        """The plaintext of a raw RSAES-OAEP ciphertext, decrypted in the HSM; DecryptionFailed for any
+        failure of the ciphertext."""
+        return await self.acall(kp.decrypt_oaep, objects, algorithm, encryption, ciphertext)
+
+    async def aderive(self, objects: HsmObjects, algorithm: Algorithm, peer_point: bytes) -> bytes:
+        """The ECDH shared secret of the version's private key and the uncompressed ``peer_point``."""
+        return await self.acall(kp.derive, objects, algorithm, peer_point)
 
     def destroy_version(self, objects: HsmObjects) -> None:
         """Destroy the token objects of one key version (absent ones are ignored)."""
         self.call(op.destroy_version, objects)
 
     def destroy_label(self, label: str) -> None:
-        """Destroy the token's secret keys labelled ``label`` (none is fine; idempotent)."""
+        """Destroy the token's key objects labelled ``label`` (none is fine; idempotent)."""
         self.call(op.destroy_label, label)
 
     def find_labels(self, prefix: str) -> list[str]:
-        """Labels of the token's secret keys that start with ``prefix`` (for checks and sweeps)."""
+        """Labels of the token's key objects (secret, private, public) that start with ``prefix`` (for
+        checks and sweeps)."""
         return self.call(op.find_labels, prefix)
 
     def find_labels_afresh(self, prefix: str) -> list[str]:

@@ -23,8 +23,9 @@ from typing import Any
 
 from pkcs11 import Mechanism, MechanismFlag
 
-from keymanager.domain.models import HMAC_KEY_BITS, Algorithm
-from keymanager.errors import InvalidRequest
+from keymanager.domain import key_specs
+from keymanager.domain.key_specs import Algorithm, KeyUsage
+from keymanager.errors import InvalidRequest, UnsupportedByHsm
 
 _BYTE_SIZED = frozenset(
     {
@@ -53,10 +54,13 @@ class Need:
     mechanism: Mechanism
     key_size: int | None = None
     flag: MechanismFlag | None = None
+    parameter: str | None = None
+    """A parameter the token may refuse although it lists the mechanism (probed at start, see
+    :mod:`keymanager.hsm.mechanism_probes`); None: the mechanism alone."""
 
     def describe(self) -> str:
         """The need in PKCS#11's words, e.g. ``CKM_AES_GCM (32-byte keys, ENCRYPT)``."""
-        details = []
+        details = [] if self.parameter is None else [f"with {self.parameter}"]
         if self.key_size is not None:
             unit = "byte" if self.mechanism in _BYTE_SIZED else "bit"
             details.append(f"{self.key_size}-{unit} keys")
@@ -81,9 +85,20 @@ class Capabilities:
     mechanisms: Mapping[Mechanism, MechanismInfo] = field(default_factory=dict)
     trust_flags: bool = True
     """Whether the module's mechanism flags mean what they say (see :mod:`keymanager.hsm.quirks`)."""
+    parameters: frozenset[tuple[Mechanism, str]] = frozenset()
+    """The (mechanism, parameter) pairs the start-time probes found working (:mod:`keymanager.hsm.mechanism_probes`)."""
 
-    def supports(self, mechanism: Mechanism, key_size: int | None = None, flag: MechanismFlag | None = None) -> bool:
-        """Whether the token has ``mechanism`` for keys of ``key_size`` (its unit) and use ``flag``."""
+    def supports(
+        self,
+        mechanism: Mechanism,
+        key_size: int | None = None,
+        flag: MechanismFlag | None = None,
+        parameter: str | None = None,
+    ) -> bool:
+        """Whether the token has ``mechanism`` for keys of ``key_size`` (its unit), use ``flag`` and
+        ``parameter`` (as probed)."""
+        if parameter is not None and (mechanism, parameter) not in self.parameters:
+            return False
         info = self.mechanisms.get(mechanism)
         if info is None:
             return False
@@ -93,17 +108,17 @@ class Capabilities:
 
     def unmet(self, needs: Iterable[Need]) -> list[Need]:
         """The needs the token does not meet (empty: all met)."""
-        return [n for n in needs if not self.supports(n.mechanism, n.key_size, n.flag)]
+        return [n for n in needs if not self.supports(n.mechanism, n.key_size, n.flag, n.parameter)]
 
     def has(self, feature: str) -> bool:
         """Whether every need of ``feature`` (a key of :data:`FEATURES`) is met."""
         return not self.unmet(FEATURES[feature])
 
     def require(self, feature: str) -> None:
-        """InvalidRequest naming the first missing mechanism unless ``feature`` is available."""
+        """UnsupportedByHsm (400) naming the first missing mechanism unless ``feature`` is available."""
         unmet = self.unmet(FEATURES[feature])
         if unmet:
-            raise InvalidRequest(f"the HSM does not support {feature} (no {unmet[0].describe()})")
+            raise UnsupportedByHsm(f"the HSM does not support {feature} (no {unmet[0].describe()})")
 
     def summary(self) -> dict[str, Any]:
         """What the token can and cannot do: ``{"supported": [features], "unsupported": {feature: why}}``."""
@@ -124,63 +139,75 @@ def _fits(mechanism: Mechanism, key_size: int, info: MechanismInfo) -> bool:
     return any(info.min_key_size <= size <= info.max_key_size for size in sizes)
 
 
-def read_capabilities(slot: Any, *, trust_flags: bool = True) -> Capabilities:
-    """The capabilities of the token in ``slot`` (a python-pkcs11 slot); mechanisms python-pkcs11 does not
-    name (vendor-defined) are left out, since no feature needs them."""
+def read_capabilities(
+    slot: Any, *, trust_flags: bool = True, parameters: frozenset[tuple[Mechanism, str]] = frozenset()
+) -> Capabilities:
+    """The capabilities of the token in ``slot`` (a python-pkcs11 slot), with the ``parameters`` its
+    probes found working; mechanisms python-pkcs11 does not name (vendor-defined) are left out, since
+    no feature needs them."""
     found: dict[Mechanism, MechanismInfo] = {}
     for mechanism in slot.get_mechanisms():
         if not isinstance(mechanism, Mechanism):
             continue
         info = slot.get_mechanism_info(mechanism)
         found[mechanism] = MechanismInfo(int(info.min_key_length), int(info.max_key_length), MechanismFlag(info.flags))
-    return Capabilities(found, trust_flags)
+    return Capabilities(found, trust_flags, parameters)
+
+
+def probed_needs() -> frozenset[tuple[Mechanism, str]]:
+    """Every (mechanism, parameter) a feature needs: what the start-time probes must try."""
+    return frozenset((n.mechanism, n.parameter) for needs in FEATURES.values() for n in needs if n.parameter)
 
 
 # -- what each feature needs ------------------------------------------------------------
 
-_E, _D, _S, _V = MechanismFlag.ENCRYPT, MechanismFlag.DECRYPT, MechanismFlag.SIGN, MechanismFlag.VERIFY
-_AES_KEY = Need(Mechanism.AES_KEY_GEN, 32, MechanismFlag.GENERATE)
-_HMAC_MECHANISMS = {
-    Algorithm.HMAC_SHA224: Mechanism.SHA224_HMAC,
-    Algorithm.HMAC_SHA256: Mechanism.SHA256_HMAC,
-    Algorithm.HMAC_SHA384: Mechanism.SHA384_HMAC,
-    Algorithm.HMAC_SHA512: Mechanism.SHA512_HMAC,
-}
-_HMAC_BYTES = {a: bits // 8 for a, bits in HMAC_KEY_BITS.items()}
+
+def need_of(mechanism: key_specs.Mechanism) -> Need:
+    """The need of a mechanism as the table of key types names it."""
+    flag = None if mechanism.flag is None else MechanismFlag[mechanism.flag]
+    return Need(Mechanism[mechanism.name], mechanism.key_size, flag, mechanism.parameter)
 
 
-def _hmac(algorithm: Algorithm) -> tuple[Need, ...]:
-    size = _HMAC_BYTES[algorithm]
-    return (
-        Need(Mechanism.GENERIC_SECRET_KEY_GEN, size, MechanismFlag.GENERATE),
-        Need(_HMAC_MECHANISMS[algorithm], size, _S),
-    )
+def feature(algorithm: Algorithm, usage: KeyUsage | None = None, operation: str | None = None) -> str:
+    """The name in :data:`FEATURES` of a key spec (a symmetric spec: its name; an asymmetric one: its
+    name and ``usage``, e.g. ``RSA_2048 SIGN_VERIFY``), or of one of its algorithms (``operation``,
+    e.g. ``RSA_2048 RSAES_OAEP_SHA_256``)."""
+    if operation is not None:
+        return f"{algorithm} {operation}"
+    spec = key_specs.spec_of(algorithm)
+    return str(algorithm) if not spec.asymmetric else f"{algorithm} {usage or spec.default_usage}"
 
 
-_CBC_HMAC = (
-    _AES_KEY,
-    Need(Mechanism.AES_CBC_PAD, 32, _E),
-    Need(Mechanism.AES_CBC_PAD, 32, _D),
-    *_hmac(Algorithm.HMAC_SHA256),
-)
-_GCM = (_AES_KEY, Need(Mechanism.AES_GCM, 32, _E), Need(Mechanism.AES_GCM, 32, _D))
+def _spec_features() -> dict[str, tuple[Need, ...]]:
+    """A feature per spec and usage, and per algorithm that needs mechanisms of its own, from the table."""
+    found: dict[str, tuple[Need, ...]] = {}
+    for algorithm, spec in key_specs.SPECS.items():
+        for usage, entry in spec.usages.items():
+            found[feature(algorithm, usage)] = tuple(need_of(m) for m in entry.mechanisms)
+            for name, extra in entry.algorithms.items():
+                if extra:
+                    found[feature(algorithm, usage, name)] = tuple(need_of(m) for m in (*entry.mechanisms, *extra))
+    return found
+
+
 _RSA_OAEP_UNWRAP = (
     Need(Mechanism.RSA_PKCS_KEY_PAIR_GEN, 2048, MechanismFlag.GENERATE_KEY_PAIR),
     Need(Mechanism.RSA_PKCS_OAEP, 2048, MechanismFlag.UNWRAP),
 )
+_AUDIT_SEAL = tuple(
+    need_of(m) for m in key_specs.SPECS[Algorithm.HMAC_SHA256].usage(KeyUsage.GENERATE_VERIFY_MAC).mechanisms
+)
 
 FEATURES: dict[str, tuple[Need, ...]] = {
-    Algorithm.AES_256_CBC_HMAC_SHA256.value: _CBC_HMAC,
-    Algorithm.AES_256_GCM.value: _GCM,
-    Algorithm.FF1_AES_256.value: (_AES_KEY, Need(Mechanism.AES_CBC, 32, _E)),
-    **{a.value: _hmac(a) for a in _HMAC_MECHANISMS},
+    **_spec_features(),
     "import RSAES_OAEP_SHA_1": _RSA_OAEP_UNWRAP,
     "import RSA_AES_KEY_WRAP_SHA_1": (*_RSA_OAEP_UNWRAP, Need(Mechanism.AES_KEY_WRAP_PAD, 32, MechanismFlag.UNWRAP)),
-    "audit seal": _hmac(Algorithm.HMAC_SHA256),
+    "audit seal": _AUDIT_SEAL,
 }
-"""Every feature that depends on the token, and its needs. Algorithms are named by their API names,
-wrapping algorithms ``import <AWS name>``; internal uses by what they are (access-key sealing and the
-KMS default use one of the encryption algorithms: :func:`sealing_algorithm`)."""
+"""Every feature that depends on the token, and its needs: the key specs and their algorithms from the
+table of key types (:func:`feature` names them), wrapping algorithms ``import <AWS name>``, internal
+uses by what they are (access-key sealing and the KMS default use one of the encryption algorithms:
+:func:`sealing_algorithm`)."""
 
 SEALING_PREFERENCE = (Algorithm.AES_256_GCM, Algorithm.AES_256_CBC_HMAC_SHA256)
 """The authenticated schemes that seal service secrets (access-key secrets) and back the KMS
@@ -198,5 +225,6 @@ def sealing_algorithm(capabilities: Capabilities) -> Algorithm:
 
 
 def hmac_mechanism(algorithm: Algorithm) -> Mechanism:
-    """The PKCS#11 mechanism of an HMAC algorithm (one of ``HMAC_KEY_BITS``)."""
-    return _HMAC_MECHANISMS[algorithm]
+    """The PKCS#11 mechanism of an HMAC algorithm (one of ``HMAC_KEY_BITS``): the table's signing mechanism."""
+    needs = key_specs.SPECS[algorithm].usage(KeyUsage.GENERATE_VERIFY_MAC).mechanisms
+    return next(Mechanism[m.name] for m in needs if m.flag == "SIGN")

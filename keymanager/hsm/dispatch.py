@@ -36,7 +36,7 @@ from typing import Any, TypeVar
 
 from pkcs11 import exceptions as p11
 
-from keymanager.errors import DecryptionFailed, HsmUnavailable, InvalidRequest, KeyMaterialMissing
+from keymanager.errors import DecryptionFailed, HsmUnavailable, KeyMaterialMissing, UnsupportedByHsm
 from keymanager.hsm.quirks import quirks_for
 from keymanager.hsm.readback import TemplateNotHonoured
 from keymanager.hsm.token import LOST, MissingKeyObject, Token
@@ -70,7 +70,7 @@ REFUSALS: tuple[type[p11.PKCS11Error], ...] = (
 that works: the request's or the configuration's error, never an outage."""
 
 
-class HsmRefused(InvalidRequest):
+class HsmRefused(UnsupportedByHsm):
     """The HSM refused the mechanism, its parameters or the template of an operation (400)."""
 
     def __init__(self, error: p11.PKCS11Error, operation: str) -> None:

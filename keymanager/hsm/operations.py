@@ -114,9 +114,8 @@ def generate_version(token: Token, key_id: str, version: int, algorithm: Algorit
 
 
 def destroy_version(token: Token, objects: HsmObjects) -> None:
-    for label in (objects.enc_label, objects.mac_label):
-        if label is not None:
-            destroy_label(token, label)
+    for label in objects.labels():
+        destroy_label(token, label)
 
 
 def destroy_label(token: Token, label: str) -> None:
@@ -125,12 +124,13 @@ def destroy_label(token: Token, label: str) -> None:
 
 
 def _destroy_label(token: Token, label: str, attempts: int = 5) -> None:
-    """Destroy every secret key labelled ``label``; idempotent, also against another process doing it too."""
+    """Destroy every key object (secret, private or public) labelled ``label``; idempotent, also against
+    another process doing it too."""
     session = token.session()
-    template = {Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.LABEL: label}
+    templates = [{Attribute.CLASS: object_class, Attribute.LABEL: label} for object_class in KEY_CLASSES]
     for _ in range(attempts):
         try:
-            found = list(session.get_objects(template))
+            found = [obj for template in templates for obj in session.get_objects(template)]
             if not found:
                 return
             for obj in found:
@@ -140,13 +140,19 @@ def _destroy_label(token: Token, label: str, attempts: int = 5) -> None:
     raise p11.FunctionFailed()
 
 
+KEY_CLASSES = (ObjectClass.SECRET_KEY, ObjectClass.PRIVATE_KEY, ObjectClass.PUBLIC_KEY)
+"""The classes of the objects the service makes: sweeps, inventories and destruction cover all three."""
+
+
 def find_labels(token: Token, prefix: str) -> list[str]:
+    """The labels starting with ``prefix`` of the token's key objects (secret, private and public), once each."""
     session = token.session()
-    labels = []
-    for obj in session.get_objects({Attribute.CLASS: ObjectClass.SECRET_KEY, Attribute.TOKEN: True}):
-        label = obj[Attribute.LABEL]
-        if label.startswith(prefix):
-            labels.append(label)
+    labels = set()
+    for object_class in KEY_CLASSES:
+        for obj in session.get_objects({Attribute.CLASS: object_class, Attribute.TOKEN: True}):
+            label = obj[Attribute.LABEL]
+            if label.startswith(prefix):
+                labels.add(label)
     return sorted(labels)
 
 

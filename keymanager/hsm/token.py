@@ -1,8 +1,8 @@
 """The state the HSM thread owns: the loaded library, one logged-in session, cached key copies.
 
 One logged-in session per process (a second ``C_Login`` fails with ``UserAlreadyLoggedIn``).
-Keys are looked up by label once and kept as session-object copies (still sensitive and
-non-extractable), which encrypt about twice as fast as the token objects. When the session or
+Keys (secret and private) are looked up by label once and kept as session-object copies (still
+sensitive and non-extractable), which encrypt about twice as fast as the token objects. When the session or
 the token is lost, the caller maps the error to HsmUnavailable and the next call reopens
 everything. Only the HSM thread touches a :class:`Token` (see :mod:`keymanager.hsm.dispatch`).
 """
@@ -18,7 +18,8 @@ from pkcs11 import Attribute, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.errors import HsmUnavailable
-from keymanager.hsm.capabilities import Capabilities, read_capabilities
+from keymanager.hsm.capabilities import Capabilities, probed_needs, read_capabilities
+from keymanager.hsm.mechanism_probes import working_parameters
 from keymanager.hsm.quirks import PlainModule
 from keymanager.hsm.readback import check_object
 
@@ -43,6 +44,9 @@ LOST = (
 
 _COPY = {Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: False}
 """What a session copy of a key version must read back as (the token object's other attributes carry over)."""
+EXPORTABLE_SUFFIX = "/xaes"
+"""The label ending of an exportable key version's AES object (``hsm/export.py``): its copy is extractable."""
+_EXPORTABLE_COPY = {Attribute.TOKEN: False, Attribute.SENSITIVE: True, Attribute.EXTRACTABLE: True}
 
 
 class MissingKeyObject(Exception):
@@ -83,7 +87,11 @@ class Token:
                 # A previous session of this process logged in and is gone; the login persists.
                 self._session = token.open(rw=True)
             if self._capabilities is None:
-                self._capabilities = read_capabilities(token.slot, trust_flags=self.quirks.trusts_mechanism_flags)
+                self._capabilities = read_capabilities(
+                    token.slot,
+                    trust_flags=self.quirks.trusts_mechanism_flags,
+                    parameters=working_parameters(self._module, token, self._session, probed_needs()),
+                )
         except p11.PKCS11Error as exc:
             self.reset()
             log.warning("HSM session could not be opened: %s", type(exc).__name__)
@@ -153,28 +161,28 @@ class Token:
         self._lib = None
 
     # -- keys -----------------------------------------------------------------------
-    def key(self, label: str) -> Any:
-        """The session copy of the token key ``label`` (looked up once, then cached); MissingKeyObject
-        when the token has no such key."""
+    def key(self, label: str, object_class: ObjectClass = ObjectClass.SECRET_KEY) -> Any:
+        """The session copy of the token key ``label`` of ``object_class`` (a secret or a private key;
+        looked up once, then cached); MissingKeyObject when the token has no such key."""
         cached = self._keys.get(label)
         if cached is not None:
             return cached
-        token_key = self._find(label)
+        token_key = self._find(label, object_class)
         copy = token_key.copy({Attribute.TOKEN: False})
-        check_object(copy, _COPY)
+        check_object(copy, _EXPORTABLE_COPY if label.endswith(EXPORTABLE_SUFFIX) else _COPY)
         self._keys[label] = copy
         return copy
 
-    def _find(self, label: str) -> Any:
+    def _find(self, label: str, object_class: ObjectClass = ObjectClass.SECRET_KEY) -> Any:
         """The token object ``label``, looked up again after the module's view is refreshed (SoftHSM:
         the library re-initialised, see :mod:`keymanager.hsm.quirks`); MissingKeyObject if absent."""
         try:
-            return self.session().get_key(object_class=ObjectClass.SECRET_KEY, label=label)
+            return self.session().get_key(object_class=object_class, label=label)
         except p11.NoSuchKey:
             if not self.quirks.refresh_view(self):
                 raise MissingKeyObject() from None
         try:
-            return self.session().get_key(object_class=ObjectClass.SECRET_KEY, label=label)
+            return self.session().get_key(object_class=object_class, label=label)
         except p11.NoSuchKey:
             raise MissingKeyObject() from None
 

@@ -83,6 +83,11 @@ _REST_KEY_POLICY = (
     "key.detokenize",
     "key.tokenize_batch",
     "key.detokenize_batch",
+    "key.public_key",
+    "key.sign",
+    "key.verify",
+    "key.derive_shared_secret",
+    "key.datakey_pair",
 )
 _REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read")
 _KMS_MANAGE = (
@@ -149,6 +154,7 @@ RIGHTS: Mapping[str, Right] = {
         f"xks.{operation}": Right.KEY_STORE for operation in ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
     },
     **{f"kmip.{operation}": Right.CREATE_OWNED for operation in _KMIP_CREATE},
+    "kmip.CreateExportable": Right.MANAGE,  # a key whose material may leave: an admin's choice
     **{f"kmip.{operation}": Right.MANAGE_OWNED for operation in _KMIP_MANAGE},
     **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
     **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},

@@ -18,6 +18,7 @@ from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.access_keys import AccessKeyService
+from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
 from keymanager.services.audit_log import AuditLog
@@ -58,6 +59,7 @@ class Services:
     principals: PrincipalService
     keys: KeyService
     crypto: CryptoService
+    asymmetric: AsymmetricService
     lifecycle: LifecycleService
     tokens: TokenService
     key_import: KeyImportService
@@ -123,6 +125,7 @@ class Services:
             principals=PrincipalService(store),
             keys=keys,
             crypto=crypto,
+            asymmetric=AsymmetricService(hsm, crypto),
             lifecycle=lifecycle,
             tokens=TokenService(hsm, max_batch_items=settings.max_batch_items),
             key_import=KeyImportService(store, hsm),
@@ -149,6 +152,7 @@ class Services:
             kmip=KmipService(
                 keys=keys,
                 lifecycle=lifecycle,
+                crypto=crypto,
                 store=KmipStore(engine, audit_key=audit_key),
                 hsm=hsm,
                 cache=cache,

@@ -314,6 +314,12 @@ class CryptoService:
         """An opener of an on-board stream made with ``key`` (from :meth:`stream_key`); checks the header now."""
         return StreamOpener.for_key(self._hsm, key, header, context)
 
+    async def seal(self, key: Key, plaintext: bytes, context: Context = None) -> Encrypted:
+        """Encrypt ``plaintext`` under the primary version of ``key``, which the caller found usable for
+        the operation it serves (a data key pair's private key: ``generate_data_key_pair``)."""
+        self._check_size(plaintext)
+        return await self._seal(key, plaintext, context)
+
     # -- steps ------------------------------------------------------------------------
     async def _seal(self, key: Key, plaintext: bytes, context: Context) -> Encrypted:
         version = key.versions[key.primary_version]

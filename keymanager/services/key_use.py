@@ -1,42 +1,71 @@
 """Whether a principal may use a key for an operation now: its policy, its state, its kind.
 
-One rule for every operation on key material (encryption, MACs, tokens), so that a refusal
-reads the same whichever service raises it.
+One rule for every operation on key material (encryption, MACs, tokens, signatures, key
+agreement), so that a refusal reads the same whichever service raises it. What a key is for is
+its usage (:class:`~keymanager.domain.key_specs.KeyUsage`, from the table of key types).
 """
 
 from __future__ import annotations
 
-from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, Principal, Role
+from collections.abc import Mapping
+
+from keymanager.domain.key_specs import KeyUsage, spec_of
+from keymanager.domain.models import Key, KeyState, Principal, Role
 from keymanager.domain.policy import Operation
 from keymanager.errors import (
     Forbidden,
-    InvalidRequest,
     KeyDestroyed,
     KeyDisabled,
     KeyManagerError,
     KeyPendingDeletion,
     KeyPendingImport,
+    WrongKeyUsage,
 )
 
-_TOKENS = (Operation.TOKENIZE, Operation.DETOKENIZE)
+USAGE_OF: Mapping[Operation, KeyUsage | None] = {
+    Operation.ENCRYPT: KeyUsage.ENCRYPT_DECRYPT,
+    Operation.DECRYPT: KeyUsage.ENCRYPT_DECRYPT,
+    Operation.GENERATE_DATA_KEY: KeyUsage.ENCRYPT_DECRYPT,
+    Operation.REENCRYPT: KeyUsage.ENCRYPT_DECRYPT,
+    Operation.GENERATE_DATA_KEY_PAIR: KeyUsage.ENCRYPT_DECRYPT,
+    Operation.MAC: KeyUsage.GENERATE_VERIFY_MAC,
+    Operation.TOKENIZE: KeyUsage.TOKENIZE,
+    Operation.DETOKENIZE: KeyUsage.TOKENIZE,
+    Operation.SIGN: KeyUsage.SIGN_VERIFY,
+    Operation.VERIFY: KeyUsage.SIGN_VERIFY,
+    Operation.DERIVE_SHARED_SECRET: KeyUsage.KEY_AGREEMENT,
+    Operation.GET_PUBLIC_KEY: None,
+}
+"""The usage a key needs for each operation (None: any usage)."""
+
+_ASYMMETRIC_ONLY = frozenset(
+    {Operation.SIGN, Operation.VERIFY, Operation.DERIVE_SHARED_SECRET, Operation.GET_PUBLIC_KEY}
+)
+"""Operations only asymmetric keys do (the others are symmetric, except RSA encryption: see :func:`usable`)."""
 
 
-def usable(key: Key, principal: Principal, operation: Operation) -> Key:
+def usable(key: Key, principal: Principal, operation: Operation, *, asymmetric: bool = False) -> Key:
     """``key`` if ``principal`` may use it for ``operation`` now and it is of the kind the operation
-    needs; else Forbidden, the error of the key's state, or InvalidRequest (another kind of key)."""
+    needs; else Forbidden, the error of the key's state, or WrongKeyUsage (a key of another usage, or
+    of another kind: ``asymmetric`` says which the caller serves for encryption and decryption,
+    since a symmetric and an RSA key both encrypt)."""
     require_use(key, principal, operation)
     require_enabled(key)
-    if operation is Operation.MAC:
-        if key.algorithm not in HMAC_KEY_BITS:
-            raise InvalidRequest(f"MACs need a key of an HMAC algorithm ({', '.join(HMAC_KEY_BITS)})")
-    elif operation in _TOKENS:
-        if key.algorithm is not Algorithm.FF1_AES_256 or key.token_format is None:
-            raise InvalidRequest("tokens need a key of algorithm FF1_AES_256")
-    elif key.algorithm in HMAC_KEY_BITS:
-        raise InvalidRequest(f"an {key.algorithm} key only computes MACs")
-    elif key.algorithm is Algorithm.FF1_AES_256:
-        raise InvalidRequest("an FF1_AES_256 key only makes tokens")
+    spec = spec_of(key.algorithm)
+    needed = USAGE_OF[operation]
+    kind = True if operation in _ASYMMETRIC_ONLY else asymmetric
+    if (needed is not None and key.key_usage is not needed) or spec.asymmetric is not kind:
+        raise WrongKeyUsage(_misuse(key, operation, needed))
     return key
+
+
+def _misuse(key: Key, operation: Operation, needed: KeyUsage | None) -> str:
+    what = operation.value.replace("_", " ")
+    if needed is not None and key.key_usage is not needed:
+        return f"a {key.algorithm} key of usage {key.key_usage} cannot {what} (that needs usage {needed})"
+    if spec_of(key.algorithm).asymmetric:
+        return f"{what} needs a symmetric key: a {key.algorithm} key encrypts only with an RSAES_OAEP algorithm"
+    return f"{what} needs an asymmetric key: {key.algorithm} is symmetric"
 
 
 _STATE_ERRORS: dict[KeyState, type[KeyManagerError]] = {

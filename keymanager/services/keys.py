@@ -21,6 +21,7 @@ from typing import Any
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
+from keymanager.domain.key_specs import KeyUsage, choose_usage, spec_of
 from keymanager.domain.models import (
     Algorithm,
     HsmObjects,
@@ -78,10 +79,15 @@ class KmipFacts:
 
     lifecycle: KmipState
     attributes: Mapping[str, Any]
+    exportable: bool = False
+    """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
 
     def applied(self, key: Key) -> Key:
         state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
-        return replace(key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=dict(self.attributes))
+        attributes = dict(self.attributes)
+        return replace(
+            key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=attributes, exportable=self.exportable
+        )
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,7 @@ class KeyService:
         rotation_period_days: int | None = None,
         token_format: TokenFormat | None = None,
         origin: Origin = Origin.HSM,
+        usage: KeyUsage | None = None,
         record: AuditEntry | None = None,
         kmip: KmipFacts | None = None,
     ) -> Key:
@@ -129,6 +136,10 @@ class KeyService:
         ``kmip``: what a KMIP client's Create said (``services/kmip/``): a key made pre-active is
         disabled until it is activated, with its KMIP attributes.
 
+        ``usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
+        against the table of key types; an asymmetric key's version is a private and a public key
+        generated in the HSM (its public key kept as DER SubjectPublicKeyInfo), refused by name
+        (UnsupportedByHsm) when the HSM lacks what the spec and usage need.
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
         ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
         Raises InvalidRequest for a bad name or format or a policy naming a principal that does not exist
@@ -139,6 +150,13 @@ class KeyService:
             raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
         if not is_key_name(name):
             raise InvalidRequest(KEY_NAME_RULE)
+        try:
+            chosen = choose_usage(algorithm, usage)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        spec = spec_of(algorithm)
+        if spec.asymmetric and (origin is Origin.EXTERNAL or rotation_period_days):
+            raise InvalidRequest(f"a {algorithm} key is generated in the HSM and never rotates (one version)")
         policy = self._by_id(policy or Policy())
         if self._store.get_key(name) is not None:
             raise Conflict("a key with this name exists")
@@ -149,7 +167,15 @@ class KeyService:
             self._hsm.require(algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
-        objects = None if external else self._hsm.generate_version(key_id, 1, algorithm)
+        objects, public_key = None, None
+        if spec.asymmetric:
+            objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
+        elif kmip is not None and kmip.exportable:
+            if algorithm is not Algorithm.AES_256_GCM:
+                raise InvalidRequest("only AES_256_GCM keys are created exportable")
+            objects = self._hsm.generate_exportable(key_id, 1)
+        elif not external:
+            objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(
             id=key_id,
             name=name,
@@ -162,9 +188,12 @@ class KeyService:
             updated_at=now,
             description=description,
             rotation_period_days=rotation_period_days,
-            versions={} if objects is None else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now)},
+            versions={}
+            if objects is None
+            else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now, public_key=public_key)},
             token_format=token_format,
             origin=origin,
+            usage=chosen,
         )
         if kmip is not None:
             key = kmip.applied(key)

@@ -27,6 +27,7 @@ from typing import TypeVar
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.domain.key_specs import spec_of
 from keymanager.domain.models import HsmObjects, Key, KeyState, KeyVersion, Origin
 from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm
@@ -68,7 +69,10 @@ class LifecycleService:
 
     def rotate(self, key: Key, *, record: AuditEntry | None = None) -> Key:
         """Make a new HSM-generated version primary. Conflict when the key is not enabled or
-        another rotation of the same version won meanwhile."""
+        another rotation of the same version won meanwhile; InvalidRequest naming the spec for an
+        asymmetric key (one version, never rotated, as AWS)."""
+        if spec_of(key.algorithm).asymmetric:
+            raise InvalidRequest(f"a {key.algorithm} key has one version: asymmetric keys are not rotated")
         if key.state is not KeyState.ENABLED:
             raise Conflict(f"a key in state {key.state.value} cannot be rotated")
         if key.origin is Origin.EXTERNAL:

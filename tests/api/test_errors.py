@@ -60,7 +60,7 @@ def _ciphertext(client: TestClient, headers: dict[str, str], key: str = "cards")
         ("/v1/decrypt", b'{"ciphertext": "km:1:", "context": []}'),
         ("/v1/keys", b'{"name": 5}'),
         ("/v1/keys", b'{"name": "k", "algorithm": "DES"}'),
-        ("/v1/keys", b'{"name": "k", "policy": {"sign": ["billing"]}}'),
+        ("/v1/keys", b'{"name": "k", "policy": {"launch": ["billing"]}}'),
         ("/v1/keys", b'{"name": "k", "policy": {"encrypt": "billing"}}'),
         ("/v1/keys", b'{"name": "k", "policy": {"not_before": "soon"}}'),
         ("/v1/keys", b'{"name": "k", "rotation_period_days": 0}'),

@@ -45,8 +45,19 @@ DOCUMENTED_COLUMNS = {
         "deletion_date",
         "token_format",  # an FF1_AES_256 key's format: public metadata, no material
         "origin",  # hsm or external (imported)
+        "usage",  # what the key is for (AWS KeyUsage)
     },
-    "key_versions": {"key_id", "version", "enc_label", "mac_label", "created_at", "destroyed_at"},
+    "key_versions": {
+        "key_id",
+        "version",
+        "enc_label",
+        "mac_label",
+        "private_label",  # an asymmetric version's private and public key objects
+        "public_label",
+        "public_key",  # its DER SubjectPublicKeyInfo: public by definition
+        "created_at",
+        "destroyed_at",
+    },
 }
 
 

@@ -40,7 +40,9 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
     if request.param == "postgresql":
         engine: Engine = request.getfixturevalue("postgres_engine")
         with engine.begin() as connection:
-            connection.execute(text("TRUNCATE access_keys, key_tags, key_versions, keys, principals, audit_records"))
+            connection.execute(
+                text("TRUNCATE access_keys, key_tags, key_versions, keys, principals, audit_records, kmip_objects")
+            )
             connection.execute(text(f"UPDATE audit_head SET last_seq = 0, last_hash = '{GENESIS_HASH}'"))
         yield engine
         return

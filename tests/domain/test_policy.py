@@ -20,6 +20,11 @@ OPERATIONS = [
     "tokenize",
     "detokenize",
     "get_key_material",
+    "sign",
+    "verify",
+    "get_public_key",
+    "derive_shared_secret",
+    "generate_data_key_pair",
 ]
 
 
@@ -52,7 +57,7 @@ def test_from_dict_to_dict_round_trip() -> None:
         "mac": ["search"],
         "tokenize": [],
         "detokenize": [],
-        "get_key_material": [],
+        **{op: [] for op in OPERATIONS[7:]},
         "not_before": "2030-01-01T00:00:00+00:00",
         "not_after": "2030-06-01T00:00:00+00:00",
     }
@@ -125,7 +130,7 @@ def test_naive_times_are_utc_and_datetimes_accepted() -> None:
 @pytest.mark.parametrize(
     "data",
     [
-        {"sign": ["app"]},
+        {"launch": ["app"]},
         {"Encrypt": ["app"]},
         {"admin": []},
         {"encrypt": "app"},
@@ -144,8 +149,8 @@ def test_from_dict_refuses_unknown_operations_and_bad_values(data: dict[str, obj
 
 
 def test_unknown_operation_message_names_it() -> None:
-    with pytest.raises(ValueError, match="unknown policy operation 'sign'"):
-        Policy.from_dict({"sign": ["x"]})
+    with pytest.raises(ValueError, match="unknown policy operation 'launch'"):
+        Policy.from_dict({"launch": ["x"]})
 
 
 def test_operations_are_exactly_the_documented_ones() -> None:

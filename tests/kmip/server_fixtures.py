@@ -17,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+from kmip.core import enums, utils
+from kmip.core.messages import contents, messages
 from kmip.pie.client import ProxyKmipClient
 
 from tests.e2e.conftest import Server, free_port, keymanager, running_server
@@ -109,3 +111,58 @@ def kmip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer
         config = home / "pykmip.conf"
         config.write_text("[client]\n")
         yield KmipServer(server, port, certs, config)
+
+
+def request_message(
+    items: list[tuple[enums.Operation, Any]],
+    version: tuple[int, int] = (1, 2),
+    *,
+    continue_on_error: bool = False,
+) -> bytes:
+    """The TTLV of a request message with a batch item per ``(operation, payload)`` (ids ``0``, ``1``, …)."""
+    header = messages.RequestHeader(
+        protocol_version=contents.ProtocolVersion(*version),
+        batch_count=contents.BatchCount(len(items)),
+        batch_error_cont_option=messages.BatchErrorContinuationOption(enums.BatchErrorContinuationOption.CONTINUE)
+        if continue_on_error
+        else None,
+    )
+    batch = [
+        messages.RequestBatchItem(
+            operation=contents.Operation(operation),
+            unique_batch_item_id=contents.UniqueBatchItemID(str(n).encode()) if len(items) > 1 else None,
+            request_payload=payload,
+        )
+        for n, (operation, payload) in enumerate(items)
+    ]
+    stream = utils.BytearrayStream()
+    kmip_version = contents.protocol_version_to_kmip_version(contents.ProtocolVersion(*version))
+    messages.RequestMessage(request_header=header, batch_items=batch).write(stream, kmip_version=kmip_version)
+    return bytes(stream.buffer)
+
+
+def read_response(connection: ssl.SSLSocket) -> messages.ResponseMessage:
+    """The next response message on ``connection``."""
+    data = _read_exactly(connection, 8)
+    data += _read_exactly(connection, int.from_bytes(data[4:8], "big"))
+    response = messages.ResponseMessage()
+    response.read(utils.BytearrayStream(data))
+    return response
+
+
+def closed(connection: ssl.SSLSocket) -> bool:
+    """Whether the server closed ``connection`` (it reads the end, or a reset) before the socket's timeout."""
+    try:
+        return connection.recv(1) == b""
+    except (ConnectionError, ssl.SSLError):
+        return True
+
+
+def _read_exactly(connection: ssl.SSLSocket, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        chunk = connection.recv(size - len(data))
+        if not chunk:
+            raise ConnectionError("the server closed the connection")
+        data += chunk
+    return data

@@ -51,3 +51,23 @@ def test_a_principal_without_create_keys_cannot_create_nor_see_others_keys(kmip_
         with pytest.raises(KmipOperationFailure) as use:
             stranger.encrypt(b"secret", uid=uid, cryptographic_parameters=CBC)
         assert use.value.reason == enums.ResultReason.ITEM_NOT_FOUND
+
+
+def test_an_hmac_key_computes_macs_in_the_hsm(kmip_server: KmipServer) -> None:
+    import hashlib
+    import hmac
+
+    with kmip_server.connected(OWNER) as client:
+        uid = client.create(enums.CryptographicAlgorithm.HMAC_SHA256, 256, name="blind-index")
+        client.activate(uid)
+        got_uid, mac = client.mac(b"4111111111111111", uid=uid, algorithm=enums.CryptographicAlgorithm.HMAC_SHA256)
+        again = client.mac(b"4111111111111111", uid=uid, algorithm=enums.CryptographicAlgorithm.HMAC_SHA256)[1]
+        other = client.mac(b"4111111111111112", uid=uid, algorithm=enums.CryptographicAlgorithm.HMAC_SHA256)[1]
+        assert got_uid == uid and len(mac) == 32 and mac == again != other
+        assert mac != hmac.new(b"\x00" * 32, b"4111111111111111", hashlib.sha256).digest()
+        with pytest.raises(KmipOperationFailure) as wrong:
+            client.mac(b"x", uid=uid, algorithm=enums.CryptographicAlgorithm.HMAC_SHA512)
+        assert wrong.value.reason == enums.ResultReason.INVALID_FIELD
+        with pytest.raises(KmipOperationFailure) as not_aes:
+            client.encrypt(b"x", uid=uid, cryptographic_parameters=CBC)
+        assert not_aes.value.reason in (enums.ResultReason.INVALID_FIELD, enums.ResultReason.PERMISSION_DENIED)

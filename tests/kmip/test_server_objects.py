@@ -65,3 +65,26 @@ def test_attributes_are_read_and_changed(kmip_server: KmipServer) -> None:
         assert values["Name"].name_value.value == "attributes"
         names = owner.get_attribute_list(uid)
         assert {"Unique Identifier", "Object Type", "State", "Name"} <= set(names)
+
+
+def test_a_certificate_is_located_by_its_type_and_destroyed_objects_are_not_located(kmip_server: KmipServer) -> None:
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding
+
+    pem = (kmip_server.server.ca).read_bytes()
+    der = x509.load_pem_x509_certificate(pem).public_bytes(Encoding.DER)
+    with kmip_server.connected(OWNER) as owner:
+        uid = owner.register(objects.X509Certificate(der, name="the CA"))
+        x509_type = owner.attribute_factory.create_attribute(
+            enums.AttributeType.CERTIFICATE_TYPE, enums.CertificateType.X_509
+        )
+        pgp_type = owner.attribute_factory.create_attribute(
+            enums.AttributeType.CERTIFICATE_TYPE, enums.CertificateType.PGP
+        )
+        assert uid in owner.locate(attributes=[x509_type])
+        assert uid not in owner.locate(attributes=[pgp_type])
+        assert owner.get(uid).value == der
+        owner.destroy(uid)
+        assert uid not in owner.locate()
+        destroyed = owner.attribute_factory.create_attribute(enums.AttributeType.STATE, enums.State.DESTROYED)
+        assert uid in owner.locate(attributes=[destroyed])

@@ -12,6 +12,7 @@ from fastapi.responses import JSONResponse, Response
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.json_bodies import StrictJsonRoute
+from keymanager.api.routes import asymmetric
 from keymanager.api.schemas import (
     ERROR_RESPONSES,
     DataKeyRequest,
@@ -34,7 +35,7 @@ from keymanager.api.schemas import (
 )
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal
-from keymanager.errors import KeyManagerError
+from keymanager.errors import InvalidRequest, KeyManagerError
 from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot
 
@@ -44,7 +45,10 @@ router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSE
 @router.post("/keys/{key}/encrypt", response_model=EncryptResponse)
 @audited("key.encrypt")
 async def encrypt(key: str, body: EncryptRequest, request: Request, trail: AuditDep) -> Response:
-    """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version."""
+    """Encrypt base64 ``plaintext`` (≤ 64 KiB by default) under the key's primary version; with an
+    ``algorithm`` (RSA keys), its raw RSAES-OAEP ciphertext under the key's public key."""
+    if body.algorithm is not None:
+        return await asymmetric.encrypt_public(key, body, body.algorithm, request, trail)
     crypto = services_of(request).crypto
     plaintext = body.plaintext_bytes()
     result = await run_authenticated(
@@ -59,7 +63,10 @@ async def encrypt(key: str, body: EncryptRequest, request: Request, trail: Audit
 @router.post("/keys/{key}/decrypt", response_model=DecryptResponse)
 @audited("key.decrypt")
 async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, trail: AuditDep) -> Response:
-    """Decrypt a ciphertext made with this key. Every cryptographic failure is 400 ``decryption_failed``."""
+    """Decrypt a ciphertext made with this key (with an ``algorithm``: a raw RSAES-OAEP ciphertext of an
+    RSA key, decrypted in the HSM). Every cryptographic failure is 400 ``decryption_failed``."""
+    if body.algorithm is not None:
+        return await asymmetric.decrypt_private(key, body, body.algorithm, request, trail)
     return await _decrypt(request, body, trail, key)
 
 
@@ -67,6 +74,8 @@ async def decrypt_with_key(key: str, body: DecryptRequest, request: Request, tra
 @audited("key.decrypt")
 async def decrypt(body: DecryptRequest, request: Request, trail: AuditDep) -> Response:
     """Decrypt a ciphertext with the key it names. Every cryptographic failure is 400 ``decryption_failed``."""
+    if body.algorithm is not None:
+        raise InvalidRequest("a raw RSAES-OAEP ciphertext names no key: use /v1/keys/{key}/decrypt")
     return await _decrypt(request, body, trail, None)
 
 

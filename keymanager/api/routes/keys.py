@@ -36,8 +36,11 @@ def _tagged(svc: Services, key: Key, response: Response) -> KeyOut:
 @router.post("", status_code=201, response_model=KeyOut, dependencies=[AUTHORIZED])
 @audited("key.create")
 def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Response) -> KeyOut:
-    """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken."""
+    """Generate a key inside the HSM (version 1) and record it. 409 ``conflict`` if the name is taken;
+    400 naming the spec and the missing mechanism when the HSM lacks what the spec needs."""
     trail.details.update(name=body.name, algorithm=body.algorithm.value)
+    if body.usage is not None:
+        trail.details.update(usage=body.usage.value)
     key = svc.keys.create(
         body.name,
         algorithm=body.algorithm,
@@ -46,6 +49,7 @@ def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Res
         rotation_period_days=body.rotation_period_days,
         token_format=None if body.token_format is None else body.token_format.to_format(),
         origin=body.origin,
+        usage=body.usage,
         record=trail.success(),
     )
     return _tagged(svc, key, response)

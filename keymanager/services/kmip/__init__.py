@@ -20,6 +20,7 @@ from keymanager.db.kmip import KmipStore
 from keymanager.domain.kmip import KmipObject
 from keymanager.hsm import Hsm
 from keymanager.services.audit_log import AuditLog
+from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
 from keymanager.services.kmip.calls import Batch, KmipCall
 from keymanager.services.kmip.catalog import KmipCatalog
@@ -45,16 +46,17 @@ class KmipService:
         *,
         keys: KeyService,
         lifecycle: LifecycleService,
+        crypto: CryptoService,
         store: KmipStore,
         hsm: Hsm,
         cache: MetadataCache,
         audit_log: AuditLog,
         max_plaintext_bytes: int,
     ) -> None:
-        self.keys = KmipKeys(keys, lifecycle, cache)
+        self.keys = KmipKeys(keys, lifecycle, cache, hsm)
         self.objects = KmipObjects(store, hsm)
         self.catalog = KmipCatalog(keys, self.keys, self.objects)
-        self.crypto = KmipCrypto(hsm, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
+        self.crypto = KmipCrypto(hsm, crypto, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
         self.operations: dict[enums.Operation, Handler] = {
             Op.CREATE: self.keys.create,
             Op.REGISTER: self.objects.register,
@@ -64,6 +66,7 @@ class KmipService:
             Op.GET: self._either(self.keys.get, self.objects.get),
             Op.ENCRYPT: self.crypto.encrypt,
             Op.DECRYPT: self.crypto.decrypt,
+            Op.MAC: self.crypto.mac,
             Op.LOCATE: self.catalog.locate,
             Op.GET_ATTRIBUTES: self.catalog.get_attributes,
             Op.GET_ATTRIBUTE_LIST: self.catalog.get_attribute_list,

@@ -54,6 +54,7 @@ READ_ONLY = frozenset(
         A.COMPROMISE_DATE.value,
         A.COMPROMISE_OCCURRENCE_DATE.value,
         A.REVOCATION_REASON.value,
+        A.CERTIFICATE_TYPE.value,
         A.LAST_CHANGE_DATE.value,
         A.ORIGINAL_CREATION_DATE.value,
         A.SENSITIVE.value,
@@ -94,7 +95,7 @@ def _json_value(name: str, value: Any) -> Any:
     if name == A.APPLICATION_SPECIFIC_INFORMATION.value:
         return [_text(str(value.application_namespace)), _text(str(value.application_data))]
     if is_custom(name):
-        kind = _CUSTOM_TYPES.get(type(value))
+        kind = next((name for cls, name in _CUSTOM_TYPES.items() if isinstance(value, cls)), None)
         if kind is None:
             raise invalid(f"the custom attribute {name[:64]} has a type this server does not keep")
         raw = value.value
@@ -240,6 +241,7 @@ _ENUMERATED: dict[enums.AttributeType, Any] = {
     A.OBJECT_TYPE: enums.ObjectType,
     A.STATE: enums.State,
     A.CRYPTOGRAPHIC_ALGORITHM: enums.CryptographicAlgorithm,
+    A.CERTIFICATE_TYPE: enums.CertificateType,
 }
 
 

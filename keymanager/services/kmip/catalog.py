@@ -28,7 +28,7 @@ from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, KmipChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.keys import KmipKeys
+from keymanager.services.kmip.keys import KmipKeys, kmip_type
 from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
 from keymanager.services.kmip.objects import KmipObjects
 
@@ -43,6 +43,8 @@ _STATES = {
     KmipState.DESTROYED: enums.State.DESTROYED,
     KmipState.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
 }
+
+_GONE = (enums.State.DESTROYED.value, enums.State.DESTROYED_COMPROMISED.value)
 
 
 @dataclass(frozen=True)
@@ -85,7 +87,10 @@ class KmipCatalog:
     async def locate(self, call: KmipCall, payload: payloads.LocateRequestPayload) -> payloads.LocateResponsePayload:
         """The identifiers of the objects the caller may see that match every attribute given."""
         wanted = [attrs.parsed(attribute) for attribute in payload.attributes or []]
-        views = await self._visible_views(call)
+        if not any(name == A.STATE.value for name, _, _ in wanted):  # destroyed objects only when asked for
+            views = [view for view in await self._visible_views(call) if view.server[A.STATE.value][0] not in _GONE]
+        else:
+            views = await self._visible_views(call)
         found = [view.uid for view in views if all(attrs.matches(view.attributes, n, v) for n, _, v in wanted)]
         offset = payload.offset_items or 0
         limit = min(payload.maximum_items or MAX_LOCATED, MAX_LOCATED)
@@ -181,12 +186,12 @@ class KmipCatalog:
         return self._of_key(key)
 
     def _of_key(self, key: Key) -> View:
-        length = 256
+        algorithm, length = kmip_type(key)
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [key.id],
             A.OBJECT_TYPE.value: [enums.ObjectType.SYMMETRIC_KEY.value],
             A.STATE.value: [_STATES[key.kmip_state].value],
-            A.CRYPTOGRAPHIC_ALGORITHM.value: [enums.CryptographicAlgorithm.AES.value],
+            A.CRYPTOGRAPHIC_ALGORITHM.value: [algorithm.value],
             A.CRYPTOGRAPHIC_LENGTH.value: [length],
         }
         if A.INITIAL_DATE.value not in key.kmip_attributes.get("dates", {}):
@@ -204,6 +209,8 @@ class KmipCatalog:
             A.OBJECT_TYPE.value: [enums.ObjectType[found.object_type].value],
             A.STATE.value: [_STATES[found.state].value],
         }
+        if found.object_type == enums.ObjectType.CERTIFICATE.name:
+            server[A.CERTIFICATE_TYPE.value] = [found.attributes.get("value_type") or enums.CertificateType.X_509.value]
 
         async def save(call: KmipCall, kept: dict[str, Any]) -> None:
             await self._objects.set_attributes(call, found, kept)

@@ -18,17 +18,21 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kmip.core import attributes as kmip_attributes
 from kmip.core import enums
+from kmip.core import objects as kmip_objects
 from kmip.core.messages import payloads
 
-from keymanager.domain.models import Algorithm, Key, KmipState
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KmipState
 from keymanager.domain.policy import Operation
 from keymanager.errors import Forbidden, KeyDisabled, KeyNotFound
 from keymanager.hsm import Hsm, block_cipher
 from keymanager.services.audit_log import AuditLog
+from keymanager.services.crypto import CryptoService
 from keymanager.services.key_use import usable
 from keymanager.services.keys import visible
 from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.keys import kmip_type
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
@@ -52,8 +56,11 @@ class Mode:
 class KmipCrypto:
     """The cryptographic operations of the KMIP door (see the module docstring)."""
 
-    def __init__(self, hsm: Hsm, cache: MetadataCache, audit_log: AuditLog, *, max_plaintext_bytes: int) -> None:
+    def __init__(
+        self, hsm: Hsm, crypto: CryptoService, cache: MetadataCache, audit_log: AuditLog, *, max_plaintext_bytes: int
+    ) -> None:
         self._hsm = hsm
+        self._crypto = crypto
         self._cache = cache
         self._audit = audit_log
         self._max = max_plaintext_bytes
@@ -101,6 +108,27 @@ class KmipCrypto:
 
         plaintext = await self._used(call, attempt)
         return payloads.DecryptResponsePayload(unique_identifier=uid, data=plaintext)
+
+    async def mac(self, call: KmipCall, payload: payloads.MACRequestPayload) -> payloads.MACResponsePayload:
+        """The HMAC of the data, computed in the HSM with an HMAC key the caller's policy names for ``mac``."""
+        uid = call.uid(payload.unique_identifier)
+        data = self._sized(getattr(payload.data, "value", None))  # PyKMIP's MAC payload holds primitives
+        asked = getattr(payload.cryptographic_parameters, "cryptographic_algorithm", None)
+
+        async def attempt(snapshot: Snapshot) -> bytes:
+            key = await _visible(snapshot, call, uid)
+            if key.kmip_state is not KmipState.ACTIVE:
+                raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+            if asked is not None and key.algorithm in HMAC_KEY_BITS and asked != kmip_type(key)[0]:
+                raise invalid(f"the key computes {kmip_type(key)[0].name}, not {asked.name}")
+            computed = await self._crypto.mac(snapshot, call.principal, key.id, data, framed=False)
+            call.key_version = computed.key_version
+            return computed.mac
+
+        mac = await self._used(call, attempt)
+        return payloads.MACResponsePayload(
+            unique_identifier=kmip_attributes.UniqueIdentifier(uid), mac_data=kmip_objects.MACData(mac)
+        )
 
     async def _used(self, call: KmipCall, attempt: Callable[[Snapshot], Awaitable[Any]]) -> Any:
         """``attempt`` run on validated lookups, its success record committed before it answers."""

@@ -20,31 +20,45 @@ from typing import Any
 from kmip.core import attributes as kmip_attributes
 from kmip.core import enums
 from kmip.core.messages import payloads
+from kmip.pie import factory as pie_factory
+from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
+from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, KmipState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
-from keymanager.services.authorization import require_owner
+from keymanager.hsm import Hsm
+from keymanager.hsm.token import EXPORTABLE_SUFFIX
+from keymanager.services.authorization import authorize, require_owner
 from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, not_supported
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
-AES_LENGTHS = {256: Algorithm.AES_256_GCM}
-"""The AES key lengths this server creates, and the key type each one is (the key table's AES rows)."""
+KEY_TYPES: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {
+    (enums.CryptographicAlgorithm.AES, 256): Algorithm.AES_256_GCM,
+    (enums.CryptographicAlgorithm.HMAC_SHA224, 224): Algorithm.HMAC_SHA224,
+    (enums.CryptographicAlgorithm.HMAC_SHA256, 256): Algorithm.HMAC_SHA256,
+    (enums.CryptographicAlgorithm.HMAC_SHA384, 384): Algorithm.HMAC_SHA384,
+    (enums.CryptographicAlgorithm.HMAC_SHA512, 512): Algorithm.HMAC_SHA512,
+}
+"""The symmetric keys Create makes: KMIP's algorithm and length, and the key type each one is."""
+KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
+"""Each key type's KMIP algorithm (what GetAttributes answers)."""
+OWNER_USES = {Algorithm.AES_256_GCM: (Operation.ENCRYPT, Operation.DECRYPT)}
+"""What a key's creator may do with it (its policy names it): HMAC keys compute MACs."""
 KMIP_NAME_PREFIX = "kmip-"
 """Keys created through KMIP are named ``kmip-<random>``; their KMIP names are attributes."""
-_OWNER_USES = (Operation.ENCRYPT, Operation.DECRYPT)
 
 
 class KmipKeys:
     """The lifecycle operations of the KMIP door (see the module docstring)."""
 
-    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache) -> None:
+    def __init__(self, keys: KeyService, lifecycle: LifecycleService, cache: MetadataCache, hsm: Hsm) -> None:
         self._keys = keys
+        self._hsm = hsm
         self._lifecycle = lifecycle
         self._cache = cache
 
@@ -66,13 +80,16 @@ class KmipKeys:
         if template is not None and template.names:
             raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
         kept, server = attrs.client_attributes(template.attributes if template is not None else [])
-        algorithm = _aes_type(server)
-        if server.get(enums.AttributeType.EXTRACTABLE.value):
-            raise denied("exportable keys are created by an admin (KMIP clients get non-extractable keys)")
+        algorithm = _key_type(server)
+        exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
+        if exportable:
+            authorize(call.principal, "kmip.CreateExportable")
+            call.details["exportable"] = True
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})
         kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
-        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in _OWNER_USES})
+        uses = OWNER_USES.get(algorithm, (Operation.MAC,)) + ((Operation.GET_KEY_MATERIAL,) if exportable else ())
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
             KMIP_NAME_PREFIX + new_id(),
@@ -80,7 +97,7 @@ class KmipKeys:
             description="created through KMIP",
             policy=policy,
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
@@ -139,16 +156,31 @@ class KmipKeys:
         """The key's material, for an exportable key and a principal its policy names for
         ``get_key_material``; Permission Denied, saying why, for every other key."""
         key = await self.key(call, call.uid(payload.unique_identifier))
-        raise self.refuse_material(key)
-
-    def refuse_material(self, key: Key) -> KmipRefusal:
-        """Why Get does not hand out ``key``'s material."""
-        if not key.exportable:
-            return denied(
+        if payload.key_format_type not in (None, enums.KeyFormatType.RAW):
+            raise KmipRefusal(Reason.KEY_FORMAT_TYPE_NOT_SUPPORTED, "keys are handed out in the Raw format only")
+        if payload.key_wrapping_specification is not None:
+            raise not_supported("keys are handed out unwrapped, over the mutually authenticated TLS session")
+        version = key.versions.get(key.primary_version)
+        if not key.exportable or version is None or not (version.hsm.enc_label or "").endswith(EXPORTABLE_SUFFIX):
+            raise denied(
                 "the key was not created exportable: its material never leaves the HSM "
                 "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
             )
-        return denied("the principal is not named for get_key_material in the key's policy")
+        if key.state is KeyState.DESTROYED or not key.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
+            raise denied("the principal is not named for get_key_material in the key's policy")
+        call.key_version = version.version
+        call.details["exported"] = True
+        material = await self._hsm.aexport(version.hsm)
+        secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material))
+        return payloads.GetResponsePayload(
+            object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=key.id, secret=secret
+        )
+
+
+def _asks_exportable(kept: dict[str, Any]) -> bool:
+    """Whether the custom attribute ``x-exportable`` (``true``; for clients without 1.4's Extractable) asks for it."""
+    asked = kept.get("custom", {}).get("x-exportable")
+    return asked in (["boolean", True], ["text", "true"])
 
 
 def revocation(call: KmipCall, payload: Any) -> bool:
@@ -160,22 +192,30 @@ def revocation(call: KmipCall, payload: Any) -> bool:
     return code in (enums.RevocationReasonCode.KEY_COMPROMISE, enums.RevocationReasonCode.CA_COMPROMISE)
 
 
-def _aes_type(server: dict[str, Any]) -> Algorithm:
+def kmip_type(key: Key) -> tuple[enums.CryptographicAlgorithm, int]:
+    """The KMIP algorithm and length of ``key`` (any of ours: the AES of the others is 256 bits)."""
+    bits = HMAC_KEY_BITS.get(key.algorithm)
+    if bits is not None:
+        return KMIP_ALGORITHMS[key.algorithm], bits
+    return enums.CryptographicAlgorithm.AES, 256
+
+
+def _key_type(server: dict[str, Any]) -> Algorithm:
     """The key type of the algorithm and length a Create names; refused by name for any other."""
     algorithm = server.get(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value)
     length = server.get(enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value)
     if algorithm is None or length is None:
         raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
-    if algorithm != enums.CryptographicAlgorithm.AES.value:
-        name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
-        raise invalid(f"Create makes AES keys only, not {name}")
-    found = AES_LENGTHS.get(length)
+    name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
+    found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
     if found is None:
-        offered = ", ".join(f"AES-{bits}" for bits in AES_LENGTHS)
-        raise invalid(f"AES-{length} keys are not offered by this server's key table ({offered} are)")
+        offered = ", ".join(f"{kmip.name.replace('_', '-')} {bits}" for kmip, bits in KEY_TYPES)
+        shown = f"AES-{length}" if name == "AES" else f"{name} of {length} bits"
+        raise invalid(f"{shown} keys are not offered by this server's key table (it offers {offered})")
     return found
 
 
+_FACTORY = pie_factory.ObjectFactory()
 _ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kmip.core import enums, utils
+from kmip.core.factories.payloads.request import RequestPayloadFactory
 from kmip.core.messages import contents, messages
 
 from keymanager import errors
@@ -43,6 +44,9 @@ _REQUEST_HEADER = 0x420077
 _BATCH_ITEM = 0x42000F
 _OPERATION = 0x42005C
 _BATCH_ITEM_ID = 0x420093
+_REQUEST_PAYLOAD = 0x420079
+_PAYLOADS = RequestPayloadFactory()
+"""Empty payloads, for items PyKMIP cannot read without the unique identifier they leave to the ID placeholder."""
 MAX_MESSAGE_CHARS = 200
 """Longest result message: whatever a refusal says, it is cut here (no client data is put in one)."""
 
@@ -170,7 +174,7 @@ def _header(raw: bytes) -> messages.RequestHeader:
 def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operation]) -> Item:
     """One batch item: decoded when its operation is served, else refused without decoding it."""
     fields = {tag: raw[start:end] for tag, start, end in ttlv.children(raw, 0)}
-    batch_id = fields.get(_BATCH_ITEM_ID)
+    batch_id = ttlv.byte_value(fields.get(_BATCH_ITEM_ID))
     code = ttlv.integer_value(fields.get(_OPERATION))
     try:
         operation = enums.Operation(code) if code is not None else None
@@ -182,6 +186,8 @@ def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operat
     try:
         decoded.read(utils.BytearrayStream(raw), kmip_version=version)
     except Exception as exc:
+        if fields.get(_REQUEST_PAYLOAD, b"")[4:8] == bytes(4):  # empty: the batch's ID placeholder names the object
+            return Item(operation, batch_id, payload=_PAYLOADS.create(operation))
         log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
     return Item(operation, batch_id, payload=decoded.request_payload)

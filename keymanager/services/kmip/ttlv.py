@@ -140,3 +140,11 @@ def integer_value(item: bytes | None) -> int | None:
     if item is None or len(item) < HEADER_BYTES + 4 or item[3] not in (ItemType.INTEGER, ItemType.ENUMERATION):
         return None
     return int.from_bytes(item[HEADER_BYTES : HEADER_BYTES + 4], "big")
+
+
+def byte_value(item: bytes | None) -> bytes | None:
+    """The value of a byte or text string item (all of its bytes, header included), without its padding."""
+    if item is None or len(item) < HEADER_BYTES or item[3] not in (ItemType.BYTE_STRING, ItemType.TEXT_STRING):
+        return None
+    length = int.from_bytes(item[4:8], "big")
+    return item[HEADER_BYTES : HEADER_BYTES + length]

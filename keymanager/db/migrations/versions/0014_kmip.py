@@ -2,7 +2,7 @@
 attributes, and the managed objects registered through KMIP that are not keys (stored sealed).
 
 Revision ID: 0014
-Revises: 0010
+Revises: 0011 (0010 on its own branch; chained after asym-core's 0011 once merged)
 Create Date: 2026-12-01
 """
 
@@ -15,7 +15,7 @@ from alembic import op
 from sqlalchemy.dialects.postgresql import JSONB
 
 revision: str = "0014"
-down_revision: str | None = "0010"
+down_revision: str | None = "0011"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

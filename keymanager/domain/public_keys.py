@@ -1,0 +1,159 @@
+"""Public-key formats and public-key operations: no private key is ever handled here.
+
+The HSM gives a public key as PKCS#11 attributes (an RSA modulus and exponent; an EC point with
+its curve); :func:`spki_from_rsa` and :func:`spki_from_ec_point` turn them into the DER
+SubjectPublicKeyInfo the API shows (what AWS's ``GetPublicKey`` returns). Signatures are verified
+and OAEP plaintexts encrypted with ``cryptography`` and the stored public key (public operations;
+every private-key operation runs in the HSM). The formats of what the HSM signs are here too:
+PKCS#1 v1.5's DigestInfo and ECDSA's DER ``Ecdsa-Sig-Value``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
+
+from keymanager.domain.key_specs import (
+    OAEP_HASHES,
+    SIGNING_HASHES,
+    EncryptionAlgorithm,
+    Hash,
+    HsmKeyType,
+    KeySpec,
+    MessageType,
+    SigningAlgorithm,
+)
+from keymanager.errors import InvalidPeerKey
+
+_HASHES: dict[Hash, type[hashes.HashAlgorithm]] = {
+    Hash.SHA1: hashes.SHA1,
+    Hash.SHA224: hashes.SHA224,
+    Hash.SHA256: hashes.SHA256,
+    Hash.SHA384: hashes.SHA384,
+    Hash.SHA512: hashes.SHA512,
+}
+_CURVES: dict[str, type[ec.EllipticCurve]] = {
+    "secp256r1": ec.SECP256R1,
+    "secp384r1": ec.SECP384R1,
+    "secp521r1": ec.SECP521R1,
+    "secp256k1": ec.SECP256K1,
+}
+_DIGEST_INFO_PREFIXES: dict[Hash, bytes] = {
+    Hash.SHA256: bytes.fromhex("3031300d060960864801650304020105000420"),
+    Hash.SHA384: bytes.fromhex("3041300d060960864801650304020205000430"),
+    Hash.SHA512: bytes.fromhex("3051300d060960864801650304020305000440"),
+}
+"""RFC 8017 section 9.2 note 1: the DER DigestInfo before the digest, for PKCS#1 v1.5 signatures."""
+
+
+def hash_algorithm(name: Hash) -> hashes.HashAlgorithm:
+    """``cryptography``'s hash for ``name``."""
+    return _HASHES[name]()
+
+
+def digest_info(algorithm: SigningAlgorithm, digest: bytes) -> bytes:
+    """The DER DigestInfo of ``digest`` that an RSASSA-PKCS1-v1_5 signature signs (CKM_RSA_PKCS pads it)."""
+    return _DIGEST_INFO_PREFIXES[SIGNING_HASHES[algorithm]] + digest
+
+
+def ecdsa_der(raw: bytes) -> bytes:
+    """The DER ``Ecdsa-Sig-Value`` of a raw ``r ‖ s`` signature (as PKCS#11 gives it), as AWS returns it."""
+    half = len(raw) // 2
+    return utils.encode_dss_signature(int.from_bytes(raw[:half], "big"), int.from_bytes(raw[half:], "big"))
+
+
+def spki_from_rsa(modulus: bytes, exponent: bytes) -> bytes:
+    """The DER SubjectPublicKeyInfo of the RSA public key ``(n, e)`` (big-endian bytes, as PKCS#11 reads them)."""
+    numbers = rsa.RSAPublicNumbers(int.from_bytes(exponent, "big"), int.from_bytes(modulus, "big"))
+    return _der(numbers.public_key())
+
+
+def unwrap_octet_string(encoded: bytes) -> bytes:
+    """The content of a DER OCTET STRING (how PKCS#11 gives ``CKA_EC_POINT``); ``encoded`` itself when
+    it is not one (a module that gives the raw point)."""
+    if len(encoded) >= 2 and encoded[0] == 0x04:
+        length, start = encoded[1], 2
+        if length & 0x80:
+            size = length & 0x7F
+            length, start = int.from_bytes(encoded[2 : 2 + size], "big"), 2 + size
+        if start + length == len(encoded):
+            return encoded[start:]
+    return encoded
+
+
+def curve(spec: KeySpec) -> ec.EllipticCurve:
+    """``cryptography``'s curve of an EC spec."""
+    assert spec.curve is not None
+    return _CURVES[spec.curve]()
+
+
+def spki_from_ec_point(spec: KeySpec, point: bytes) -> bytes:
+    """The DER SubjectPublicKeyInfo of the EC or Edwards point ``point`` (the raw encoding, without
+    PKCS#11's DER OCTET STRING around it) on the curve of ``spec``."""
+    if spec.key_type is HsmKeyType.EC_EDWARDS:
+        return _der(ed25519.Ed25519PublicKey.from_public_bytes(point))
+    return _der(ec.EllipticCurvePublicKey.from_encoded_point(curve(spec), point))
+
+
+def load(spki: bytes) -> Any:
+    """The ``cryptography`` public key of a stored DER SubjectPublicKeyInfo."""
+    return serialization.load_der_public_key(spki)
+
+
+def pem(spki: bytes) -> str:
+    """The PEM form (``-----BEGIN PUBLIC KEY-----``) of a DER SubjectPublicKeyInfo."""
+    encoded: bytes = load(spki).public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    return encoded.decode()
+
+
+def peer_point(spec: KeySpec, peer_spki: bytes) -> bytes:
+    """The uncompressed point of a peer's DER SubjectPublicKeyInfo on ``spec``'s curve, for ECDH;
+    InvalidPeerKey when it is not a DER SubjectPublicKeyInfo of an EC key on that curve."""
+    try:
+        key = serialization.load_der_public_key(peer_spki)
+    except (ValueError, TypeError):
+        raise InvalidPeerKey("public_key is not a DER SubjectPublicKeyInfo") from None
+    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != spec.curve:
+        raise InvalidPeerKey(f"public_key must be an EC public key on the curve of {spec.algorithm} ({spec.curve})")
+    return key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+
+
+def verify(
+    spki: bytes, algorithm: SigningAlgorithm, message: bytes, message_type: MessageType, signature: bytes
+) -> bool:
+    """Whether ``signature`` is a valid ``algorithm`` signature of ``message`` (RAW, or the DIGEST of
+    one) under the public key ``spki``; a malformed signature is simply not valid."""
+    key = load(spki)
+    chosen = hash_algorithm(SIGNING_HASHES[algorithm])
+    signed: hashes.HashAlgorithm | utils.Prehashed = (
+        utils.Prehashed(chosen) if message_type is MessageType.DIGEST else chosen
+    )
+    try:
+        if isinstance(key, ed25519.Ed25519PublicKey):
+            key.verify(signature, message)
+        elif isinstance(key, ec.EllipticCurvePublicKey):
+            key.verify(signature, message, ec.ECDSA(signed))
+        elif algorithm.value.startswith("RSASSA_PSS"):
+            key.verify(signature, message, padding.PSS(padding.MGF1(chosen), chosen.digest_size), signed)
+        else:
+            key.verify(signature, message, padding.PKCS1v15(), signed)
+    except (InvalidSignature, ValueError):
+        return False
+    return True
+
+
+def oaep_encrypt(spki: bytes, algorithm: EncryptionAlgorithm, plaintext: bytes) -> bytes:
+    """The raw RSAES-OAEP ciphertext of ``plaintext`` under the RSA public key ``spki`` (MGF1 with the
+    algorithm's hash, no label), as AWS returns it."""
+    chosen = hash_algorithm(OAEP_HASHES[algorithm])
+    key: rsa.RSAPublicKey = load(spki)
+    return key.encrypt(plaintext, padding.OAEP(padding.MGF1(chosen), chosen, None))
+
+
+def _der(key: Any) -> bytes:
+    return bytes(key.public_bytes(serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo))

@@ -1,0 +1,76 @@
+"""Exportable key versions: generated in the HSM extractable but sensitive, handed out wrapped.
+
+A key created exportable (``docs/kmip.md``: an admin's choice, for KMIP clients that fetch key
+material) has one AES-256 object labelled ``…/xaes`` (:data:`~keymanager.hsm.token.EXPORTABLE_SUFFIX`),
+made with :data:`~keymanager.hsm.templates.EXPORTABLE_AES_TEMPLATE` and read back against it. Its
+material never leaves in clear from the token: :func:`export` wraps it (CKM_AES_KEY_WRAP, RFC 3394)
+under a fresh session key made for the purpose from random bytes, which is destroyed at once, and
+unwraps the result in memory for the caller. Every other key stays non-extractable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import secrets
+
+from cryptography.hazmat.primitives.keywrap import aes_key_unwrap
+from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
+from pkcs11 import exceptions as p11
+
+from keymanager.domain.models import HsmObjects
+from keymanager.hsm.readback import check_object
+from keymanager.hsm.templates import EXPORTABLE_AES_TEMPLATE
+from keymanager.hsm.token import EXPORTABLE_SUFFIX, Token
+
+KEY_BYTES = 32
+
+
+def exportable_labels(key_id: str, version: int) -> HsmObjects:
+    """The labels of an exportable key version (one AES object; unique per generation)."""
+    return HsmObjects(enc_label=f"km/{key_id}/v{version}.{secrets.token_hex(4)}{EXPORTABLE_SUFFIX}", mac_label=None)
+
+
+def generate(token: Token, key_id: str, version: int) -> HsmObjects:
+    """A new exportable AES-256 key version, read back against its template (TemplateNotHonoured otherwise)."""
+    token.capabilities.require("AES_256_GCM")
+    objects = exportable_labels(key_id, version)
+    aes = token.session().generate_key(
+        KeyType.AES,
+        256,
+        label=objects.enc_label,
+        store=True,
+        mechanism=Mechanism.AES_KEY_GEN,
+        template=EXPORTABLE_AES_TEMPLATE,
+    )
+    check_object(aes, EXPORTABLE_AES_TEMPLATE, KEY_BYTES)
+    return objects
+
+
+def export(token: Token, label: str) -> bytes:
+    """The material of the exportable AES object ``label``, wrapped in the HSM under a one-time key and
+    unwrapped here; InvalidRequest-free: a label that is not exportable never reaches this (its caller checks)."""
+    if not label.endswith(EXPORTABLE_SUFFIX):
+        raise ValueError("only an exportable key version's material is exported")
+    target = token.key(label)
+    one_time = secrets.token_bytes(KEY_BYTES)
+    wrapper = token.session().create_object(
+        {
+            Attribute.CLASS: ObjectClass.SECRET_KEY,
+            Attribute.KEY_TYPE: KeyType.AES,
+            Attribute.VALUE: one_time,
+            Attribute.TOKEN: False,
+            Attribute.PRIVATE: True,
+            Attribute.SENSITIVE: True,
+            Attribute.EXTRACTABLE: False,
+            Attribute.WRAP: True,
+            Attribute.UNWRAP: False,
+            Attribute.ENCRYPT: False,
+            Attribute.DECRYPT: False,
+        }
+    )
+    try:
+        wrapped = bytes(wrapper.wrap_key(target, mechanism=Mechanism.AES_KEY_WRAP))
+    finally:
+        with contextlib.suppress(p11.PKCS11Error):
+            wrapper.destroy()
+    return aes_key_unwrap(one_time, wrapped)

@@ -1,0 +1,97 @@
+"""Migration 0014 on SQLite and PostgreSQL: a principal's create_keys, a key's KMIP state,
+exportability and attributes, and the registered objects of ``db/kmip.py`` (compare-and-set)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import Engine
+
+from keymanager import errors
+from keymanager.db import Store
+from keymanager.db.kmip import KmipStore
+from keymanager.domain.credentials import new_id
+from keymanager.domain.kmip import KmipObject
+from keymanager.domain.models import KeyState, KmipState, Principal, Role
+from keymanager.domain.policy import Operation, Policy
+from tests.db.test_store import T0, a_key
+
+
+def an_object(owner: str) -> KmipObject:
+    return KmipObject(
+        id=new_id(),
+        object_type="SECRET_DATA",
+        state=KmipState.PRE_ACTIVE,
+        owner_id=owner,
+        policy=Policy.from_dict(Policy(grants={Operation.GET_KEY_MATERIAL: frozenset({owner})}).to_dict()),
+        attributes={"names": ["local key"], "value_type": 2, "custom": {"x-purpose": ["text", "mongo"]}},
+        sealed=b"\x00sealed\xff" * 12,
+        seal_label="km/kmip-objects/v1/aes",
+        created_at=T0,
+        updated_at=T0,
+    )
+
+
+def test_a_principal_keeps_its_create_keys_flag(store: Store) -> None:
+    principal = Principal(id=new_id(), name="mongo", role=Role.APP, created_at=T0, create_keys=True)
+    store.create_principal(principal, "hash-of-mongo")
+    assert store.principal_by_name("mongo") == principal
+    assert store.principal_by_name("mongo").create_keys  # type: ignore[union-attr]
+
+
+def test_a_key_keeps_its_kmip_state_exportability_and_attributes(store: Store) -> None:
+    key = replace(
+        a_key("kmip-key"),
+        state=KeyState.DISABLED,
+        kmip_lifecycle=KmipState.PRE_ACTIVE,
+        exportable=True,
+        kmip_attributes={"owner": "abc", "names": ["cmk"], "usage_mask": 12},
+    )
+    store.create_key(key)
+    found = store.get_key(key.id)
+    assert found is not None and found.kmip_state is KmipState.PRE_ACTIVE and found.exportable
+    assert found.kmip_attributes == {"owner": "abc", "names": ["cmk"], "usage_mask": 12}
+    changed = store.update_key(
+        key.id, state=KeyState.ENABLED, kmip_lifecycle=KmipState.ACTIVE, kmip_attributes={"names": ["renamed"]}
+    )
+    assert changed.kmip_state is KmipState.ACTIVE and changed.kmip_attributes == {"names": ["renamed"]}
+    disabled = store.update_key(key.id, state=KeyState.DISABLED)
+    assert disabled.kmip_state is KmipState.DEACTIVATED  # once active, a disabled key is deactivated
+
+
+def test_a_native_key_is_active_in_kmip_words(store: Store) -> None:
+    key = a_key("native")
+    store.create_key(key)
+    found = store.get_key(key.id)
+    assert found is not None and found.kmip_state is KmipState.ACTIVE and not found.exportable
+    assert found.kmip_attributes == {}
+
+
+def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) -> None:
+    objects = KmipStore(engine)
+    owner = new_id()
+    made = an_object(owner)
+    objects.add(made, record=None)
+    assert objects.get(made.id) == made
+    assert [o.id for o in objects.all()] == [made.id]
+    objects.change(made, state=KmipState.ACTIVE, attributes={**made.attributes, "names": []}, record=None)
+    active = objects.get(made.id)
+    assert active is not None and active.state is KmipState.ACTIVE and active.attributes["names"] == []
+    with pytest.raises(errors.PreconditionFailed):
+        objects.change(made, state=KmipState.DEACTIVATED, record=None)  # read before the change above
+    later = replace(active, updated_at=active.updated_at)
+    objects.change(later, state=KmipState.DESTROYED, destroy=True, record=None)
+    destroyed = objects.get(made.id)
+    assert destroyed is not None and destroyed.sealed is None and destroyed.state is KmipState.DESTROYED
+    assert objects.get(new_id()) is None
+
+
+def test_objects_are_listed_newest_first(engine: Engine) -> None:
+    objects = KmipStore(engine)
+    older = an_object("a")
+    newer = replace(an_object("b"), created_at=datetime.now(UTC) + timedelta(seconds=1))
+    objects.add(older, record=None)
+    objects.add(newer, record=None)
+    assert [o.id for o in objects.all()] == [newer.id, older.id]
