@@ -18,6 +18,7 @@ import re
 import subprocess
 import sys
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -109,7 +110,7 @@ def test_pykmips_integration_suite_passes_against_our_server(
 
     report = tmp_path / "pykmip-junit.xml"
     command = [sys.executable, "-m", "pytest", SUITE, "-m", "not ignore", "--config", SECTION]
-    command += ["-p", "no:cacheprovider", "-q", "-rfEs", f"--junitxml={report}"]
+    command += ["-p", "no:cacheprovider", "-q", "-rfEs", f"--junitxml={report}", "-o", "junit_logging=log"]
     command += [f"--deselect={name}" for name in deselected]
     started = time.monotonic()
     done = subprocess.run(
@@ -120,14 +121,28 @@ def test_pykmips_integration_suite_passes_against_our_server(
         text=True,
         timeout=900,
     )
-    summary = "\n".join(done.stdout.strip().splitlines()[-40:])
-    assert done.returncode == 0, f"PyKMIP's suite failed:\n{summary}\n{done.stderr[-3000:]}"
+    summary = "\n".join(done.stdout.strip().splitlines()[-3:])
+    assert done.returncode == 0, f"PyKMIP's suite failed:\n{why(report)}\n{summary}\n{done.stderr[-3000:]}"
 
     ran = outcomes(report)
     assert set(ran.values()) == {"passed"}, summary
     assert len(ran) == COLLECTED - IGNORED - len(deselected), summary
     assert f"{len(ran)} passed, {IGNORED + len(deselected)} deselected" in summary, summary
     print(f"PyKMIP {PYKMIP.version}: {len(ran)} passed in {time.monotonic() - started:.0f} s")
+
+
+def why(report: Path) -> str:
+    """Each failed test of the JUnit report and the last line saying why (its own failure, not a
+    clean-up's: testtools puts those first, between braces)."""
+    lines = []
+    for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314 (the subprocess's own report)
+        for failure in (*case.iter("failure"), *case.iter("error")):
+            said = [line.strip() for line in (failure.text or "").split("}}}")[-1].splitlines() if line.strip()]
+            reason = next((line for line in reversed(said) if re.search(r"(Error|Failure|Exception)\b", line)), "")
+            logs = "".join(log.text or "" for log in case.iter("system-out")).splitlines()
+            logged = [line for line in logs if " ERROR " in line]  # the suite logs the server's result message
+            lines.append(f"{case.get('name')}: {reason[:300]}{' | ' + logged[-1][:300] if logged else ''}")
+    return "\n".join(lines)
 
 
 def readme_deselections() -> dict[str, str]:
