@@ -12,7 +12,8 @@ BENCH_ARGS ?= report --spawn
 # door's cryptography over real TLS. `make test-hsm` runs them on KM_TEST_PKCS11_MODULE (default SoftHSM).
 HSM_SUBSET := tests/hsm --ignore=tests/hsm/test_softhsm.py --ignore=tests/hsm/test_quirks.py \
 	--ignore=tests/hsm/test_deadlines.py tests/api/test_key_import.py tests/security/test_imports.py \
-	tests/e2e/test_server.py tests/kms_api/test_operations.py tests/kms_api/test_default_algorithm.py
+	tests/e2e/test_server.py tests/e2e/test_asymmetric.py tests/kms_api/test_operations.py \
+	tests/kms_api/test_default_algorithm.py
 
 setup:
 	@./scripts/bootstrap.sh run

@@ -37,7 +37,7 @@ from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kmip import Batch, KmipCall, messages, ttlv
+from keymanager.services.kmip import Batch, KmipCall, codec, messages, ttlv
 from keymanager.services.kmip.messages import KmipRefusal, Reason
 from keymanager.services.throttle import AuthThrottle
 
@@ -87,7 +87,7 @@ class KmipDoor:
             return Answer(messages.error_response((1, 0), refusal), close=True)
         try:
             ttlv.check(message, svc.settings.kmip_max_depth)
-            request = messages.decode(message, svc.kmip.served, svc.settings.max_batch_items)
+            request = codec.decode(message, svc.kmip.served, svc.settings.max_batch_items)
         except (ttlv.Malformed, KmipRefusal) as exc:
             return await self._unreadable(svc, principal, message, exc, request_id, client, started)
         batch = Batch(request_id, client, request.kmip_version)
@@ -97,7 +97,12 @@ class KmipDoor:
             results.append(result)
             if result.refusal is not None and request.stop_on_error:
                 break
-        return Answer(messages.encode(request.version, results, request.max_response_size))
+        try:
+            return Answer(codec.encode(request.version, results, request.max_response_size))
+        except Exception as exc:  # a payload PyKMIP cannot write: a failure of ours, never a stack trace
+            log.error("the KMIP response could not be encoded: %s", type(exc).__name__)
+            refusal = KmipRefusal(Reason.GENERAL_FAILURE, "the response could not be encoded", 500)
+            return Answer(messages.error_response(request.version, refusal))
 
     async def _caller(self, svc: Services, subject: str | None, client: str, request_id: str) -> Principal | None:
         """The principal bound to ``subject``; None (counted, summarised) when there is none."""

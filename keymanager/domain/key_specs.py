@@ -269,6 +269,10 @@ SIGNING_HASHES: Mapping[SigningAlgorithm, Hash] = {
 SIGNS_RAW_ONLY = frozenset({SigningAlgorithm.ED25519_SHA_512})
 """Algorithms that sign the message itself, never a digest (pure Ed25519: AWS takes RAW only)."""
 
+VERIFIED_IN_HSM = frozenset({SigningAlgorithm.ED25519_PH_SHA_512})
+"""Algorithms whose signatures are verified in the HSM with the public key object: ``cryptography``
+has no Ed25519ph. Every other signature is verified with the stored public key in ``cryptography``."""
+
 OAEP_HASHES: Mapping[EncryptionAlgorithm, Hash] = {
     EncryptionAlgorithm.RSAES_OAEP_SHA_1: Hash.SHA1,
     EncryptionAlgorithm.RSAES_OAEP_SHA_256: Hash.SHA256,

@@ -65,6 +65,17 @@ def ecdsa_der(raw: bytes) -> bytes:
     return utils.encode_dss_signature(int.from_bytes(raw[:half], "big"), int.from_bytes(raw[half:], "big"))
 
 
+def ecdsa_raw(der: bytes, curve_bits: int) -> bytes:
+    """The raw ``r ‖ s`` (as PKCS#11 takes it) of a DER ``Ecdsa-Sig-Value``; a malformed one gives
+    bytes no signature equals."""
+    size = (curve_bits + 7) // 8
+    try:
+        r, s = utils.decode_dss_signature(der)
+        return r.to_bytes(size, "big") + s.to_bytes(size, "big")
+    except (ValueError, OverflowError):
+        return b""
+
+
 def spki_from_rsa(modulus: bytes, exponent: bytes) -> bytes:
     """The DER SubjectPublicKeyInfo of the RSA public key ``(n, e)`` (big-endian bytes, as PKCS#11 reads them)."""
     numbers = rsa.RSAPublicNumbers(int.from_bytes(exponent, "big"), int.from_bytes(modulus, "big"))

@@ -44,6 +44,11 @@ __all__ = ["AES_TEMPLATE", "HMAC_TEMPLATE", "Hsm", "IvSource", "MissingKeyObject
 """The names this module had before the package was split stay importable from it."""
 
 
+KEY_PAIR_DEADLINE = 60.0
+"""Seconds a key-pair generation may take (SoftHSM 2.6.1 on this machine: RSA-4096 1-4 s idle, more
+under load; the HSM thread serves nothing else meanwhile)."""
+
+
 class Hsm(Dispatcher):
     """Cryptographic operations on keys that live in one PKCS#11 token.
 
@@ -96,8 +101,10 @@ class Hsm(Dispatcher):
         self, key_id: str, version: int, algorithm: Algorithm, usage: KeyUsage
     ) -> tuple[HsmObjects, bytes]:
         """Generate the private and public key objects of one asymmetric key version (all or nothing),
-        returning their labels and the DER SubjectPublicKeyInfo; UnsupportedByHsm naming what is missing."""
-        return self.call(kp.generate_key_pair, key_id, version, algorithm, usage)
+        returning their labels and the DER SubjectPublicKeyInfo; UnsupportedByHsm naming what is missing.
+
+        Its deadline is :data:`KEY_PAIR_DEADLINE`, not the adapter's: RSA-4096 generation takes seconds."""
+        return self.call(kp.generate_key_pair, key_id, version, algorithm, usage, deadline=KEY_PAIR_DEADLINE)
 
     async def asign(self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes) -> bytes:
         """The ``signing`` signature of ``signed`` (a digest; the message for pure Ed25519) with the
@@ -108,8 +115,8 @@ class Hsm(Dispatcher):
         self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes, signature: bytes
     ) -> bool:
         """Whether ``signature`` is valid for ``signed``, checked in the HSM with the version's public key
-        (Ed25519ph only: every other algorithm is verified with ``cryptography``)."""
-        return await self.acall(kp.verify_prehashed, objects, algorithm, signing, signed, signature)
+        (for ``key_specs.VERIFIED_IN_HSM``: every other algorithm is verified with ``cryptography``)."""
+        return await self.acall(kp.verify, objects, algorithm, signing, signed, signature)
 
     async def adecrypt_oaep(
         self, objects: HsmObjects, algorithm: Algorithm, encryption: EncryptionAlgorithm, ciphertext: bytes

@@ -144,13 +144,15 @@ class Dispatcher:
         self.on_timeout: Callable[[str], None] | None = None
         """Called with the operation's name when a caller gives up on a call at its deadline."""
 
-    def call(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(token, *args)`` on the HSM thread and wait for its result, at most ``timeout`` s."""
+    def call(self, fn: Callable[..., T], *args: Any, deadline: float | None = None) -> T:
+        """Run ``fn(token, *args)`` on the HSM thread and wait for its result, at most ``timeout`` s (or
+        ``deadline`` s, for an operation known to be slow: key-pair generation)."""
         if self._worker.here():
             return self._guarded(fn, *args)
         self._refuse_if_stuck()
         try:
-            result: T = self._worker.call(functools.partial(self._guarded, fn, *args), self._timeout)
+            wait = self._timeout if deadline is None else max(deadline, self._timeout)
+            result: T = self._worker.call(functools.partial(self._guarded, fn, *args), wait)
         except DeadlineExceeded:
             raise self._timed_out(fn) from None
         return result

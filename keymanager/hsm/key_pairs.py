@@ -55,6 +55,8 @@ _HASH_MECHANISMS = {
     Hash.SHA384: (Mechanism.SHA384, MGF.SHA384),
     Hash.SHA512: (Mechanism.SHA512, MGF.SHA512),
 }
+_BORN_SENSITIVE = {Attribute.ALWAYS_SENSITIVE: True, Attribute.NEVER_EXTRACTABLE: True}
+"""What a private key generated in the HSM reads back as besides its template: never out in clear."""
 _KEY_TYPES = {HsmKeyType.RSA: KeyType.RSA, HsmKeyType.EC: KeyType.EC, HsmKeyType.EC_EDWARDS: KeyType.EC_EDWARDS}
 _GENERATORS = {
     HsmKeyType.RSA: Mechanism.RSA_PKCS_KEY_PAIR_GEN,
@@ -88,7 +90,7 @@ def generate_key_pair(
         private_template=private_template,
     )
     try:
-        check_object(private, private_template)
+        check_object(private, {**private_template, **_BORN_SENSITIVE})
         check_object(public, public_template)
         spki = _spki(spec, public)
     except BaseException:
@@ -113,31 +115,38 @@ def sign(token: Token, objects: HsmObjects, algorithm: Algorithm, signing: Signi
     version's private key; UnsupportedByHsm when the HSM lacks what ``signing`` needs."""
     token.capabilities.require(feature(algorithm, KeyUsage.SIGN_VERIFY, signing))
     key = _private(token, objects)
-    spec = spec_of(algorithm)
-    if spec.key_type is HsmKeyType.EC:
-        return public_keys.ecdsa_der(bytes(key.sign(signed, mechanism=Mechanism.ECDSA)))
-    if spec.key_type is HsmKeyType.EC_EDWARDS:
-        prehashed = signing is SigningAlgorithm.ED25519_PH_SHA_512
-        param = (True, None) if prehashed else None
-        return bytes(key.sign(signed, mechanism=Mechanism.EDDSA, mechanism_param=param))
-    if signing.value.startswith("RSASSA_PSS"):
-        hash_mechanism, mgf = _HASH_MECHANISMS[SIGNING_HASHES[signing]]
-        params = (hash_mechanism, mgf, digest_bytes(signing))
-        return bytes(key.sign(signed, mechanism=Mechanism.RSA_PKCS_PSS, mechanism_param=params))
-    return bytes(key.sign(public_keys.digest_info(signing, signed), mechanism=Mechanism.RSA_PKCS))
+    data, mechanism, param = _signing(spec_of(algorithm), signing, signed)
+    signature = bytes(key.sign(data, mechanism=mechanism, mechanism_param=param))
+    return public_keys.ecdsa_der(signature) if mechanism is Mechanism.ECDSA else signature
 
 
-def verify_prehashed(
+def verify(
     token: Token, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes, signature: bytes
 ) -> bool:
-    """Whether ``signature`` is the Ed25519ph signature of the digest ``signed``, checked in the HSM with
-    the version's public key (``cryptography`` has no Ed25519ph)."""
+    """Whether ``signature`` is the ``signing`` signature of ``signed``, checked in the HSM with the
+    version's public key: for the algorithms ``cryptography`` cannot verify (``key_specs.VERIFIED_IN_HSM``)."""
     token.capabilities.require(feature(algorithm, KeyUsage.SIGN_VERIFY, signing))
-    public = _public(token, objects)
+    spec = spec_of(algorithm)
+    data, mechanism, param = _signing(spec, signing, signed)
+    if mechanism is Mechanism.ECDSA:
+        signature = public_keys.ecdsa_raw(signature, public_keys.curve(spec).key_size)
     try:
-        return bool(public.verify(signed, signature, mechanism=Mechanism.EDDSA, mechanism_param=(True, None)))
+        return bool(_public(token, objects).verify(data, signature, mechanism=mechanism, mechanism_param=param))
     except (p11.SignatureInvalid, p11.SignatureLenRange):
         return False
+
+
+def _signing(spec: KeySpec, signing: SigningAlgorithm, signed: bytes) -> tuple[bytes, Mechanism, Any]:
+    """What the HSM signs for ``signing`` over ``signed``, with which mechanism and parameter."""
+    if spec.key_type is HsmKeyType.EC:
+        return signed, Mechanism.ECDSA, None
+    if spec.key_type is HsmKeyType.EC_EDWARDS:
+        prehashed = signing is SigningAlgorithm.ED25519_PH_SHA_512
+        return signed, Mechanism.EDDSA, (True, None) if prehashed else None
+    if signing.value.startswith("RSASSA_PSS"):
+        hash_mechanism, mgf = _HASH_MECHANISMS[SIGNING_HASHES[signing]]
+        return signed, Mechanism.RSA_PKCS_PSS, (hash_mechanism, mgf, digest_bytes(signing))
+    return public_keys.digest_info(signing, signed), Mechanism.RSA_PKCS, None
 
 
 def decrypt_oaep(

@@ -27,6 +27,8 @@ CHECKED = (
     Attribute.PRIVATE,
     Attribute.SENSITIVE,
     Attribute.EXTRACTABLE,
+    Attribute.ALWAYS_SENSITIVE,
+    Attribute.NEVER_EXTRACTABLE,
     Attribute.ENCRYPT,
     Attribute.DECRYPT,
     Attribute.SIGN,

@@ -30,16 +30,6 @@ _SECRET_KEY_BASE: dict[Attribute, Any] = {
     Attribute.EXTRACTABLE: False,
     **NO_CAPABILITIES,
 }
-AES_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True, Attribute.DECRYPT: True}
-"""An AES-256 key version: encrypt and decrypt, nothing else."""
-HMAC_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.SIGN: True, Attribute.VERIFY: True}
-"""An HMAC-SHA256 key version (a generic secret): sign and verify, nothing else."""
-EXPORTABLE_AES_TEMPLATE = {**AES_TEMPLATE, Attribute.EXTRACTABLE: True}
-"""An exportable AES-256 key version (``hsm/export.py``): sensitive (never read in clear), but it may be
-wrapped, so its material can be handed out to the principals its policy names."""
-AES_ENCRYPT_ONLY_TEMPLATE = {**_SECRET_KEY_BASE, Attribute.ENCRYPT: True}
-"""An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
-
 RSA_UNWRAP_PRIVATE_TEMPLATE: dict[Attribute, Any] = {
     Attribute.TOKEN: True,
     Attribute.PRIVATE: True,
@@ -141,6 +131,17 @@ def role_template(algorithm: Algorithm, role: ObjectRole, usage: KeyUsage | None
 
 
 def template_of(algorithm: Algorithm) -> dict[Attribute, Any]:
-    """The template of a key version's AES object under ``algorithm`` (AES or FF1)."""
-    role = ObjectRole.FF1 if algorithm is Algorithm.FF1_AES_256 else ObjectRole.AES
-    return role_template(algorithm, role)
+    """The template of a key version's AES or FF1 object under ``algorithm`` (its secret key that encrypts)."""
+    secret = next(o for o in _objects(algorithm, None) if o.role in (ObjectRole.AES, ObjectRole.FF1))
+    return object_template(secret)
+
+
+AES_TEMPLATE = role_template(Algorithm.AES_256_GCM, ObjectRole.AES)
+"""An AES-256 key version: encrypt and decrypt, nothing else (the table's AES object)."""
+HMAC_TEMPLATE = role_template(Algorithm.HMAC_SHA256, ObjectRole.HMAC)
+"""An HMAC key version (a generic secret): sign and verify, nothing else (the table's HMAC object)."""
+AES_ENCRYPT_ONLY_TEMPLATE = role_template(Algorithm.FF1_AES_256, ObjectRole.FF1)
+"""An FF1_AES_256 key version: FF1 needs only AES's forward cipher (see hsm/tokenization.py)."""
+EXPORTABLE_AES_TEMPLATE = {**AES_TEMPLATE, Attribute.EXTRACTABLE: True}
+"""An exportable AES-256 key version (``hsm/export.py``): sensitive (never read in clear), but it may be
+wrapped, so its material can be handed out to the principals its policy names."""

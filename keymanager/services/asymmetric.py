@@ -29,6 +29,7 @@ from keymanager.domain.key_specs import (
     MAX_RAW_MESSAGE_BYTES,
     SIGNING_HASHES,
     SIGNS_RAW_ONLY,
+    VERIFIED_IN_HSM,
     Algorithm,
     EncryptionAlgorithm,
     KeyAgreementAlgorithm,
@@ -166,12 +167,11 @@ class AsymmetricService:
         algorithm: SigningAlgorithm,
     ) -> Verified:
         """Whether ``signature`` is a valid ``algorithm`` signature of ``message`` under key ``ref``
-        (checked with the stored public key; Ed25519ph in the HSM)."""
+        (checked with the stored public key; those of ``VERIFIED_IN_HSM`` in the HSM)."""
         key, version, spec = await self._usable(snapshot, principal, ref, Operation.VERIFY)
         _allowed(key, spec, KeyUsage.SIGN_VERIFY, algorithm)
-        _to_sign(algorithm, message, message_type)  # the same checks of the message as for signing
-        if algorithm is SigningAlgorithm.ED25519_PH_SHA_512:
-            signed = _to_sign(algorithm, message, message_type)
+        signed = _to_sign(algorithm, message, message_type)  # the same checks of the message as for signing
+        if algorithm in VERIFIED_IN_HSM:
             valid = await self._hsm.averify(version.hsm, key.algorithm, algorithm, signed, signature)
         else:
             valid = public_keys.verify(_spki(version), algorithm, message, message_type, signature)

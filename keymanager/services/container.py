@@ -109,6 +109,7 @@ class Services:
             orphan_grace_seconds=settings.orphan_grace_seconds,
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
+        asymmetric = AsymmetricService(hsm, crypto)
         cache = MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys)
         audit_log = AuditLog(audit_writer)
         readiness = Readiness(
@@ -125,7 +126,7 @@ class Services:
             principals=PrincipalService(store),
             keys=keys,
             crypto=crypto,
-            asymmetric=AsymmetricService(hsm, crypto),
+            asymmetric=asymmetric,
             lifecycle=lifecycle,
             tokens=TokenService(hsm, max_batch_items=settings.max_batch_items),
             key_import=KeyImportService(store, hsm),
@@ -153,6 +154,7 @@ class Services:
                 keys=keys,
                 lifecycle=lifecycle,
                 crypto=crypto,
+                asymmetric=asymmetric,
                 store=KmipStore(engine, audit_key=audit_key),
                 hsm=hsm,
                 cache=cache,

@@ -35,6 +35,7 @@ USAGE_OF: Mapping[Operation, KeyUsage | None] = {
     Operation.VERIFY: KeyUsage.SIGN_VERIFY,
     Operation.DERIVE_SHARED_SECRET: KeyUsage.KEY_AGREEMENT,
     Operation.GET_PUBLIC_KEY: None,
+    Operation.GET_KEY_MATERIAL: None,
 }
 """The usage a key needs for each operation (None: any usage)."""
 

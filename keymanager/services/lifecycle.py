@@ -27,7 +27,7 @@ from typing import TypeVar
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
 from keymanager.domain.audit import AuditEntry, Outcome
-from keymanager.domain.key_specs import spec_of
+from keymanager.domain.key_specs import ObjectRole, spec_of
 from keymanager.domain.models import HsmObjects, Key, KeyState, KeyVersion, Origin
 from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm
@@ -40,8 +40,11 @@ DEFAULT_PENDING_DAYS = 30
 MAX_PENDING_DAYS = 365
 SYSTEM = "system"
 """The principal named in audit records of scheduled work."""
-VERSION_LABEL = re.compile(r"km/(?P<key_id>[0-9a-f]{32})/v[0-9]{1,9}(?:\.[0-9a-f]{1,32})?/(?:aes|hmac)")
-"""Labels of key-version objects (``hsm.templates.version_labels``): the only ones the orphan sweep touches."""
+VERSION_LABEL = re.compile(
+    r"km/(?P<key_id>[0-9a-f]{32})/v[0-9]{1,9}(?:\.[0-9a-f]{1,32})?/(?:" + "|".join(r.value for r in ObjectRole) + ")"
+)
+"""Labels of key-version objects (``hsm.templates.version_labels``: one per object role of the table of key
+types, secret, private and public keys alike): the only ones the orphan sweep touches."""
 HSM_ATTEMPTS = 3
 """Tries of an idempotent HSM call of the orphan sweep (listing, destroying one label)."""
 ORPHAN_MEMORY_DAYS = 30

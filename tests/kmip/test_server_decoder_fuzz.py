@@ -15,7 +15,8 @@ from kmip.core import enums, utils
 from kmip.core.messages import contents, messages, payloads
 
 from keymanager.services.kmip import ttlv
-from keymanager.services.kmip.messages import KmipRefusal, decode
+from keymanager.services.kmip.codec import decode
+from keymanager.services.kmip.messages import KmipRefusal
 
 SERVED = frozenset(enums.Operation)
 MAX_DEPTH = 16
@@ -43,7 +44,7 @@ VALID = [
 
 
 def _decoded(message: bytes) -> None:
-    """Decode as the door does; only its refusals may come out."""
+    """Decode as the door does (the hot path, then PyKMIP's); only its refusals may come out."""
     try:
         ttlv.check(message, MAX_DEPTH)
         decode(message, SERVED, 1000)

@@ -18,7 +18,7 @@ import pytest
 from keymanager.config import SOFTHSM_MODULE, Settings
 from keymanager.domain.audit import AuditQuery
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Algorithm, KeyVersion
+from keymanager.domain.models import Algorithm, KeyUsage, KeyVersion
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token
@@ -180,3 +180,20 @@ def test_no_sweep_when_turned_off(settings_kwargs: dict[str, object]) -> None:
         assert orphan_records(built) == []
     finally:
         built.close()
+
+
+def test_private_and_public_key_objects_are_swept_like_secret_keys(services: Services) -> None:
+    hsm, lifecycle = services.hsm, services.lifecycle
+    kept = services.keys.create("signing", algorithm=Algorithm.ECC_NIST_P256)
+    referenced = set(kept.versions[1].hsm.labels())
+    crashed, _ = hsm.generate_key_pair(new_id(), 1, Algorithm.ECC_NIST_P256, KeyUsage.SIGN_VERIFY)
+    orphans = set(crashed.labels())
+    assert len(orphans) == 2 and len(referenced) == 2
+    start = datetime.now(UTC)
+    assert lifecycle.sweep_orphans(start) == []
+    assert set(hsm.find_labels_afresh("km/")) == referenced | orphans
+
+    assert set(lifecycle.sweep_orphans(start + timedelta(seconds=GRACE))) == orphans
+
+    assert set(hsm.find_labels_afresh("km/")) == referenced
+    assert services.audit_records.verify().ok

@@ -18,7 +18,9 @@ from kmip.core import enums
 
 from keymanager.db.kmip import KmipStore
 from keymanager.domain.kmip import KmipObject
+from keymanager.errors import KeyManagerError
 from keymanager.hsm import Hsm
+from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import KeyService
@@ -28,11 +30,13 @@ from keymanager.services.kmip.crypto import KmipCrypto
 from keymanager.services.kmip.discovery import KmipDiscovery
 from keymanager.services.kmip.keys import KmipKeys
 from keymanager.services.kmip.objects import TYPES, KmipObjects
+from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
 ObjectHandler = Callable[[KmipCall, KmipObject, Any], Awaitable[Any]]
+PublicHandler = Callable[[KmipCall, Any, str, str], Awaitable[Any]]
 Op = enums.Operation
 
 __all__ = ["Batch", "Handler", "KmipCall", "KmipService"]
@@ -47,6 +51,7 @@ class KmipService:
         keys: KeyService,
         lifecycle: LifecycleService,
         crypto: CryptoService,
+        asymmetric: AsymmetricService,
         store: KmipStore,
         hsm: Hsm,
         cache: MetadataCache,
@@ -57,16 +62,20 @@ class KmipService:
         self.objects = KmipObjects(store, hsm)
         self.catalog = KmipCatalog(keys, self.keys, self.objects)
         self.crypto = KmipCrypto(hsm, crypto, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
+        self.pairs = KmipPairs(keys, self.keys, asymmetric, cache, audit_log)
         self.operations: dict[enums.Operation, Handler] = {
             Op.CREATE: self.keys.create,
+            Op.CREATE_KEY_PAIR: self.pairs.create_key_pair,
             Op.REGISTER: self.objects.register,
-            Op.ACTIVATE: self._either(self.keys.activate, self.objects.activate),
-            Op.REVOKE: self._either(self.keys.revoke, self.objects.revoke),
-            Op.DESTROY: self._either(self.keys.destroy, self.objects.destroy),
-            Op.GET: self._either(self.keys.get, self.objects.get),
-            Op.ENCRYPT: self.crypto.encrypt,
-            Op.DECRYPT: self.crypto.decrypt,
+            Op.ACTIVATE: self._either(self.keys.activate, self.objects.activate, self.pairs.activate_public),
+            Op.REVOKE: self._either(self.keys.revoke, self.objects.revoke, self.pairs.revoke_public),
+            Op.DESTROY: self._either(self.keys.destroy, self.objects.destroy, self.pairs.destroy_public),
+            Op.GET: self._either(self.keys.get, self.objects.get, self.pairs.get_any),
+            Op.ENCRYPT: self._cipher(self.crypto.encrypt, self.pairs.encrypt),
+            Op.DECRYPT: self._cipher(self.crypto.decrypt, self.pairs.decrypt),
             Op.MAC: self.crypto.mac,
+            Op.SIGN: self.pairs.sign,
+            Op.SIGNATURE_VERIFY: self.pairs.signature_verify,
             Op.LOCATE: self.catalog.locate,
             Op.GET_ATTRIBUTES: self.catalog.get_attributes,
             Op.GET_ATTRIBUTE_LIST: self.catalog.get_attribute_list,
@@ -74,21 +83,46 @@ class KmipService:
             Op.SET_ATTRIBUTE: self.catalog.set_attribute,
             Op.DELETE_ATTRIBUTE: self.catalog.delete_attribute,
         }
-        object_types = (enums.ObjectType.SYMMETRIC_KEY, *TYPES)
+        self._cache = cache
+        object_types = (
+            enums.ObjectType.SYMMETRIC_KEY,
+            enums.ObjectType.PUBLIC_KEY,
+            enums.ObjectType.PRIVATE_KEY,
+            *TYPES,
+        )
         self.discovery = KmipDiscovery(self.operations, object_types)
         self.operations[Op.DISCOVER_VERSIONS] = self.discovery.discover_versions
         self.operations[Op.QUERY] = self.discovery.query
 
-    def _either(self, on_key: Handler, on_object: ObjectHandler) -> Handler:
+    def _either(self, on_key: Handler, on_object: ObjectHandler, on_public: PublicHandler) -> Handler:
         """A handler of an operation on one object: ``on_object`` for a registered object (found by
-        its unique identifier), ``on_key`` for anything else (a key, or an unknown identifier)."""
+        its unique identifier), ``on_public`` for a key pair's public key, ``on_key`` for anything
+        else (a key, or an unknown identifier)."""
 
         async def handle(call: KmipCall, payload: Any) -> Any:
             uid = call.uid(payload.unique_identifier)
+            ref, public = split(uid)
+            if public:
+                return await on_public(call, payload, ref, uid)
             found = await self.objects.find(uid)
             if found is not None and self.objects.visible(found, call.principal):
                 return await on_object(call, found, payload)
             return await on_key(call, payload)
+
+        return handle
+
+    def _cipher(self, symmetric: Handler, pair: Handler) -> Handler:
+        """Encrypt or Decrypt: with a key pair (RSA-OAEP) or a symmetric key (AES)."""
+
+        async def handle(call: KmipCall, payload: Any) -> Any:
+            ref, public = split(call.uid(payload.unique_identifier))
+            if public:
+                return await pair(call, payload)
+            try:
+                key = await self._cache.snapshot(fresh=False).key(ref)
+            except KeyManagerError:
+                return await symmetric(call, payload)
+            return await (pair if is_pair(key) else symmetric)(call, payload)
 
         return handle
 

@@ -24,13 +24,15 @@ from kmip.core.messages import payloads
 
 from keymanager.domain.kmip import KmipObject
 from keymanager.domain.models import Key, KmipState
+from keymanager.errors import KeyNotFound
 from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, KmipChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import KmipKeys, kmip_type
-from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, invalid
 from keymanager.services.kmip.objects import KmipObjects
+from keymanager.services.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
 
 A = enums.AttributeType
 MAX_LOCATED = 1000
@@ -76,6 +78,12 @@ class KmipCatalog:
 
     async def view(self, call: KmipCall, uid: str) -> View:
         """The object ``uid`` if the caller may see it; Item Not Found otherwise."""
+        ref, public = split(uid)
+        if public:
+            views = [v for v in self._of_key(await self._kmip_keys.key(call, ref)) if v.uid == uid]
+            if not views:
+                raise KeyNotFound(NO_OBJECT)
+            return views[0]
         found = await self._objects.find(uid)
         if found is not None:
             if not self._objects.visible(found, call.principal):
@@ -178,18 +186,21 @@ class KmipCatalog:
     async def _visible_views(self, call: KmipCall) -> list[View]:
         keys = await asyncio.to_thread(self._keys.list, call.principal)
         objects = [o for o in await self._objects.listed() if self._objects.visible(o, call.principal)]
-        views = [self._of_key(key) for key in keys] + [self._object_view(o) for o in objects]
+        views = [view for key in keys for view in self._of_key(key)] + [self._object_view(o) for o in objects]
         return sorted(views, key=lambda view: view.created_at, reverse=True)
 
     async def _key_view(self, call: KmipCall, uid: str) -> View:
         key = await self._kmip_keys.key(call, uid)
-        return self._of_key(key)
+        return self._of_key(key)[0]
 
-    def _of_key(self, key: Key) -> View:
+    def _of_key(self, key: Key) -> list[View]:
+        """The views of a key: one, or for a key pair its private key's and (until retired) its public key's."""
         algorithm, length = kmip_type(key)
+        pair = is_pair(key)
+        kind = enums.ObjectType.PRIVATE_KEY if pair else enums.ObjectType.SYMMETRIC_KEY
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [key.id],
-            A.OBJECT_TYPE.value: [enums.ObjectType.SYMMETRIC_KEY.value],
+            A.OBJECT_TYPE.value: [kind.value],
             A.STATE.value: [_STATES[key.kmip_state].value],
             A.CRYPTOGRAPHIC_ALGORITHM.value: [algorithm.value],
             A.CRYPTOGRAPHIC_LENGTH.value: [length],
@@ -201,7 +212,16 @@ class KmipCatalog:
             change = KmipChange(attributes=kept)
             await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
 
-        return View(key.id, key.created_at, key.kmip_attributes.get("owner"), key.kmip_attributes, server, save)
+        owner = key.kmip_attributes.get("owner")
+        views = [View(key.id, key.created_at, owner, key.kmip_attributes, server, save)]
+        if pair and not key.kmip_attributes.get("public_destroyed"):
+            public = {
+                **server,
+                A.UNIQUE_IDENTIFIER.value: [key.id + PUBLIC_SUFFIX],
+                A.OBJECT_TYPE.value: [enums.ObjectType.PUBLIC_KEY.value],
+            }
+            views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.kmip_attributes, public, save))
+        return views
 
     def _object_view(self, found: KmipObject) -> View:
         server: dict[str, list[Any]] = {

@@ -116,7 +116,7 @@ class KmipCrypto:
         asked = getattr(payload.cryptographic_parameters, "cryptographic_algorithm", None)
 
         async def attempt(snapshot: Snapshot) -> bytes:
-            key = await _visible(snapshot, call, uid)
+            key = await visible_key(snapshot, call, uid)
             if key.kmip_state is not KmipState.ACTIVE:
                 raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
             if asked is not None and key.algorithm in HMAC_KEY_BITS and asked != kmip_type(key)[0]:
@@ -136,7 +136,7 @@ class KmipCrypto:
 
     async def _label(self, snapshot: Snapshot, call: KmipCall, uid: str, operation: Operation) -> str:
         """The AES object of key ``uid`` if the caller may use it for ``operation`` now."""
-        key = await _visible(snapshot, call, uid)
+        key = await visible_key(snapshot, call, uid)
         if key.kmip_state is not KmipState.ACTIVE:  # an error a stale cache may explain: read afresh
             raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
         usable(key, call.principal, operation)
@@ -158,7 +158,7 @@ class KmipCrypto:
         return bytes(data)
 
 
-async def _visible(snapshot: Snapshot, call: KmipCall, uid: str) -> Key:
+async def visible_key(snapshot: Snapshot, call: KmipCall, uid: str) -> Key:
     """The key ``uid`` if the caller may see it; ItemNotFound alike for a key it may not see."""
     try:
         key = visible(await snapshot.key(uid), call.principal)

@@ -24,7 +24,8 @@ from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KeyState, KmipState
+from keymanager.domain.key_specs import SPECS, HsmKeyType, KeyUsage, spec_of
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.hsm import Hsm
@@ -37,18 +38,32 @@ from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, de
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
-KEY_TYPES: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {
-    (enums.CryptographicAlgorithm.AES, 256): Algorithm.AES_256_GCM,
-    (enums.CryptographicAlgorithm.HMAC_SHA224, 224): Algorithm.HMAC_SHA224,
-    (enums.CryptographicAlgorithm.HMAC_SHA256, 256): Algorithm.HMAC_SHA256,
-    (enums.CryptographicAlgorithm.HMAC_SHA384, 384): Algorithm.HMAC_SHA384,
-    (enums.CryptographicAlgorithm.HMAC_SHA512, 512): Algorithm.HMAC_SHA512,
-}
-"""The symmetric keys Create makes: KMIP's algorithm and length, and the key type each one is."""
+KMIP_AES = Algorithm.AES_256_GCM
+"""The key type of KMIP's AES-256 keys: one AES object that encrypts and decrypts in the mode KMIP names."""
+
+
+def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
+    """KMIP's algorithm and length of each key type Create (or CreateKeyPair) makes, read from the
+    table of key types: AES-256, every MAC spec (KMIP names HMACs as we do), every RSA spec."""
+    found = {(enums.CryptographicAlgorithm.AES, 256): KMIP_AES}
+    for spec in SPECS.values():
+        if spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
+            found[(enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)] = spec.algorithm
+        elif spec.key_type is HsmKeyType.RSA and spec.key_bits:
+            found[(enums.CryptographicAlgorithm.RSA, spec.key_bits)] = spec.algorithm
+    return found
+
+
+KEY_TYPES = _key_types()
+"""KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
 KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
 """Each key type's KMIP algorithm (what GetAttributes answers)."""
-OWNER_USES = {Algorithm.AES_256_GCM: (Operation.ENCRYPT, Operation.DECRYPT)}
-"""What a key's creator may do with it (its policy names it): HMAC keys compute MACs."""
+OWNER_USES = {
+    KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
+    KeyUsage.GENERATE_VERIFY_MAC: (Operation.MAC,),
+    KeyUsage.SIGN_VERIFY: (Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY),
+}
+"""What a key's creator may do with it, by the key's usage (its policy names it)."""
 KMIP_NAME_PREFIX = "kmip-"
 """Keys created through KMIP are named ``kmip-<random>``; their KMIP names are attributes."""
 
@@ -88,7 +103,8 @@ class KmipKeys:
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})
         kept["dates"][enums.AttributeType.INITIAL_DATE.value] = int(time.time())
-        uses = OWNER_USES.get(algorithm, (Operation.MAC,)) + ((Operation.GET_KEY_MATERIAL,) if exportable else ())
+        uses = OWNER_USES[spec_of(algorithm).default_usage or KeyUsage.ENCRYPT_DECRYPT]
+        uses += (Operation.GET_KEY_MATERIAL,) if exportable else ()
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
@@ -103,19 +119,19 @@ class KmipKeys:
         call.batch.id_placeholder = created.id
         return payloads.CreateResponsePayload(object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=created.id)
 
-    async def activate(self, call: KmipCall, payload: Any) -> payloads.ActivateResponsePayload:
+    async def activate(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active; Permission Denied in any other state."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is not KmipState.PRE_ACTIVE:
             raise denied(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
         change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
         await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
-    async def revoke(self, call: KmipCall, payload: Any) -> payloads.RevokeResponsePayload:
+    async def revoke(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.RevokeResponsePayload:
         """Active or Pre-Active to Deactivated; to Compromised with the reason Key Compromise (from
         any state but Destroyed)."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         compromised = revocation(call, payload)
         if key.state is KeyState.DESTROYED:
             raise denied("the object is destroyed")
@@ -136,9 +152,9 @@ class KmipKeys:
         await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
-    async def destroy(self, call: KmipCall, payload: Any) -> payloads.DestroyResponsePayload:
+    async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
         """Destroy the key's HSM objects now; Permission Denied while it is Active."""
-        key = await self.managed(call, call.uid(payload.unique_identifier))
+        key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is KmipState.ACTIVE:
             raise denied("the object is active: revoke it before destroying it")
         if key.state is KeyState.DESTROYED:
@@ -194,9 +210,10 @@ def revocation(call: KmipCall, payload: Any) -> bool:
 
 def kmip_type(key: Key) -> tuple[enums.CryptographicAlgorithm, int]:
     """The KMIP algorithm and length of ``key`` (any of ours: the AES of the others is 256 bits)."""
-    bits = HMAC_KEY_BITS.get(key.algorithm)
-    if bits is not None:
-        return KMIP_ALGORITHMS[key.algorithm], bits
+    found = KMIP_ALGORITHMS.get(key.algorithm)
+    spec = spec_of(key.algorithm)
+    if found is not None and spec.key_bits:
+        return found, spec.key_bits
     return enums.CryptographicAlgorithm.AES, 256
 
 
@@ -208,8 +225,12 @@ def _key_type(server: dict[str, Any]) -> Algorithm:
         raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
     name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
     found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
-    if found is None:
-        offered = ", ".join(f"{kmip.name.replace('_', '-')} {bits}" for kmip, bits in KEY_TYPES)
+    if found is None or spec_of(found).asymmetric:
+        offered = ", ".join(
+            f"{kmip.name.replace('_', '-')} {bits}"
+            for (kmip, bits), kind in KEY_TYPES.items()
+            if not spec_of(kind).asymmetric
+        )
         shown = f"AES-{length}" if name == "AES" else f"{name} of {length} bits"
         raise invalid(f"{shown} keys are not offered by this server's key table (it offers {offered})")
     return found

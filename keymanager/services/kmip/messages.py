@@ -60,7 +60,8 @@ class KmipRefusal(Exception):
     def __init__(self, reason: enums.ResultReason, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.reason = reason
-        self.message = message[:MAX_MESSAGE_CHARS]
+        self.message = message[:MAX_MESSAGE_CHARS].encode("ascii", "replace").decode("ascii")
+        """Cut, and ASCII (PyKMIP writes a text string a byte per character)."""
         self.status = status
         """The HTTP-like status of its audit record (403 refused, 404 not found, 400 bad, 5xx ours)."""
 
@@ -115,26 +116,18 @@ class Item:
 
 @dataclass
 class Request:
-    """A decoded request message: the protocol version it speaks and its batch items."""
+    """A decoded request message: the protocol version it speaks, its batch items, and the header's
+    choices the answer follows."""
 
     version: tuple[int, int]
-    header: messages.RequestHeader
     items: list[Item]
+    stop_on_error: bool = True
+    """Whether the items after a failed one are left undone (the default; ``Continue`` says otherwise)."""
+    max_response_size: int | None = None
 
     @property
     def kmip_version(self) -> enums.KMIPVersion:
         return _KMIP_VERSIONS[self.version]
-
-    @property
-    def stop_on_error(self) -> bool:
-        """Whether the items after a failed one are left undone (the default; ``Continue`` says otherwise)."""
-        option = self.header.batch_error_cont_option
-        return option is None or option.value != enums.BatchErrorContinuationOption.CONTINUE
-
-    @property
-    def max_response_size(self) -> int | None:
-        size = self.header.maximum_response_size
-        return None if size is None else int(size.value)
 
 
 def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request:
@@ -156,7 +149,14 @@ def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -
     if any(tag != _BATCH_ITEM for tag, _, _ in batch) or int(header.batch_count.value) != len(batch):
         raise KmipRefusal(Reason.INVALID_MESSAGE, "the batch count disagrees with the batch items")
     items = [_item(message[start:end], _KMIP_VERSIONS[version], served) for _, start, end in batch]
-    return Request(version, header, items)
+    option = header.batch_error_cont_option
+    size = header.maximum_response_size
+    return Request(
+        version,
+        items,
+        stop_on_error=option is None or option.value != enums.BatchErrorContinuationOption.CONTINUE,
+        max_response_size=None if size is None else int(size.value),
+    )
 
 
 def _header(raw: bytes) -> messages.RequestHeader:

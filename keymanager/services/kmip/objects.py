@@ -3,7 +3,7 @@ objects, X.509 certificates (libmongocrypt without ``delegated`` Registers a 96-
 
 Their values are stored sealed under an HSM key of their own (AES-256-GCM, or AES-256-CBC with
 HMAC-SHA256 on a token without GCM: ``hsm/capabilities.py`` ``sealing_algorithm``; HSM objects
-``km/kmip-objects/…``), bound to the object's id, never in clear (``db/kmip.py``). The registering
+``km/kmip-objects-<scheme>/…``), bound to the object's id, never in clear (``db/kmip.py``). The registering
 principal owns the object: it may Get its value and manage it; others get its value only when
 its policy names them for ``get_key_material`` (none is named at registration), and an admin
 manages every object but sees no value it is not named for. Get is audited like every operation.
@@ -38,8 +38,9 @@ from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
 
-SEALING_NAMES = {Algorithm.AES_256_GCM: "kmip-objects", Algorithm.AES_256_CBC_HMAC_SHA256: "kmip-objects-cbc"}
-"""The sealing key of each scheme: ``version_labels(SEALING_NAMES[scheme], 1, scheme)`` (never swept as an orphan)."""
+SEALING_PREFIX = "kmip-objects-"
+"""The sealing key of a scheme (``sealing_algorithm``): ``version_labels(SEALING_PREFIX + scheme, 1, scheme)``,
+never swept as an orphan (its name is no key id)."""
 MAX_VALUE_BYTES = 64 * 1024
 """Largest value a registered object may have."""
 TYPES = {
@@ -194,7 +195,7 @@ class KmipObjects:
         with self._lock:
             if self._seal_label is None:
                 scheme = sealing_algorithm(self._hsm.capabilities())
-                name = SEALING_NAMES[scheme]
+                name = SEALING_PREFIX + scheme.value.lower()
                 labels = [label for label in self._hsm.find_labels(f"km/{name}/") if label.endswith("/aes")]
                 if labels:
                     self._seal_label = sorted(labels)[0]
@@ -241,8 +242,7 @@ def _bound(object_id: str) -> bytes:
 
 def _sealing(label: str) -> tuple[Algorithm, HsmObjects]:
     """The scheme and HSM objects of the sealing key whose AES object is ``label``."""
-    if label.startswith(f"km/{SEALING_NAMES[Algorithm.AES_256_CBC_HMAC_SHA256]}/"):
-        return Algorithm.AES_256_CBC_HMAC_SHA256, HsmObjects(
-            enc_label=label, mac_label=label.removesuffix("/aes") + "/hmac"
-        )
-    return Algorithm.AES_256_GCM, HsmObjects(enc_label=label, mac_label=None)
+    scheme = Algorithm(label.split("/")[1].removeprefix(SEALING_PREFIX).upper())
+    if scheme is Algorithm.AES_256_GCM:
+        return scheme, HsmObjects(enc_label=label, mac_label=None)
+    return scheme, HsmObjects(enc_label=label, mac_label=label.removesuffix("/aes") + "/hmac")

@@ -1,0 +1,299 @@
+"""CreateKeyPair, Sign, SignatureVerify and RSA-OAEP: KMIP's key pairs on the asymmetric keys of the services.
+
+A KMIP key pair is one asymmetric key of ours (``services/asymmetric.py``, the table's RSA rows):
+its private key's unique identifier is the key's id, its public key's the id followed by
+:data:`PUBLIC_SUFFIX`. The pair shares one state: Activate or Revoke of either half changes both;
+Destroy of the private key destroys the pair in the HSM, Destroy of the public key only retires that
+identifier. Get of the public key answers it (X.509 SubjectPublicKeyInfo); Get of the private key is
+refused like that of every non-exportable key. Sign with the private key, SignatureVerify with either
+(RSASSA-PSS or PKCS#1 v1.5, SHA-256/384/512), Encrypt with the public key and Decrypt with the
+private key (RSAES-OAEP with SHA-1 or SHA-256), each through ``AsymmetricService`` (policy, usage,
+state, the HSM) and audited through ``run_validated``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import operator
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from kmip.core import attributes as kmip_attributes
+from kmip.core import enums
+from kmip.core.messages import payloads
+from kmip.pie import factory as pie_factory
+from kmip.pie import objects as pie_objects
+
+from keymanager.domain.credentials import new_id
+from keymanager.domain.key_specs import EncryptionAlgorithm, KeyUsage, MessageType, SigningAlgorithm
+from keymanager.domain.models import Key, KeyState, KmipState
+from keymanager.domain.policy import Policy
+from keymanager.errors import KeyDisabled, KeyNotFound
+from keymanager.services.asymmetric import AsymmetricService
+from keymanager.services.audit_log import AuditLog
+from keymanager.services.keys import KeyService, KmipChange, KmipFacts
+from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.crypto import visible_key
+from keymanager.services.kmip.keys import KEY_TYPES, KMIP_NAME_PREFIX, OWNER_USES, KmipKeys, revocation
+from keymanager.services.kmip.messages import NO_OBJECT, denied, invalid
+from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
+
+PUBLIC_SUFFIX = "-public"
+"""A key pair's public key: the key's id followed by this."""
+A = enums.AttributeType
+_SIGNING = {
+    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PSS_SHA_256,
+    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PSS_SHA_384,
+    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PSS_SHA_512,
+    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_256,
+    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_384,
+    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_512,
+}
+"""KMIP's padding and hash of an RSA signature, as the table's signing algorithms."""
+_OAEP = {
+    None: EncryptionAlgorithm.RSAES_OAEP_SHA_1,
+    enums.HashingAlgorithm.SHA_1: EncryptionAlgorithm.RSAES_OAEP_SHA_1,
+    enums.HashingAlgorithm.SHA_256: EncryptionAlgorithm.RSAES_OAEP_SHA_256,
+}
+"""KMIP's OAEP hash (none named: SHA-1, OAEP's default), as the table's encryption algorithms."""
+_FACTORY = pie_factory.ObjectFactory()
+_SIGN_BITS = enums.CryptographicUsageMask.SIGN.value | enums.CryptographicUsageMask.VERIFY.value
+
+
+def split(uid: str) -> tuple[str, bool]:
+    """The key a unique identifier names, and whether it names the pair's public key."""
+    if uid.endswith(PUBLIC_SUFFIX):
+        return uid.removesuffix(PUBLIC_SUFFIX), True
+    return uid, False
+
+
+class KmipPairs:
+    """The key-pair operations of the KMIP door (see the module docstring)."""
+
+    def __init__(
+        self,
+        keys: KeyService,
+        kmip_keys: KmipKeys,
+        asymmetric: AsymmetricService,
+        cache: MetadataCache,
+        audit: AuditLog,
+    ) -> None:
+        self._keys = keys
+        self._kmip_keys = kmip_keys
+        self._asymmetric = asymmetric
+        self._cache = cache
+        self._audit = audit
+
+    async def create_key_pair(
+        self, call: KmipCall, payload: payloads.CreateKeyPairRequestPayload
+    ) -> payloads.CreateKeyPairResponsePayload:
+        """A new RSA key pair in the HSM, pre-active, owned by the caller; for signing unless its
+        usage masks name only Encrypt/Decrypt."""
+        templates = [
+            payload.common_template_attribute,
+            payload.private_key_template_attribute,
+            payload.public_key_template_attribute,
+        ]
+        listed = [a for template in templates if template is not None for a in template.attributes]
+        masks = [a for a in listed if a.attribute_name.value == A.CRYPTOGRAPHIC_USAGE_MASK.value]
+        kept, server = attrs.client_attributes([a for a in listed if a not in masks])
+        if masks:  # the halves' masks together: the pair's
+            kept["usage_mask"] = functools.reduce(operator.or_, (int(a.attribute_value.value) for a in masks))
+        algorithm = server.get(A.CRYPTOGRAPHIC_ALGORITHM.value)
+        length = server.get(A.CRYPTOGRAPHIC_LENGTH.value)
+        found = None
+        if algorithm is not None and isinstance(length, int):
+            found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length))
+        if found is None or found.value.split("_")[0] != "RSA":
+            offered = ", ".join(f"RSA-{bits}" for (kind, bits) in KEY_TYPES if kind is enums.CryptographicAlgorithm.RSA)
+            raise invalid(f"CreateKeyPair makes RSA key pairs only ({offered})")
+        mask = int(kept.get("usage_mask") or _SIGN_BITS)
+        usage = KeyUsage.SIGN_VERIFY if mask & _SIGN_BITS else KeyUsage.ENCRYPT_DECRYPT
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})[A.INITIAL_DATE.value] = int(time.time())
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[usage]})
+        created = await asyncio.to_thread(
+            self._keys.create,
+            KMIP_NAME_PREFIX + new_id(),
+            algorithm=found,
+            usage=usage,
+            description="key pair created through KMIP",
+            policy=policy,
+            record=call.success(),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
+        )
+        call.key_id, call.key_version = created.id, created.primary_version
+        call.batch.id_placeholder = created.id
+        return payloads.CreateKeyPairResponsePayload(
+            private_key_unique_identifier=created.id, public_key_unique_identifier=created.id + PUBLIC_SUFFIX
+        )
+
+    async def sign(self, call: KmipCall, payload: payloads.SignRequestPayload) -> payloads.SignResponsePayload:
+        """The signature of the data with the pair's private key, in the HSM."""
+        uid = call.uid(payload.unique_identifier)
+        ref, public = split(uid)
+        if public:
+            raise invalid("Sign needs the private key of the pair")
+        algorithm = _signing(payload.cryptographic_parameters)
+
+        async def attempt(snapshot: Snapshot) -> bytes:
+            await self._active(snapshot, call, ref)
+            signed = await self._asymmetric.sign(
+                snapshot, call.principal, ref, payload.data, MessageType.RAW, algorithm
+            )
+            call.key_version = signed.key_version
+            return signed.signature
+
+        signature = await self._used(call, attempt)
+        return payloads.SignResponsePayload(unique_identifier=uid, signature_data=signature)
+
+    async def signature_verify(
+        self, call: KmipCall, payload: payloads.SignatureVerifyRequestPayload
+    ) -> payloads.SignatureVerifyResponsePayload:
+        """Whether the signature is the data's, under the pair's public key (Valid or Invalid)."""
+        uid = call.uid(payload.unique_identifier)
+        ref, _ = split(uid)
+        algorithm = _signing(payload.cryptographic_parameters)
+        if payload.data is None or payload.signature_data is None:
+            raise invalid("SignatureVerify needs the data and the signature")
+
+        async def attempt(snapshot: Snapshot) -> bool:
+            await self._active(snapshot, call, ref)
+            checked = await self._asymmetric.verify(
+                snapshot, call.principal, ref, payload.data, MessageType.RAW, payload.signature_data, algorithm
+            )
+            call.key_version = checked.key_version
+            return bool(checked.valid)
+
+        valid = await self._used(call, attempt)
+        indicator = enums.ValidityIndicator.VALID if valid else enums.ValidityIndicator.INVALID
+        return payloads.SignatureVerifyResponsePayload(unique_identifier=uid, validity_indicator=indicator)
+
+    async def encrypt(self, call: KmipCall, payload: payloads.EncryptRequestPayload) -> payloads.EncryptResponsePayload:
+        """RSAES-OAEP of the data under the pair's public key."""
+        uid = call.uid(payload.unique_identifier)
+        ref, _ = split(uid)
+        algorithm = _oaep(payload.cryptographic_parameters)
+
+        async def attempt(snapshot: Snapshot) -> bytes:
+            await self._active(snapshot, call, ref)
+            sealed = await self._asymmetric.encrypt(snapshot, call.principal, ref, bytes(payload.data), algorithm)
+            call.key_version = sealed.key_version
+            return sealed.ciphertext
+
+        ciphertext = await self._used(call, attempt)
+        return payloads.EncryptResponsePayload(unique_identifier=uid, data=ciphertext)
+
+    async def decrypt(self, call: KmipCall, payload: payloads.DecryptRequestPayload) -> payloads.DecryptResponsePayload:
+        """The plaintext of an RSAES-OAEP ciphertext, decrypted in the HSM with the pair's private key."""
+        uid = call.uid(payload.unique_identifier)
+        ref, public = split(uid)
+        if public:
+            raise invalid("Decrypt needs the private key of the pair")
+        algorithm = _oaep(payload.cryptographic_parameters)
+
+        async def attempt(snapshot: Snapshot) -> bytes:
+            await self._active(snapshot, call, ref)
+            opened = await self._asymmetric.decrypt(snapshot, call.principal, ref, bytes(payload.data), algorithm)
+            call.key_version = opened.key_version
+            return opened.plaintext
+
+        plaintext = await self._used(call, attempt)
+        return payloads.DecryptResponsePayload(unique_identifier=uid, data=plaintext)
+
+    async def get_public(self, call: KmipCall, uid: str) -> payloads.GetResponsePayload:
+        """The pair's public key (DER SubjectPublicKeyInfo, Key Format Type X.509)."""
+        ref, _ = split(uid)
+        key = await self._kmip_keys.key(call, ref)
+        if key.state is KeyState.DESTROYED or key.kmip_attributes.get("public_destroyed"):
+            raise KeyNotFound(NO_OBJECT)
+        version = key.versions[key.primary_version]
+        assert version.public_key is not None
+        length = key.kmip_attributes.get("length") or KEY_TYPES_BITS.get(key.algorithm, 0)
+        public = pie_objects.PublicKey(
+            enums.CryptographicAlgorithm.RSA, length, version.public_key, enums.KeyFormatType.X_509
+        )
+        return payloads.GetResponsePayload(
+            object_type=enums.ObjectType.PUBLIC_KEY, unique_identifier=uid, secret=_FACTORY.convert(public)
+        )
+
+    async def activate_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+        """Activate the pair through its public key (nothing to do when the pair is active)."""
+        key = await self._kmip_keys.managed(call, ref)
+        if key.kmip_state is KmipState.PRE_ACTIVE:
+            await self._kmip_keys.activate(call, payload, ref)
+        elif key.kmip_state is not KmipState.ACTIVE:
+            raise denied(f"the key pair is {key.kmip_state.value.replace('_', '-')}: it cannot be activated")
+        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+
+    async def revoke_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+        """Revoke the pair through its public key (nothing to do when it was revoked already)."""
+        key = await self._kmip_keys.managed(call, ref)
+        if key.kmip_state in (KmipState.ACTIVE, KmipState.PRE_ACTIVE) or revocation(call, payload):
+            await self._kmip_keys.revoke(call, payload, ref)
+        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+
+    async def destroy_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+        """Retire the public key's identifier (the private key, in the HSM, stays until destroyed itself)."""
+        key = await self._kmip_keys.managed(call, ref)
+        if key.kmip_state is KmipState.ACTIVE:
+            raise denied("the key pair is active: revoke it before destroying it")
+        if key.state is KeyState.DESTROYED or key.kmip_attributes.get("public_destroyed"):
+            raise denied("the object is destroyed already")
+        change = KmipChange(attributes={**key.kmip_attributes, "public_destroyed": True})
+        await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+
+    async def get_any(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+        """Get through the public key's identifier."""
+        return await self.get_public(call, uid)
+
+    async def _active(self, snapshot: Snapshot, call: KmipCall, ref: str) -> Key:
+        key = await visible_key(snapshot, call, ref)
+        if key.kmip_state is not KmipState.ACTIVE:  # an error a stale cache may explain: read afresh
+            raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+        return key
+
+    async def _used(self, call: KmipCall, attempt: Callable[[Snapshot], Awaitable[Any]]) -> Any:
+        return await run_validated(self._cache, self._audit, attempt, lambda _: call.success())
+
+
+KEY_TYPES_BITS = {kind: bits for (_, bits), kind in KEY_TYPES.items()}
+"""The length of each key type KMIP names."""
+
+
+def is_pair(key: Key) -> bool:
+    """Whether ``key`` is a key pair (an asymmetric key)."""
+    return (
+        key.versions.get(key.primary_version) is not None and key.versions[key.primary_version].public_key is not None
+    )
+
+
+def _signing(parameters: Any) -> SigningAlgorithm:
+    padding = getattr(parameters, "padding_method", None) or enums.PaddingMethod.PSS
+    hashing = getattr(parameters, "hashing_algorithm", None) or enums.HashingAlgorithm.SHA_256
+    algorithm = getattr(parameters, "digital_signature_algorithm", None)
+    if algorithm is not None:
+        name = algorithm.name
+        padding = enums.PaddingMethod.PSS if "PSS" in name else enums.PaddingMethod.PKCS1v15
+        hashing = next((h for h in enums.HashingAlgorithm if h.name in name), hashing)
+    found = _SIGNING.get((padding, hashing))
+    if found is None:
+        raise invalid(
+            f"RSA signatures are PSS or PKCS#1 v1.5 with SHA-256, SHA-384 or SHA-512, not {padding.name} {hashing.name}"
+        )
+    return found
+
+
+def _oaep(parameters: Any) -> EncryptionAlgorithm:
+    padding = getattr(parameters, "padding_method", None)
+    if padding not in (None, enums.PaddingMethod.OAEP):
+        raise invalid(f"an RSA key encrypts with OAEP padding only, not {padding.name}")
+    hashing = getattr(parameters, "hashing_algorithm", None)
+    found = _OAEP.get(hashing)
+    if found is None:
+        raise invalid(f"RSAES-OAEP is offered with SHA-1 or SHA-256, not {getattr(hashing, 'name', hashing)}")
+    return found

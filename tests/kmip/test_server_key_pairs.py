@@ -1,0 +1,78 @@
+"""CreateKeyPair (RSA, from the table of key types), Sign/SignatureVerify with the HSM's private key,
+the public key handed out by Get, RSA-OAEP Encrypt/Decrypt, with ``ProxyKmipClient`` over mTLS."""
+
+from __future__ import annotations
+
+import pytest
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+from kmip import enums
+from kmip.pie.exceptions import KmipOperationFailure
+
+from tests.kmip.server_fixtures import OWNER, STRANGER, KmipServer, kmip_server
+
+__all__ = ["kmip_server"]
+
+PSS = {
+    "padding_method": enums.PaddingMethod.PSS,
+    "hashing_algorithm": enums.HashingAlgorithm.SHA_256,
+    "cryptographic_algorithm": enums.CryptographicAlgorithm.RSA,
+}
+SIGN = [enums.CryptographicUsageMask.SIGN, enums.CryptographicUsageMask.VERIFY]
+CRYPT = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
+
+
+def test_a_key_pair_signs_in_the_hsm_and_hands_out_its_public_key(kmip_server: KmipServer) -> None:
+    with kmip_server.connected(OWNER) as client:
+        public_uid, private_uid = client.create_key_pair(
+            enums.CryptographicAlgorithm.RSA, 2048, public_usage_mask=SIGN, private_usage_mask=SIGN
+        )
+        assert public_uid != private_uid
+        client.activate(private_uid)
+        client.activate(public_uid)
+        signature = client.sign(b"a message", uid=private_uid, cryptographic_parameters=PSS)
+        assert client.signature_verify(b"a message", signature, public_uid, PSS) == enums.ValidityIndicator.VALID
+        assert client.signature_verify(b"another", signature, public_uid, PSS) == enums.ValidityIndicator.INVALID
+        public = client.get(public_uid)
+        assert public.key_format_type == enums.KeyFormatType.X_509
+        loaded = serialization.load_der_public_key(public.value)
+        assert isinstance(loaded, rsa.RSAPublicKey) and loaded.key_size == 2048
+        loaded.verify(signature, b"a message", padding.PSS(padding.MGF1(hashes.SHA256()), 32), hashes.SHA256())
+        with pytest.raises(KmipOperationFailure) as private:
+            client.get(private_uid)
+        assert private.value.reason == enums.ResultReason.PERMISSION_DENIED
+        kinds = {
+            uid: client.get_attributes(uid, ["Object Type"])[1][0].attribute_value.value
+            for uid in (public_uid, private_uid)
+        }
+        assert kinds == {public_uid: enums.ObjectType.PUBLIC_KEY, private_uid: enums.ObjectType.PRIVATE_KEY}
+        client.revoke(enums.RevocationReasonCode.CESSATION_OF_OPERATION, private_uid)
+        client.revoke(enums.RevocationReasonCode.CESSATION_OF_OPERATION, public_uid)
+        client.destroy(public_uid)
+        client.destroy(private_uid)
+        assert public_uid not in client.locate() and private_uid not in client.locate()
+    with kmip_server.connected(STRANGER) as stranger, pytest.raises(KmipOperationFailure) as refused:
+        stranger.sign(b"x", uid=private_uid, cryptographic_parameters=PSS)
+    assert refused.value.reason == enums.ResultReason.ITEM_NOT_FOUND
+
+
+def test_rsa_oaep_encrypts_with_the_public_key_and_decrypts_in_the_hsm(kmip_server: KmipServer) -> None:
+    oaep = {"padding_method": enums.PaddingMethod.OAEP, "hashing_algorithm": enums.HashingAlgorithm.SHA_1}
+    with kmip_server.connected(OWNER) as client:
+        public_uid, private_uid = client.create_key_pair(
+            enums.CryptographicAlgorithm.RSA, 2048, public_usage_mask=CRYPT, private_usage_mask=CRYPT
+        )
+        client.activate(private_uid)
+        sealed, _ = client.encrypt(b"wrapped data key", uid=public_uid, cryptographic_parameters=oaep)
+        assert len(sealed) == 256
+        assert client.decrypt(sealed, uid=private_uid, cryptographic_parameters=oaep) == b"wrapped data key"
+        with pytest.raises(KmipOperationFailure) as tampered:
+            client.decrypt(bytes(256), uid=private_uid, cryptographic_parameters=oaep)
+        assert tampered.value.reason == enums.ResultReason.CRYPTOGRAPHIC_FAILURE
+
+
+def test_a_key_pair_of_another_size_is_refused_by_name(kmip_server: KmipServer) -> None:
+    with kmip_server.connected(OWNER) as client, pytest.raises(KmipOperationFailure) as refused:
+        client.create_key_pair(enums.CryptographicAlgorithm.RSA, 1024)
+    assert refused.value.reason == enums.ResultReason.INVALID_FIELD
+    assert "RSA-2048" in str(refused.value)
