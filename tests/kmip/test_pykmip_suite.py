@@ -140,7 +140,7 @@ def why(report: Path) -> str:
             said = [line.strip() for line in (failure.text or "").split("}}}")[-1].splitlines() if line.strip()]
             reason = next((line for line in reversed(said) if re.search(r"(Error|Failure|Exception)\b", line)), "")
             logs = "".join(log.text or "" for log in case.iter("system-out")).splitlines()
-            logged = [line for line in logs if " ERROR " in line]  # the suite logs the server's result message
+            logged = [line for line in logs if line.startswith("ERROR")]  # the suite logs the result message
             lines.append(f"{case.get('name')}: {reason[:300]}{' | ' + logged[-1][:300] if logged else ''}")
     return "\n".join(lines)
 
