@@ -92,6 +92,10 @@ class Hsm(Dispatcher):
         """Generate an exportable AES-256 key version (``hsm/export.py``: extractable, sensitive)."""
         return self.call(export.generate, key_id, version)
 
+    def import_aes(self, key_id: str, version: int, material: bytes) -> HsmObjects:
+        """A key version of AES-256 ``material``, unwrapped into the HSM as a non-extractable object."""
+        return self.call(export.import_aes, key_id, version, material)
+
     async def aexport(self, objects: HsmObjects) -> bytes:
         """The material of an exportable key version, wrapped in the HSM and unwrapped in memory."""
         assert objects.enc_label is not None

@@ -1,4 +1,5 @@
-"""Exportable key versions: generated in the HSM extractable but sensitive, handed out wrapped.
+"""Key material in and out of the HSM for KMIP: exportable key versions (generated extractable but
+sensitive, handed out wrapped) and registered AES keys (unwrapped into the HSM).
 
 A key created exportable (``docs/kmip.md``: an admin's choice, for KMIP clients that fetch key
 material) has one AES-256 object labelled ``…/xaes`` (:data:`~keymanager.hsm.token.EXPORTABLE_SUFFIX`),
@@ -13,13 +14,13 @@ from __future__ import annotations
 import contextlib
 import secrets
 
-from cryptography.hazmat.primitives.keywrap import aes_key_unwrap
+from cryptography.hazmat.primitives.keywrap import aes_key_unwrap, aes_key_wrap
 from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
-from keymanager.domain.models import HsmObjects
-from keymanager.hsm.readback import check_object
-from keymanager.hsm.templates import EXPORTABLE_AES_TEMPLATE
+from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.hsm.readback import check_object, tighten
+from keymanager.hsm.templates import AES_TEMPLATE, EXPORTABLE_AES_TEMPLATE, version_labels
 from keymanager.hsm.token import EXPORTABLE_SUFFIX, Token
 
 KEY_BYTES = 32
@@ -74,3 +75,43 @@ def export(token: Token, label: str) -> bytes:
         with contextlib.suppress(p11.PKCS11Error):
             wrapper.destroy()
     return aes_key_unwrap(one_time, wrapped)
+
+
+def import_aes(token: Token, key_id: str, version: int, material: bytes) -> HsmObjects:
+    """A key version of AES-256 ``material`` a client gave (KMIP's Register), unwrapped into the HSM:
+    wrapped here under a one-time key made in the HSM for the purpose (destroyed at once), unwrapped
+    there into a token object of the AES template (non-extractable, sensitive), read back against it."""
+    if len(material) != KEY_BYTES:
+        raise ValueError("an AES-256 key is 32 bytes")
+    objects = version_labels(key_id, version, Algorithm.AES_256_GCM, secrets.token_hex(4))
+    one_time = secrets.token_bytes(KEY_BYTES)
+    wrapper = token.session().create_object(
+        {
+            Attribute.CLASS: ObjectClass.SECRET_KEY,
+            Attribute.KEY_TYPE: KeyType.AES,
+            Attribute.VALUE: one_time,
+            Attribute.TOKEN: False,
+            Attribute.SENSITIVE: True,
+            Attribute.EXTRACTABLE: False,
+            Attribute.UNWRAP: True,
+            Attribute.WRAP: False,
+            Attribute.ENCRYPT: False,
+            Attribute.DECRYPT: False,
+        }
+    )
+    try:
+        made = wrapper.unwrap_key(
+            ObjectClass.SECRET_KEY,
+            KeyType.AES,
+            aes_key_wrap(one_time, bytes(material)),
+            label=objects.enc_label,
+            store=True,
+            mechanism=Mechanism.AES_KEY_WRAP,
+            template=AES_TEMPLATE,
+        )
+    finally:
+        with contextlib.suppress(p11.PKCS11Error):
+            wrapper.destroy()
+    tighten(made)
+    check_object(made, AES_TEMPLATE, KEY_BYTES if token.quirks.reports_unwrapped_length else None)
+    return objects

@@ -81,12 +81,19 @@ class KmipFacts:
     attributes: Mapping[str, Any]
     exportable: bool = False
     """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
+    material: bytes | None = None
+    """AES-256 material a client registered (origin ``external``): unwrapped into the HSM as version 1."""
 
     def applied(self, key: Key) -> Key:
         state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
         attributes = dict(self.attributes)
         return replace(
-            key, state=state, kmip_lifecycle=self.lifecycle, kmip_attributes=attributes, exportable=self.exportable
+            key,
+            state=state,
+            primary_version=1,
+            kmip_lifecycle=self.lifecycle,
+            kmip_attributes=attributes,
+            exportable=self.exportable,
         )
 
 
@@ -174,6 +181,8 @@ class KeyService:
             if algorithm is not Algorithm.AES_256_GCM:
                 raise InvalidRequest("only AES_256_GCM keys are created exportable")
             objects = self._hsm.generate_exportable(key_id, 1)
+        elif kmip is not None and kmip.material is not None:
+            objects = self._hsm.import_aes(key_id, 1, kmip.material)
         elif not external:
             objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(

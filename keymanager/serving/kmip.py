@@ -150,6 +150,8 @@ class KmipListener:
             pass
         except TimeoutError:
             connection_refusals().refused(client, "kmip_timeout")
+        except Exception as exc:  # a fault of ours: the connection closes, the class name to the log
+            log.error("KMIP connection ended by %s", type(exc).__name__)
         finally:
             self._connections.discard(task)
             writer.transport.abort()
@@ -158,15 +160,23 @@ class KmipListener:
         self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, subject: str | None, client: str
     ) -> None:
         options = self._options
+        loop = asyncio.get_running_loop()
         while True:
+            started = False
             try:
-                first = await asyncio.wait_for(reader.readexactly(1), options.idle_timeout)
-            except (TimeoutError, asyncio.IncompleteReadError):
-                return  # idle, or the client closed: nothing to count
-            async with asyncio.timeout(options.header_timeout):
-                message = await self._message(reader, first, client)
-                if message is None:
-                    return
+                async with asyncio.timeout(options.idle_timeout) as deadline:  # (no task per read, as wait_for makes)
+                    first = await reader.readexactly(1)
+                    started = True
+                    deadline.reschedule(loop.time() + options.header_timeout)
+                    message = await self._message(reader, first, client)
+            except asyncio.IncompleteReadError:
+                return  # the client closed (or stopped mid-message, then closed)
+            except TimeoutError:
+                if not started:
+                    return  # idle: nothing to count
+                raise
+            if message is None:
+                return
             answer = await self._door.exchange(message, subject, client)
             async with asyncio.timeout(options.header_timeout):
                 writer.write(answer.response)

@@ -71,3 +71,63 @@ def test_an_hmac_key_computes_macs_in_the_hsm(kmip_server: KmipServer) -> None:
         with pytest.raises(KmipOperationFailure) as not_aes:
             client.encrypt(b"x", uid=uid, cryptographic_parameters=CBC)
         assert not_aes.value.reason in (enums.ResultReason.INVALID_FIELD, enums.ResultReason.PERMISSION_DENIED)
+
+
+def test_a_registered_aes_256_key_is_unwrapped_into_the_hsm(kmip_server: KmipServer) -> None:
+    import os
+
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+    from kmip.pie import objects
+
+    material = os.urandom(32)
+    with kmip_server.connected(OWNER) as client:
+        masks = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
+        uid = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material, masks, "byok"))
+        client.activate(uid)
+        sealed, iv = client.encrypt(b"x" * 16, uid=uid, cryptographic_parameters=CBC)
+        opened = Cipher(algorithms.AES(material), modes.CBC(iv)).decryptor()
+        assert (opened.update(sealed) + opened.finalize())[:16] == b"x" * 16  # the HSM holds the given key
+        with pytest.raises(KmipOperationFailure) as kept:
+            client.get(uid)
+        assert kept.value.reason == enums.ResultReason.PERMISSION_DENIED  # and keeps it
+        with pytest.raises(KmipOperationFailure) as small:
+            client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 128, os.urandom(16)))
+        assert small.value.reason == enums.ResultReason.INVALID_FIELD and "AES-128" in str(small.value)
+    with kmip_server.admin() as rest:
+        assert rest.get(f"/v1/keys/{uid}").json()["origin"] == "external"
+
+
+def _ttlv(tag: int, kind: int, value: bytes) -> bytes:
+    return tag.to_bytes(3, "big") + bytes([kind]) + len(value).to_bytes(4, "big") + value + bytes(-len(value) % 8)
+
+
+def _mac_verify(uid: str, data: bytes, mac: bytes) -> bytes:
+    """A MACVerify request (PyKMIP's codec has no payload for it: written here)."""
+    version = _ttlv(
+        0x420069, 1, _ttlv(0x42006A, 2, (1).to_bytes(4, "big")) + _ttlv(0x42006B, 2, (2).to_bytes(4, "big"))
+    )
+    header = _ttlv(0x420077, 1, version + _ttlv(0x42000D, 2, (1).to_bytes(4, "big")))
+    payload = _ttlv(0x420079, 1, _ttlv(0x420094, 7, uid.encode()) + _ttlv(0x4200C2, 8, data) + _ttlv(0x4200C6, 8, mac))
+    item = _ttlv(0x42000F, 1, _ttlv(0x42005C, 5, (0x24).to_bytes(4, "big")) + payload)
+    return _ttlv(0x420078, 1, header + item)
+
+
+def test_mac_verify_checks_a_mac_in_the_hsm(kmip_server: KmipServer) -> None:
+    with kmip_server.connected(OWNER) as client:
+        uid = client.create(enums.CryptographicAlgorithm.HMAC_SHA256, 256)
+        client.activate(uid)
+        mac = client.mac(b"card", uid=uid, algorithm=enums.CryptographicAlgorithm.HMAC_SHA256)[1]
+    validity = []
+    with kmip_server.tls(OWNER) as raw:
+        for data, given in ((b"card", mac), (b"card", bytes(32)), (b"other", mac)):
+            raw.sendall(_mac_verify(uid, data, given))
+            head = raw.recv(8)
+            body = b""
+            while len(body) < int.from_bytes(head[4:8], "big"):
+                body += raw.recv(65536)
+            found = body.find(bytes.fromhex("42009b05"))  # the Validity Indicator (PyKMIP cannot read this answer)
+            assert found > 0, body
+            assert b"\x42\x00\x7f\x05\x00\x00\x00\x04\x00\x00\x00\x00" in body  # Success
+            validity.append(int.from_bytes(body[found + 8 : found + 12], "big"))
+    valid, invalid = enums.ValidityIndicator.VALID.value, enums.ValidityIndicator.INVALID.value
+    assert validity == [valid, invalid, invalid]

@@ -88,3 +88,45 @@ def test_a_certificate_is_located_by_its_type_and_destroyed_objects_are_not_loca
         assert uid not in owner.locate()
         destroyed = owner.attribute_factory.create_attribute(enums.AttributeType.STATE, enums.State.DESTROYED)
         assert uid in owner.locate(attributes=[destroyed])
+
+
+class _AddAttribute:
+    """KMIP 1.x's AddAttribute payload (PyKMIP's codec has none): a unique identifier and an Attribute."""
+
+    def __init__(self, uid: str, attribute: object) -> None:
+        self.uid, self.attribute = uid, attribute
+
+    def write(self, stream: object, kmip_version: object = None) -> None:
+        from kmip.core import primitives, utils
+
+        inner = utils.BytearrayStream()
+        primitives.TextString(self.uid, enums.Tags.UNIQUE_IDENTIFIER).write(inner, kmip_version=kmip_version)
+        self.attribute.write(inner, kmip_version=kmip_version)  # type: ignore[attr-defined]
+        header = (0x420079).to_bytes(3, "big") + b"\x01" + len(inner.buffer).to_bytes(4, "big")
+        stream.write(header + bytes(inner.buffer))  # type: ignore[attr-defined]
+
+
+def test_add_attribute_adds_a_name_and_a_custom_attribute(kmip_server: KmipServer) -> None:
+    from tests.kmip.server_fixtures import request_message
+
+    with kmip_server.connected(OWNER) as owner:
+        uid = owner.create(enums.CryptographicAlgorithm.AES, 256, name="first")
+        factory = owner.attribute_factory
+        added = (
+            factory.create_attribute(enums.AttributeType.NAME, "second"),
+            factory.create_attribute("x-team", "payments"),
+        )
+        for attribute in added:
+            with kmip_server.tls(OWNER) as raw:
+                raw.sendall(request_message([(enums.Operation.ADD_ATTRIBUTE, _AddAttribute(uid, attribute))]))
+                head = raw.recv(8)
+                body = b""
+                while len(body) < int.from_bytes(head[4:8], "big"):
+                    body += raw.recv(65536)
+            assert bytes.fromhex("42007f050000000400000000") in body  # Result Status: Success
+        _, found = owner.get_attributes(uid, ["Name", "x-team"])
+        names = [a.attribute_value.name_value.value for a in found if a.attribute_name.value == "Name"]
+        custom = [a.attribute_value.value for a in found if a.attribute_name.value == "x-team"]
+        assert names == ["first", "second"] and custom == ["payments"]
+        name = factory.create_attribute(enums.AttributeType.NAME, "second")
+        assert uid in owner.locate(attributes=[name])

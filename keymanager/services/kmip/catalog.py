@@ -30,7 +30,14 @@ from keymanager.services.keys import KeyService, KmipChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import KmipKeys, kmip_type
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.services.kmip.messages import (
+    NO_OBJECT,
+    AddAttributeRequest,
+    AddAttributeResponse,
+    KmipRefusal,
+    Reason,
+    invalid,
+)
 from keymanager.services.kmip.objects import KmipObjects
 from keymanager.services.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
 
@@ -124,6 +131,15 @@ class KmipCatalog:
         return payloads.GetAttributeListResponsePayload(
             unique_identifier=view.uid, attribute_names=list(view.attributes)
         )
+
+    async def add_attribute(self, call: KmipCall, payload: AddAttributeRequest) -> AddAttributeResponse:
+        """Add an attribute's value (a multi-valued one gets one more; a single-valued one must be absent)."""
+        view = await self._managed(call, call.uid(payload.unique_identifier))
+        kept = _copy(view.kept)
+        name, _, value = attrs.parsed(payload.attribute)
+        attrs.add(kept, name, value)
+        await view.save(call, kept)
+        return AddAttributeResponse(view.uid, payload.attribute)
 
     async def modify_attribute(
         self, call: KmipCall, payload: payloads.ModifyAttributeRequestPayload

@@ -32,6 +32,7 @@ from keymanager.services.crypto import CryptoService
 from keymanager.services.key_use import usable
 from keymanager.services.keys import visible
 from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.fast import MacVerified
 from keymanager.services.kmip.keys import kmip_type
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
@@ -129,6 +130,25 @@ class KmipCrypto:
         return payloads.MACResponsePayload(
             unique_identifier=kmip_attributes.UniqueIdentifier(uid), mac_data=kmip_objects.MACData(mac)
         )
+
+    async def mac_verify(self, call: KmipCall, payload: Any) -> MacVerified:
+        """Whether the MAC is the data's under the HMAC key (computed in the HSM, compared in constant time)."""
+        uid = call.uid(payload.unique_identifier)
+        data = self._sized(payload.data)
+        if payload.mac_data is None:
+            raise KmipRefusal(Reason.MISSING_DATA, "MACVerify needs the MAC")
+
+        async def attempt(snapshot: Snapshot) -> bool:
+            key = await visible_key(snapshot, call, uid)
+            if key.kmip_state is not KmipState.ACTIVE:
+                raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+            checked = await self._crypto.verify_mac(
+                snapshot, call.principal, key.id, data, payload.mac_data, framed=False
+            )
+            call.key_version = checked.key_version
+            return checked.valid
+
+        return MacVerified(uid, await self._used(call, attempt))
 
     async def _used(self, call: KmipCall, attempt: Callable[[Snapshot], Awaitable[Any]]) -> Any:
         """``attempt`` run on validated lookups, its success record committed before it answers."""

@@ -31,10 +31,8 @@ _HEADER_FIELDS = {
     T.BATCH_ERROR_CONTINUATION_OPTION.value,
     T.BATCH_COUNT.value,
 }
-_OPERATIONS = {
-    enums.Operation.ENCRYPT.value: enums.Operation.ENCRYPT,
-    enums.Operation.DECRYPT.value: enums.Operation.DECRYPT,
-}
+_OPERATIONS = {op.value: op for op in (enums.Operation.ENCRYPT, enums.Operation.DECRYPT, enums.Operation.MAC_VERIFY)}
+"""The operations this path reads (MACVerify only here: PyKMIP's codec has no payload for it)."""
 _PARAMETERS = {
     T.BLOCK_CIPHER_MODE.value: ("block_cipher_mode", enums.BlockCipherMode),
     T.PADDING_METHOD.value: ("padding_method", enums.PaddingMethod),
@@ -79,6 +77,16 @@ class CipherRequest:
     iv_counter_nonce: bytes | None = None
     auth_additional_data: bytes | None = None
     auth_tag: bytes | None = None
+    mac_data: bytes | None = None
+    """MACVerify's MAC."""
+
+
+@dataclass
+class MacVerified:
+    """MACVerify's answer (PyKMIP has no payload class for it)."""
+
+    unique_identifier: str
+    valid: bool
 
 
 class _Unknown(Exception):
@@ -162,7 +170,9 @@ def _item(message: bytes, offset: int, version: tuple[int, int], served: frozens
 
 def _payload(message: bytes, offset: int, version: tuple[int, int], operation: enums.Operation) -> CipherRequest:
     allowed = [T.UNIQUE_IDENTIFIER.value, T.CRYPTOGRAPHIC_PARAMETERS.value, T.DATA.value, T.IV_COUNTER_NONCE.value]
-    if version >= _1_4:
+    if operation is enums.Operation.MAC_VERIFY:
+        allowed = [T.UNIQUE_IDENTIFIER.value, T.CRYPTOGRAPHIC_PARAMETERS.value, T.DATA.value, T.MAC_DATA.value]
+    elif version >= _1_4:
         allowed.append(T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA.value)
         if operation is enums.Operation.DECRYPT:
             allowed.append(T.AUTHENTICATED_ENCRYPTION_TAG.value)
@@ -189,6 +199,7 @@ _BYTE_FIELDS = {
     T.IV_COUNTER_NONCE.value: "iv_counter_nonce",
     T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA.value: "auth_additional_data",
     T.AUTHENTICATED_ENCRYPTION_TAG.value: "auth_tag",
+    T.MAC_DATA.value: "mac_data",
 }
 
 
@@ -245,7 +256,7 @@ def _text(message: bytes, offset: int) -> str:
 
 # -- responses ---------------------------------------------------------------------------------
 
-_ANSWERS = (payloads.EncryptResponsePayload, payloads.DecryptResponsePayload)
+_ANSWERS = (payloads.EncryptResponsePayload, payloads.DecryptResponsePayload, MacVerified)
 
 
 def encode(version: tuple[int, int], results: Sequence[Result], max_size: int | None) -> bytes | None:
@@ -286,6 +297,10 @@ def _batch_item(version: tuple[int, int], result: Result) -> bytes:
 
 def _answer(version: tuple[int, int], payload: Any) -> bytes:
     fields = [_ttlv(T.UNIQUE_IDENTIFIER.value, ttlv.ItemType.TEXT_STRING, str(payload.unique_identifier).encode())]
+    if isinstance(payload, MacVerified):
+        indicator = enums.ValidityIndicator.VALID if payload.valid else enums.ValidityIndicator.INVALID
+        fields.append(_enumeration(T.VALIDITY_INDICATOR.value, indicator.value))
+        return _structure(T.RESPONSE_PAYLOAD.value, *fields)
     fields.append(_ttlv(T.DATA.value, ttlv.ItemType.BYTE_STRING, payload.data))
     if isinstance(payload, payloads.EncryptResponsePayload):
         if payload.iv_counter_nonce:

@@ -25,7 +25,7 @@ from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import SPECS, HsmKeyType, KeyUsage, spec_of
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.hsm import Hsm
@@ -118,6 +118,47 @@ class KmipKeys:
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
         return payloads.CreateResponsePayload(object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=created.id)
+
+    async def register(
+        self, call: KmipCall, payload: payloads.RegisterRequestPayload
+    ) -> payloads.RegisterResponsePayload:
+        """A symmetric key a client gives, unwrapped into the HSM as a non-extractable key it owns
+        (origin ``external``), pre-active; of a type of the table (AES-256), else refused by name."""
+        if payload.managed_object is None:
+            raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
+        template = payload.template_attribute
+        kept, _ = attrs.client_attributes(template.attributes if template is not None else [])
+        try:
+            key = _FACTORY.convert(payload.managed_object)
+        except (TypeError, ValueError, AttributeError):
+            raise invalid("the key to register cannot be read") from None
+        bits = len(bytes(key.value)) * 8
+        algorithm = _key_type(
+            {
+                enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value: key.cryptographic_algorithm.value,
+                enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value: bits,
+            }
+        )
+        if algorithm is not KMIP_AES or key.cryptographic_length != bits:
+            raise invalid("Register takes AES-256 symmetric keys (32 bytes of raw key material)")
+        kept["owner"] = call.principal.id
+        kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        policy = Policy(
+            grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[KeyUsage.ENCRYPT_DECRYPT]}
+        )
+        created = await _in_thread(
+            self._keys.create,
+            KMIP_NAME_PREFIX + new_id(),
+            algorithm=algorithm,
+            description="registered through KMIP",
+            policy=policy,
+            origin=Origin.EXTERNAL,
+            record=call.success(),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, material=bytes(key.value)),
+        )
+        call.key_id, call.key_version = created.id, created.primary_version
+        call.batch.id_placeholder = created.id
+        return payloads.RegisterResponsePayload(unique_identifier=created.id)
 
     async def activate(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active; Permission Denied in any other state."""

@@ -18,7 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmip.core import enums, utils
+from kmip.core import enums, primitives, utils
+from kmip.core import objects as core_objects
 from kmip.core.factories.payloads.request import RequestPayloadFactory
 from kmip.core.messages import contents, messages
 
@@ -182,6 +183,8 @@ def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operat
         operation = None
     if operation is None or operation not in served:
         return Item(operation, batch_id, refusal=not_supported("this operation is not offered by this server"))
+    if operation is enums.Operation.ADD_ATTRIBUTE:
+        return _add_attribute(fields, operation, batch_id, version)
     decoded = messages.RequestBatchItem()
     try:
         decoded.read(utils.BytearrayStream(raw), kmip_version=version)
@@ -191,6 +194,55 @@ def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operat
         log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
     return Item(operation, batch_id, payload=decoded.request_payload)
+
+
+@dataclass
+class AddAttributeRequest:
+    """KMIP 1.x's AddAttribute request (PyKMIP's codec has no payload for it)."""
+
+    unique_identifier: str | None
+    attribute: Any
+
+
+@dataclass
+class AddAttributeResponse:
+    """AddAttribute's answer: the identifier and the attribute added, written as PyKMIP writes structures."""
+
+    unique_identifier: str
+    attribute: Any
+
+    def write(
+        self, stream: utils.BytearrayStream, kmip_version: enums.KMIPVersion = enums.KMIPVersion.KMIP_1_0
+    ) -> None:
+        inner = utils.BytearrayStream()
+        primitives.TextString(self.unique_identifier, enums.Tags.UNIQUE_IDENTIFIER).write(
+            inner, kmip_version=kmip_version
+        )
+        self.attribute.write(inner, kmip_version=kmip_version)
+        header = enums.Tags.RESPONSE_PAYLOAD.value.to_bytes(3, "big") + b"\x01" + len(inner.buffer).to_bytes(4, "big")
+        stream.write(header + bytes(inner.buffer))
+
+
+def _add_attribute(
+    fields: dict[int, bytes], operation: enums.Operation, batch_id: bytes | None, version: enums.KMIPVersion
+) -> Item:
+    """AddAttribute (1.x: a unique identifier and an Attribute), read field by field with PyKMIP's Attribute."""
+    payload = fields.get(_REQUEST_PAYLOAD)
+    inside = {tag: payload[start:end] for tag, start, end in ttlv.children(payload, 0)} if payload else {}
+    raw_attribute = inside.get(enums.Tags.ATTRIBUTE.value)
+    if raw_attribute is None or version >= enums.KMIPVersion.KMIP_2_0:
+        return Item(
+            operation, batch_id, refusal=not_supported("AddAttribute takes KMIP 1.x's Attribute (2.0: SetAttribute)")
+        )
+    attribute = core_objects.Attribute()
+    try:
+        attribute.read(utils.BytearrayStream(raw_attribute), kmip_version=version)
+        uid = ttlv.byte_value(inside.get(enums.Tags.UNIQUE_IDENTIFIER.value))
+        text = None if uid is None else uid.decode("utf-8")
+    except Exception as exc:
+        log.info("unreadable KMIP AddAttribute request: %s", type(exc).__name__)
+        return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
+    return Item(operation, batch_id, payload=AddAttributeRequest(text, attribute))
 
 
 @dataclass
