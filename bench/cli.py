@@ -1,6 +1,6 @@
 """Command line of ``python -m bench``: subcommands ``report`` (what ``make bench`` runs), ``blobs``
 (the default), ``transport``, ``app``, ``targets``,
-``client``, ``envelope``, ``ceilings``, ``fastpath`` and ``tokenize``."""
+``client``, ``envelope``, ``ceilings``, ``fastpath``, ``tokenize`` and ``kmip``."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from rich.console import Console
 from bench.clients import DEFAULT_TARGETS, TARGET_NAMES
 
 SUBCOMMANDS = ("report", "blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath",
-               "tokenize")  # fmt: skip
+               "tokenize", "kmip")  # fmt: skip
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -110,7 +110,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, suite, tokenize, transport
+    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, kmip, suite, tokenize, transport
 
     common = common_options()
     top = BenchParser(prog="python -m bench", description=__doc__)
@@ -149,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
     ceilings.add_parser(commands)
     fastpath.add_parser(commands)
     tokenize.add_parser(commands)
+    kmip.add_parser(commands)
     return top
 
 

@@ -15,7 +15,7 @@ from urllib.parse import urlsplit
 import psutil
 
 PACKAGES = ("keymanager", "keymanager-sdk", "boto3", "botocore", "moto", "aws-encryption-sdk", "httpx", "cryptography",
-            "uvicorn")  # fmt: skip
+            "uvicorn", "pykmip")  # fmt: skip
 
 
 def cpu_model() -> str:

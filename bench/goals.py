@@ -15,6 +15,8 @@ in the JSON; ``--fast`` measures them once, at the start). Targets and their den
 | SDK envelope 70 MB | ``km-envelope``, one client, MB/s | cryptography AES-GCM, one core | ≥ 70 % |
 | KMS API vs the emulator | wrk replaying one signed ``Encrypt``, 32 connections | the emulator's ops/s | ≥ 10x |
 | KMS API CPU per request | same wrk run against us | native REST encrypt, same key, wrk | ≤ 1.3x |
+| KMIP Encrypt x32 | one TTLV ``Encrypt`` replayed (asyncio, mTLS), 32 connections | native REST, same driver | ≥ 80 % |
+| KMIP CPU per request | same runs | native REST's, same driver | ≤ 1.2x |
 | sequential encrypt p50, p99 | SDK, one client | absolute | ≤ 1.5 ms, ≤ 4 ms |
 | re-encrypt, data key, MAC p50 | SDK, one client | absolute | ≤ 1.5 ms |
 | peak RSS per worker | during the 70 MB stream | absolute | ≤ 150 MB |
@@ -39,7 +41,7 @@ from keymanager_sdk import KeyManager
 from rich.console import Console
 from rich.table import Table
 
-from bench import ceilings, kmsdoor, output, sequential, signing, xks
+from bench import ceilings, kmip, kmsdoor, output, sequential, signing, xks
 from bench.measure import MB, Measurement, Window, measure
 from bench.report import human_size, write_json
 from bench.rig import Rig, rig
@@ -192,6 +194,7 @@ def door_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measur
         "kms_api_boto3_sequential": lambda: field_run(r, args, "km-kms-api", "encrypt", 1),
         "emulator_boto3_sequential": lambda: field_run(r, args, "aws-kms", "encrypt", 1),
         **xks_runs(r, args),
+        **kmip_runs(r, args),
     }
 
 
@@ -203,6 +206,17 @@ def xks_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measure
         f"xks_encrypt_x{n}": (lambda n=n: xks.encrypt_wrk(store, plaintext, n, window, r.probe))
         for n in (1, args.high_concurrency)
     }
+
+
+def kmip_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measurement]]:
+    """The KMIP door against native REST encrypt (``bench.kmip``): one asyncio driver replaying one
+    request of each, rounds interleaved; none against ``--url`` (its principal's certificate comes
+    from a spawned service's development CA)."""
+    if r.service is None or r.service.kmip_port is None or r.endpoint is None:
+        return {}
+    client = kmip.provision(r.service)
+    replays = kmip.kmip_replay(client, args.field_size), kmip.rest_replay(r.endpoint, args.field_size)
+    return kmip.interleaved(*replays, args.high_concurrency, window_of(args), r.probe)
 
 
 def measurements(
@@ -261,6 +275,7 @@ def goals_of(m: dict[str, Measurement], c: Ceilings, size: int, high: int) -> li
     echo, hsm = ("raw_asgi_echo",), ("softhsm",)
     blob = human_size(size)
     kms, rest = m["kms_api_high"], m["rest_gcm_high"]
+    kmip_door, native = kmip.sides(m)
     return [
         against(f"1 KB encrypt x{high} (wrk)", m["encrypt_high"].ops_per_s, "req/s", (*echo, "requests_per_s"),
                 "raw ASGI echo", 0.45),
@@ -284,6 +299,10 @@ def goals_of(m: dict[str, Measurement], c: Ceilings, size: int, high: int) -> li
              "emulator, same signed Encrypt", 10, "at_least"),
         Goal("KMS API CPU per Encrypt vs native REST", kms.server_cpu_us_per_request, "µs",
              rest.server_cpu_us_per_request, "native REST encrypt, same key", 1.3, "at_most"),
+        Goal(f"KMIP Encrypt x{high} vs native REST encrypt (one driver)", kmip_door.ops_per_s, "req/s",
+             native.ops_per_s, "native REST encrypt, same driver", 0.80, "share"),
+        Goal("KMIP CPU per Encrypt vs native REST", kmip_door.server_cpu_us_per_request, "µs",
+             native.server_cpu_us_per_request, "native REST encrypt, same driver", 1.2, "at_most"),
         absolute("sequential encrypt p50 (SDK)", seq.p50 * 1e3, "ms", 1.5),
         absolute("sequential encrypt p99 (SDK)", seq.p99 * 1e3, "ms", 4.0),
         absolute("sequential re-encrypt p50 (SDK)", p50_ms(m["reencrypt_sequential"]), "ms", 1.5),

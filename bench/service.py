@@ -66,6 +66,8 @@ class Service:
     pid: int | None = None
     var_dir: Path | None = None
     workers: int | None = None
+    kmip_port: int | None = None
+    """The KMIP listener's port (``KM_KMIP_PORT``) of a spawned service."""
 
     def pids(self) -> list[int]:
         """The server's processes (parent and children) when known, else an empty list."""
@@ -111,6 +113,7 @@ def server_env(var_dir: Path, pin: str, **extra: str) -> dict[str, str]:
         KM_VAR_DIR=str(var_dir),
         KM_PKCS11_PIN=pin,
         KM_PKCS11_TOKEN_LABEL="km-bench",  # noqa: S106 (a label, not a secret)
+        KM_KMIP_PORT="0",  # no KMIP listener on the default port 5696, which another service may hold
         PATH=f"{Path(sys.executable).parent}:{env.get('PATH', '')}",
     )
     env.update(extra)
@@ -158,6 +161,7 @@ def serve(
     on top) until the block ends."""
     tls = var_dir / "tls"
     extra = {"KM_TLS_CLIENT_CA": str(tls / "ca.pem")} if mode == "mtls" else {}
+    extra["KM_KMIP_PORT"] = str(free_port())
     extra.update(settings or {})
     args = ["serve", "--workers", str(workers), "--port", str(port := free_port())]
     if mode == "http":
@@ -172,7 +176,8 @@ def serve(
     try:
         wait_ready(url, ca, process, log)
         token = (var_dir / "admin.token").read_text().strip()
-        yield Service(url=url, ca=ca, admin_token=token, pid=process.pid, var_dir=var_dir, workers=workers)
+        kmip = int(extra["KM_KMIP_PORT"]) or None
+        yield Service(url, ca, token, pid=process.pid, var_dir=var_dir, workers=workers, kmip_port=kmip)
     finally:
         stop(process)
 

@@ -99,12 +99,12 @@ case "$purpose" in
     step_done
     ;;
   bench)
-    step "installing keymanager, the SDK and the bench's packages (boto3, moto[kms], rich, psutil, ...) into $VENV" "1-2 min"
+    step "installing keymanager, the SDK and the bench's packages (boto3, moto[kms], rich, psutil, pykmip, ...) into $VENV" "1-2 min"
     "${PIP[@]}" -e '.[bench]' -e ./sdk
     step_done
     ;;
   test)
-    step "installing keymanager with the test and lint tools (pytest, ruff, mypy, ...), the SDK and kmctl into $VENV (~110 packages)" "1-3 min"
+    step "installing keymanager with the test and lint tools (pytest, ruff, mypy, ..., PyKMIP and pymongocrypt for the KMIP proofs), the SDK and kmctl into $VENV (~115 packages)" "1-3 min"
     "${PIP[@]}" -e '.[dev]' -e './sdk[cli]'
     step_done
     ;;

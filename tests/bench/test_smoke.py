@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--duration", "0.4", "--warmup", "0.1"]
 
@@ -67,7 +69,7 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     echo = [ceilings[when]["raw_asgi_echo"]["requests_per_s"] for when in ("start", "end", "used")]
     assert echo[0] == echo[1] == echo[2] > 0  # --fast measures the ceilings once
     goals = {t["name"]: t for t in report["targets"]}
-    assert len(goals) == 21
+    assert len(goals) == 23
     for goal in goals.values():
         assert {"measured", "ceiling", "ceiling_name", "fraction", "goal", "kind", "met"} <= goal.keys(), goal
         assert goal["measured"] > 0 and goal["fraction"] > 0 and isinstance(goal["met"], bool), goal
@@ -86,6 +88,16 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     native = goals["KMS API CPU per Encrypt vs native REST"]
     assert native["kind"] == "at_most" and native["goal"] == 1.3
     assert native["ceiling"] == measured["rest_gcm_high"]["summary"]["server_cpu_us_per_request"]
+    kmip_ops = goals["KMIP Encrypt x4 vs native REST encrypt (one driver)"]
+    kmip_cpu = goals["KMIP CPU per Encrypt vs native REST"]
+    assert (kmip_ops["kind"], kmip_ops["goal"], kmip_cpu["kind"], kmip_cpu["goal"]) == ("share", 0.8, "at_most", 1.2)
+    rounds = {name: m for name, m in measured.items() if name.startswith(("kmip_encrypt_high_", "kmip_native_high_"))}
+    assert list(rounds) == ["kmip_encrypt_high_1", "kmip_native_high_1", "kmip_encrypt_high_2", "kmip_native_high_2"]
+    assert {m["driver"] for m in rounds.values()} == {"asyncio replay"}
+    assert all(m["concurrency"] == 4 and m["checked"] > 0 and m["server_cpu_s"] > 0 for m in rounds.values())
+    native_rounds = [m for name, m in rounds.items() if "native" in name]  # the ceiling: their sum
+    ops, seconds = sum(m["summary"]["operations"] for m in native_rounds), sum(m["elapsed"] for m in native_rounds)
+    assert kmip_ops["ceiling"] == pytest.approx(ops / seconds)
     for name in ("sequential re-encrypt p50 (SDK)", "sequential data key p50 (SDK)", "sequential MAC p50 (SDK)"):
         assert goals[name]["goal"] == 1.5
     for title, ceiling in (("RSA-2048 PSS", "rsa_2048_pss_sign"), ("ECDSA P-256", "ecdsa_p256_sign")):
@@ -102,6 +114,22 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     assert {"kms_api_boto3_sequential", "emulator_boto3_sequential"} <= report["informational"].keys()
     assert report["informational"]["emulator_cpu_per_encrypt_over_ours"] > 0
     assert all(m["summary"]["error_count"] == 0 for m in measured.values())
+
+
+def test_kmip_compares_the_kmip_door_with_native_rest_on_one_driver(tmp_path: Path) -> None:
+    args = ["--connections", "2", "--duration", "0.3", "--warmup", "0", "--rounds", "1", "--out", str(tmp_path)]
+    done = bench("kmip", *args)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "KMIP Encrypt (TTLV, mTLS) vs native REST" in done.stdout and "goal ≤ 1.2x" in done.stdout
+    report = json.loads((tmp_path / "kmip.json").read_text())
+    assert list(report["measurements"]) == ["kmip_encrypt_high_1", "kmip_native_high_1"]
+    kmip, native = (report["measurements"][name] for name in ("kmip_encrypt_high_1", "kmip_native_high_1"))
+    assert (kmip["target"], native["target"]) == ("km-kmip", "km")
+    for m in (kmip, native):
+        assert m["driver"] == "asyncio replay" and m["errors"] == {} and m["counted"] > 0 and m["server_cpu_s"] > 0
+    assert report["ops_share"] == pytest.approx(kmip["summary"]["ops_per_s"] / native["summary"]["ops_per_s"])
+    cpu = kmip["summary"]["server_cpu_us_per_request"] / native["summary"]["server_cpu_us_per_request"]
+    assert report["cpu_ratio"] == pytest.approx(cpu) and isinstance(report["cpu_ratio_met"], bool)
 
 
 MEAN_OF_START_AND_END = """

@@ -18,7 +18,6 @@ import os
 import subprocess
 import sys
 import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ from tests.e2e.conftest import Server, free_port
 from tests.kms_api import esdk_sdist
 from tests.kms_api.conftest import new_pair
 from tests.kms_api.test_operations import grant
+from tests.support.third_party_suite import outcomes
 
 SUITE = "test/integration"
 KEY_ID_VARIABLES = (  # test/integration/integration_test_utils.py
@@ -72,16 +72,6 @@ def suite_environment(server: Server, arns: list[str], access_key_id: str, secre
         "AWS_EC2_METADATA_DISABLED": "true",
         "AWS_MAX_ATTEMPTS": "1",
     }
-
-
-def outcomes(report: Path) -> dict[str, str]:
-    """Each test case of a JUnit report: ``passed``, ``failed`` or ``skipped``."""
-    found: dict[str, str] = {}
-    for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314 (the subprocess's own report)
-        kinds = {child.tag for child in case} & {"failure", "error", "skipped"}
-        kind = "failed" if kinds & {"failure", "error"} else "skipped" if kinds else "passed"
-        found[f"{case.get('classname')}::{case.get('name')}"] = kind
-    return found
 
 
 @pytest.fixture(scope="session")  # set up before the session's server: no sdist and no index fail quickly
