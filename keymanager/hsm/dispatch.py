@@ -31,7 +31,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 from pkcs11 import exceptions as p11
@@ -113,42 +113,8 @@ def _hsm_worker() -> Worker[Callable[[], Any], Any]:
     global _worker
     with _worker_lock:
         if _worker is None:
-            _worker = Worker("hsm", _yielding(serve_each), max_batch=256, separately=True)
+            _worker = Worker("hsm", serve_each, max_batch=256, separately=True)
         return _worker
-
-
-def _yielding(
-    serve: Callable[[Sequence[Callable[[], Any]]], list[Any]],
-) -> Callable[[Sequence[Callable[[], Any]]], list[Any]]:
-    """``serve``, run by a thread that no longer preempts the event loop when woken (:func:`_batch_policy`,
-    applied on its first batch)."""
-    first = [True]
-
-    def served(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
-        if first:
-            first.clear()
-            _batch_policy()
-        return serve(jobs)
-
-    return served
-
-
-def _batch_policy() -> None:
-    """Put the calling thread under Linux's ``SCHED_BATCH`` policy (same CPU share, no wake-up preemption).
-
-    The event loop queues an HSM job and goes on with its turn; woken, the HSM thread used to
-    preempt it on the spot (a worker's threads share its pinned CPU) while the loop held the GIL, so
-    the HSM thread waited for the GIL at once and the loop was switched back in: two switches
-    for nothing, per wake-up. Under ``SCHED_BATCH`` the thread runs when the loop waits (for the
-    network, for the GIL) or at the scheduler's tick, taking every job queued by then. Measured in
-    six interleaved pairs (1 KB x32, wrk, load average 7-9 from other work): service CPU per request
-    lower in 9 of 12 comparisons, req/s within noise. A no-op where the platform has no such policy.
-    """
-    policy = getattr(os, "SCHED_BATCH", None)
-    if policy is None:
-        return
-    with contextlib.suppress(OSError):
-        os.sched_setscheduler(0, policy, os.sched_param(0))
 
 
 def _forget_worker_after_fork() -> None:
