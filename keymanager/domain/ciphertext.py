@@ -106,7 +106,12 @@ def canonical_context(context: Mapping[str, str] | None) -> bytes:
 
 def mac_input(head: bytes, iv: bytes, ciphertext: bytes, context: bytes) -> bytes:
     """The bytes HMAC-SHA256 covers for ``AES_256_CBC_HMAC_SHA256``."""
-    return b"".join((head, iv, ciphertext, context, len(context).to_bytes(8, "big")))
+    return b"".join(mac_parts(head, iv, ciphertext, context))
+
+
+def mac_parts(head: bytes, iv: bytes, ciphertext: bytes, context: bytes) -> tuple[bytes, ...]:
+    """:func:`mac_input` in its parts, in order (for a MAC computed in several parts, without the copy)."""
+    return head, iv, ciphertext, context, len(context).to_bytes(8, "big")
 
 
 def gcm_aad(head: bytes, context: bytes) -> bytes:

@@ -10,6 +10,7 @@ from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.serving.affinity import pin_worker
 from keymanager.serving.kmip import KmipListener, KmipOptions, WithKmip
+from keymanager.serving.memory import keep_large_buffers
 from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
@@ -18,8 +19,9 @@ log = logging.getLogger(__name__)
 def worker_app() -> Gateway | WithKmip:
     """uvicorn's app factory (``--factory``), run in each worker process: settings from the
     environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true; refused
-    connections counted in the app's metrics; the KMIP listener beside it unless ``KM_KMIP_PORT``
-    is 0 (``serving/kmip.py``)."""
+    connections counted in the app's metrics; large buffers kept for reuse (``serving/memory.py``);
+    the KMIP listener beside it unless ``KM_KMIP_PORT`` is 0 (``serving/kmip.py``)."""
+    keep_large_buffers()
     settings = Settings()
     logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
     if settings.cpu_affinity:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,9 @@ from pkcs11 import Attribute, KeyType
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.errors import DecryptionFailed
 from keymanager.hsm import AES_TEMPLATE, HMAC_TEMPLATE, Hsm
+from keymanager.hsm.operations import MULTIPART_FROM
 from keymanager.services.container import Services
 from tests.conftest import auth
 from tests.hsm import ciphertext_reference as reference
@@ -142,3 +145,24 @@ def test_the_reference_decoder_opens_the_service_s_fresh_ciphertexts(
                 assert base64.b64decode(response.json()["plaintext"]) == plaintext
     finally:
         hsm.destroy_version(objects)
+
+
+@pytest.mark.parametrize("size", [MULTIPART_FROM - 17, MULTIPART_FROM, 300_001])
+def test_large_ciphertexts_in_several_parts_match_the_reference(
+    hsm: Hsm, known_objects: dict[str, HsmObjects], size: int
+) -> None:
+    """From ``MULTIPART_FROM`` bytes CBC-PAD and the HMAC run in several PKCS#11 parts: the ciphertext
+    is still the format's (the reference opens it), the HSM opens it, and a changed byte still fails."""
+    objects = known_objects["AES_256_CBC_HMAC_SHA256"]
+    key_id, algorithm, context = new_id(), Algorithm.AES_256_CBC_HMAC_SHA256, {"tenant": "acme"}
+    head, encoded = ct.header(key_id, 1), ct.canonical_context(context)
+    plaintext = os.urandom(size)
+    body = asyncio.run(hsm.aencrypt(objects, algorithm, head, plaintext, encoded))
+    text = ct.Ciphertext(key_id, 1, body).encode()
+    assert reference.decrypt(text, algorithm.value, AES_KEY, HMAC_KEY, context) == plaintext
+    assert asyncio.run(hsm.adecrypt(objects, algorithm, head, body, encoded)) == plaintext
+    for where in (ct.IV_BYTES + size // 2, len(body) - ct.MAC_BYTES - 1, len(body) - 1):
+        changed = bytearray(body)
+        changed[where] ^= 1
+        with pytest.raises(DecryptionFailed):
+            asyncio.run(hsm.adecrypt(objects, algorithm, head, bytes(changed), encoded))
