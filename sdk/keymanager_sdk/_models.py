@@ -246,7 +246,8 @@ class Mac:
 
 @dataclass(frozen=True)
 class AuditRecord:
-    """One hash-chained audit record."""
+    """One hash-chained audit record: ``seq`` counts within its ``chain`` (one per writer of the
+    service); ``position`` is its place in the whole log (the listing's order and cursors)."""
 
     seq: int
     time: datetime
@@ -261,10 +262,16 @@ class AuditRecord:
     details: Mapping[str, Any] | None
     prev_hash: str
     hash: str
+    chain: int = 1
+    position: int | None = None
+    """None from a service before chains (its ``seq`` was the position)."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AuditRecord:
+        position = data.get("position")
         return cls(
+            chain=int(data.get("chain", 1)),
+            position=None if position is None else int(position),
             seq=int(data["seq"]),
             time=_time(data["time"]),
             request_id=str(data.get("request_id") or ""),

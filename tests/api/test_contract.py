@@ -105,11 +105,11 @@ def test_audit_order_desc_gives_the_newest_first_and_pages_with_before(
 ) -> None:
     for n in range(5):
         new_principal(f"audit-order-{n}")
-    oldest = [r["seq"] for r in client.get("/v1/audit", params={"limit": "1000"}, headers=admin).json()["records"]]
+    oldest = [r["position"] for r in client.get("/v1/audit", params={"limit": "1000"}, headers=admin).json()["records"]]
     newest = client.get("/v1/audit", params={"order": "desc", "limit": "3"}, headers=admin).json()
-    assert [r["seq"] for r in newest["records"]] == oldest[::-1][:3] and newest["next"] == oldest[-3]
+    assert [r["position"] for r in newest["records"]] == oldest[::-1][:3] and newest["next"] == oldest[-3]
     older = client.get("/v1/audit", params={"order": "desc", "limit": "3", "before": newest["next"]}, headers=admin)
-    assert [r["seq"] for r in older.json()["records"]] == oldest[::-1][3:6]
+    assert [r["position"] for r in older.json()["records"]] == oldest[::-1][3:6]
     assert_error(client.get("/v1/audit?order=newest", headers=admin), 422, "invalid_request")
     assert_error(client.get("/v1/audit?before=0", headers=admin), 422, "invalid_request")
 

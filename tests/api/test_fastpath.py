@@ -345,7 +345,7 @@ class Answer:
 
 def ask(pair: Pair, side: Side, case: Case) -> Answer:
     """Send ``case`` to one side; the answer with fresh values replaced by their shape."""
-    last = [r.seq for r in pair.services.audit_records.query(AuditQuery(limit=1_000_000))]
+    last = [r.position for r in pair.services.audit_records.query(AuditQuery(limit=1_000_000))]
     headers = {"content-type": case.content_type}
     if case.who != "nobody":
         headers.update(auth(pair.tokens[case.who]))

@@ -195,8 +195,8 @@ def test_audit_list_and_verify(admin: KeyManager, app: KeyManager, make_key: Mak
     assert records and all(isinstance(r, AuditRecord) for r in records)
     assert any(r.principal == app_principal.name and r.key_id == key.id for r in records)
     assert len(admin.audit(limit=2)) == 2
-    assert [r.seq for r in admin.audit(principal=app_principal.name, limit=3)] == sorted(
-        r.seq for r in admin.audit(principal=app_principal.name, limit=3)
+    assert [r.position for r in admin.audit(principal=app_principal.name, limit=3)] == sorted(
+        r.position or 0 for r in admin.audit(principal=app_principal.name, limit=3)
     )
     verification = admin.verify_audit()
     assert verification.ok and verification.records >= len(records) and verification.first_broken_seq is None

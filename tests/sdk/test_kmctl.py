@@ -331,8 +331,9 @@ def test_audit_list_newest_first_by_default_with_key_names(server: Server) -> No
     created = ok_json(server, "keys", "create", name)
     ok_json(server, "keys", "rotate", name)
     newest = ok_json(server, "audit", "list", "--limit", "3")
-    assert [r["seq"] for r in newest] == sorted((r["seq"] for r in newest), reverse=True)
-    assert newest[0]["seq"] > ok_json(server, "audit", "list", "--order", "asc", "--limit", "1")[0]["seq"]
+    assert [r["position"] for r in newest] == sorted((r["position"] for r in newest), reverse=True)
+    oldest = ok_json(server, "audit", "list", "--order", "asc", "--limit", "1")[0]["position"]
+    assert newest[0]["position"] > oldest
     mine = ok_json(server, "audit", "list", "--key", name)
     assert [r["action"] for r in mine[:2]] == ["key.rotate", "key.create"]
     assert {r["key_name"] for r in mine} == {name} and {r["key_id"] for r in mine} == {created["id"]}

@@ -158,6 +158,6 @@ def test_a_stranger_flooding_bad_tokens_refuses_no_good_client_from_its_address(
     # while another's lookup was still awaited is counted after it (seen: up to 93 of a model's 80).
     let_through = 1.5 * 2 * (20 + 2 * flood_seconds)
     assert throttled >= len(stranger_statuses) - let_through, (throttled, len(stranger_statuses), flood_seconds)
-    seen = max(r["seq"] for r in before)
-    summaries = [r for r in after if r["seq"] > seen and r["action"] == "auth.failed"]
+    seen = max(r["position"] for r in before)
+    summaries = [r for r in after if r["position"] > seen and r["action"] == "auth.failed"]
     assert len(summaries) <= 2, summaries
