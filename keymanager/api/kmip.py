@@ -23,6 +23,7 @@ and hands it here with the certificate's subject and the client's address. Per m
 from __future__ import annotations
 
 import logging
+import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -198,7 +199,7 @@ def _requested_version(message: bytes) -> tuple[int, int] | None:
         header = ttlv.children(message, 0)[0]
         version = ttlv.children(message, header[1])[0]
         major, minor = (ttlv.integer_value(message[s:e]) for _, s, e in ttlv.children(message, version[1])[:2])
-    except (IndexError, ValueError):
+    except (IndexError, ValueError, struct.error):  # a message that failed the bounds: any of these
         return None
     return None if major is None or minor is None else (major, minor)
 

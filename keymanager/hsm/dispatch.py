@@ -70,6 +70,17 @@ REFUSALS: tuple[type[p11.PKCS11Error], ...] = (
 that works: the request's or the configuration's error, never an outage."""
 
 
+FIRST_CALL_DEADLINE = 10.0
+"""Seconds the opening of an adapter's first session may take, before its first call (which then has
+its own deadline): it reads the mechanism list and probes mechanism parameters (about 15 ms of CPU
+on SoftHSM; more on a loaded host or a network HSM)."""
+
+
+def _open(token: Token) -> None:
+    """Open the session (reading the token's capabilities) before an adapter's first call."""
+    token.session()
+
+
 class HsmRefused(UnsupportedByHsm):
     """The HSM refused the mechanism, its parameters or the template of an operation (400)."""
 
@@ -151,8 +162,9 @@ class Dispatcher:
             return self._guarded(fn, *args)
         self._refuse_if_stuck()
         try:
-            wait = self._timeout if deadline is None else max(deadline, self._timeout)
-            result: T = self._worker.call(functools.partial(self._guarded, fn, *args), wait)
+            if self._token.known_capabilities is None:
+                self._worker.call(functools.partial(self._mapped, _open), FIRST_CALL_DEADLINE)
+            result: T = self._worker.call(functools.partial(self._guarded, fn, *args), self._wait(deadline))
         except DeadlineExceeded:
             raise self._timed_out(fn) from None
         return result
@@ -161,10 +173,16 @@ class Dispatcher:
         """Await ``fn(token, *args)`` run on the HSM thread, without blocking the event loop."""
         self._refuse_if_stuck()
         try:
+            if self._token.known_capabilities is None:
+                await self._worker.acall(functools.partial(self._mapped, _open), FIRST_CALL_DEADLINE)
             result: T = await self._worker.acall(functools.partial(self._guarded, fn, *args), self._timeout)
         except DeadlineExceeded:
             raise self._timed_out(fn) from None
         return result
+
+    def _wait(self, deadline: float | None) -> float:
+        """How long a caller waits: the adapter's ``timeout``, or ``deadline`` when longer."""
+        return self._timeout if deadline is None else max(deadline, self._timeout)
 
     def stuck_for(self) -> float:
         """Seconds the running HSM call is past its deadline (0.0 when none is): a call that never

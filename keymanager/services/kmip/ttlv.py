@@ -13,6 +13,7 @@ specification's and every tag in its ranges (``0x42xxxx`` standard, ``0x54xxxx``
 from __future__ import annotations
 
 import enum
+import struct
 
 HEADER_BYTES = 8
 REQUEST_MESSAGE = 0x420078
@@ -98,9 +99,13 @@ def check(message: bytes, max_depth: int) -> None:
             raise Malformed("an item's value runs past its structure")
 
 
+_HEADER = struct.Struct(">II")
+
+
 def _item_header(data: bytes, offset: int) -> tuple[int, int, int]:
-    tag = int.from_bytes(data[offset : offset + 3], "big")
-    return tag, data[offset + 3], int.from_bytes(data[offset + 4 : offset + 8], "big")
+    """Tag, type and length of the item at ``offset`` (struct.error when fewer than 8 bytes remain)."""
+    tag_and_type, length = _HEADER.unpack_from(data, offset)
+    return tag_and_type >> 8, tag_and_type & 0xFF, length
 
 
 def _check_item(tag: int, kind: int, length: int) -> None:
