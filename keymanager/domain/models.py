@@ -49,8 +49,6 @@ class Door(enum.StrEnum):
     """The AWS KMS API: SigV4 with service ``kms``."""
     XKS = "xks"
     """The AWS External Key Store proxy API: SigV4 with service ``kms-xks-proxy``."""
-    KMIP = "kmip"
-    """KMIP over TLS with a client certificate (``docs/kmip.md``)."""
 
 
 def admits(door: Door, role: Role) -> bool:
