@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from alembic import command
@@ -24,10 +26,40 @@ def migrate(engine: Engine) -> None:
     """
     config = Config()
     config.set_main_option("script_location", str(MIGRATIONS_DIR).replace("%", "%%"))
-    with connection_errors_as_unavailable(), engine.begin() as connection:
+    with (
+        connection_errors_as_unavailable(),
+        engine.connect() as connection,
+        _foreign_keys_off(connection),
+        connection.begin(),
+    ):
         _lock(connection)
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
+        _check_foreign_keys(connection)
+
+
+@contextmanager
+def _foreign_keys_off(connection: Connection) -> Iterator[None]:
+    """On SQLite, foreign keys unenforced while the migrations run, on this connection only: a
+    migration that alters a table recreates it (SQLite's batch mode), and dropping the old copy
+    would otherwise cascade to every row referring to it (a key's aliases, its versions)."""
+    if connection.dialect.name != "sqlite":
+        yield
+        return
+    connection.exec_driver_sql("PRAGMA foreign_keys=OFF")  # a no-op inside a transaction: before BEGIN
+    connection.commit()
+    try:
+        yield
+    finally:
+        connection.rollback()  # whatever a failed migration left open, before the pragma can apply
+        connection.exec_driver_sql("PRAGMA foreign_keys=ON")
+        connection.commit()
+
+
+def _check_foreign_keys(connection: Connection) -> None:
+    """Refuse (roll back) a migration that left a row referring to nothing (SQLite)."""
+    if connection.dialect.name == "sqlite" and connection.exec_driver_sql("PRAGMA foreign_key_check").first():
+        raise RuntimeError("a migration left rows whose foreign keys refer to nothing; nothing was changed")
 
 
 def _lock(connection: Connection) -> None:
