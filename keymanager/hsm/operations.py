@@ -35,14 +35,6 @@ from keymanager.hsm.token import LOST, Token
 IvSource = Callable[[int], bytes]
 """Gives ``n`` bytes for an IV or a nonce: ``secrets.token_bytes`` except in known-answer tests."""
 
-MULTIPART_FROM = 64 * 1024
-"""Bytes from which CBC-PAD and HMAC run in several parts (``C_EncryptInit``, ``C_EncryptUpdate``,
-``C_EncryptFinal``; likewise decryption and signing) instead of one call. Same result, same errors;
-but a one-part call on a large buffer makes SoftHSM 2.6.1 allocate (and the allocator map and fault
-in) buffers of its size: encrypting a 256 KiB stream segment took 1,522 µs in one part against
-~500 in several (CBC-PAD alone: 830 against 317 µs; decryption 685 against 254). Below 64 KiB one
-call is as cheap or cheaper."""
-
 
 def ping(token: Token) -> None:
     session = token.session()
@@ -270,17 +262,12 @@ def _decrypt_cbc_hmac(token: Token, objects: HsmObjects, head: bytes, body: byte
 
 
 def _cbc_pad(crypt: Callable[..., Any], data: bytes, iv: bytes) -> bytes:
-    """``crypt`` (a key's ``encrypt`` or ``decrypt``) of ``data`` with CBC-PAD: in one call below
-    :data:`MULTIPART_FROM` bytes, in several from there."""
-    if len(data) < MULTIPART_FROM:
-        return bytes(crypt(data, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))
-    parts = crypt(iter((data,)), mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv, buffer_size=len(data) + 16)
-    return b"".join(parts)
+    """``crypt`` (a key's ``encrypt`` or ``decrypt``) of ``data`` with CBC-PAD, in one call. (Several
+    parts are cheaper on SoftHSM for large segments, but python-pkcs11's multi-part signing crashed
+    openCryptoki's soft token: one call works on both.)"""
+    return bytes(crypt(data, mechanism=Mechanism.AES_CBC_PAD, mechanism_param=iv))
 
 
 def _hmac(key: Any, parts: tuple[bytes, ...]) -> bytes:
-    """HMAC-SHA256 with ``key`` of the concatenated ``parts``: joined and signed in one call below
-    :data:`MULTIPART_FROM` bytes, signed part by part (no copy of a large ciphertext) from there."""
-    if sum(map(len, parts)) < MULTIPART_FROM:
-        return bytes(key.sign(b"".join(parts), mechanism=Mechanism.SHA256_HMAC))
-    return bytes(key.sign(iter(parts), mechanism=Mechanism.SHA256_HMAC))
+    """HMAC-SHA256 with ``key`` of the concatenated ``parts``, in one call."""
+    return bytes(key.sign(b"".join(parts), mechanism=Mechanism.SHA256_HMAC))
