@@ -147,9 +147,7 @@ def test_the_reference_decoder_opens_the_service_s_fresh_ciphertexts(
 
 
 @pytest.mark.parametrize("size", [64 * 1024 - 17, 64 * 1024, 300_001])
-def test_large_ciphertexts_match_the_reference(
-    hsm: Hsm, known_objects: dict[str, HsmObjects], size: int
-) -> None:
+def test_large_ciphertexts_match_the_reference(hsm: Hsm, known_objects: dict[str, HsmObjects], size: int) -> None:
     """Large ciphertexts (stream segments' sizes) are the format's (the reference opens them), the HSM
     opens them, and a changed byte still fails."""
     objects = known_objects["AES_256_CBC_HMAC_SHA256"]
