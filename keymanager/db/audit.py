@@ -51,6 +51,7 @@ from keymanager.domain.audit import (
     ChainVerifier,
     Outcome,
     Verification,
+    canonical_fields,
     chain,
     genesis_hash,
     seal,
@@ -552,24 +553,9 @@ def _append_parameters(records: Sequence[AuditRecord], head: ChainHead, expected
 
 
 def _json_row(record: AuditRecord) -> dict[str, object]:
-    """``record``'s row for ``jsonb_to_recordset``: the time with its offset, to the microsecond."""
-    entry = record.entry
-    return {
-        "seq": record.seq,
-        "time": entry.time.isoformat(timespec="microseconds"),
-        "request_id": entry.request_id,
-        "principal": entry.principal,
-        "action": entry.action,
-        "key_id": entry.key_id,
-        "key_version": entry.key_version,
-        "outcome": entry.outcome.value,
-        "status": entry.status,
-        "client": entry.client,
-        "details": dict(entry.details),
-        "prev_hash": record.prev_hash,
-        "hash": record.hash,
-        "seal": record.seal,
-    }
+    """``record``'s row for ``jsonb_to_recordset``: its hashed fields (the time with its offset, to the
+    microsecond), its hash and its seal."""
+    return {**canonical_fields(record.seq, record.prev_hash, record.entry), "hash": record.hash, "seal": record.seal}
 
 
 def _one_expectation(items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[bool, int | None]:
