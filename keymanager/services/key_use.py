@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from keymanager.domain.key_specs import KeyUsage, spec_of
+from keymanager.domain.key_specs import Algorithm, KeyUsage, spec_of
 from keymanager.domain.models import Key, KeyState, Principal, Role
 from keymanager.domain.policy import Operation
 from keymanager.errors import (
@@ -43,6 +43,16 @@ _ASYMMETRIC_ONLY = frozenset(
     {Operation.SIGN, Operation.VERIFY, Operation.DERIVE_SHARED_SECRET, Operation.GET_PUBLIC_KEY}
 )
 """Operations only asymmetric keys do (the others are symmetric, except RSA encryption: see :func:`usable`)."""
+_ASYMMETRIC_RIGHTS = _ASYMMETRIC_ONLY | {Operation.ENCRYPT, Operation.DECRYPT}
+"""The rights asymmetric keys are used for; symmetric keys for every right but the asymmetric-only ones."""
+
+
+def rights_for(algorithm: Algorithm, usage: KeyUsage | None) -> frozenset[Operation]:
+    """Every right a key of ``algorithm`` created for ``usage`` (None: its spec's default) can be used for."""
+    spec = spec_of(algorithm)
+    chosen = usage or spec.default_usage
+    served = _ASYMMETRIC_RIGHTS if spec.asymmetric else frozenset(Operation) - _ASYMMETRIC_ONLY
+    return frozenset(op for op in served if USAGE_OF[op] in (None, chosen))
 
 
 def usable(key: Key, principal: Principal, operation: Operation, *, asymmetric: bool = False) -> Key:

@@ -25,9 +25,9 @@ from keymanager.domain import kms, kms_policy
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
-from keymanager.domain.policy import Operation, Policy
+from keymanager.domain.policy import Policy
 from keymanager.errors import Conflict, KeyNotFound, NotFound
-from keymanager.services.key_use import USAGE_OF
+from keymanager.services.key_use import rights_for
 from keymanager.services.keys import KeyService
 from keymanager.services.kms.call import Call, page
 from keymanager.services.kms.resources import KmsKeyResources
@@ -142,7 +142,7 @@ class KmsKeys:
         if document is not None:
             policy = self._resources.policy_of(document, call.account)
         else:
-            policy = Policy(grants={op: frozenset({call.principal.name}) for op in _default_rights(algorithm, usage)})
+            policy = Policy(grants={op: frozenset({call.principal.name}) for op in rights_for(algorithm, usage)})
         key = self._keys.create(
             kms.unaliased_name(), algorithm=algorithm, usage=usage, description=description, policy=policy, record=entry
         )
@@ -304,23 +304,6 @@ def _rotating(key: Key) -> Key:
     if spec_of(key.algorithm).asymmetric or key.key_usage is KeyUsage.GENERATE_VERIFY_MAC:
         raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
     return key
-
-
-_ASYMMETRIC_ONLY = frozenset(
-    {Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY, Operation.DERIVE_SHARED_SECRET}
-)
-_ASYMMETRIC_RIGHTS = _ASYMMETRIC_ONLY | {Operation.ENCRYPT, Operation.DECRYPT}
-"""The rights ``AsymmetricService`` asks of asymmetric keys; the services of symmetric keys ask the
-others (every right but the asymmetric-only ones)."""
-
-
-def _default_rights(algorithm: Algorithm, usage: KeyUsage | None) -> frozenset[Operation]:
-    """What a new key's policy grants its creator when CreateKey gives none: every right its spec and
-    usage allow (``key_use.USAGE_OF``), as AWS's default key policy allows the account everything."""
-    spec = spec_of(algorithm)
-    chosen = usage or spec.default_usage
-    served = _ASYMMETRIC_RIGHTS if spec.asymmetric else frozenset(Operation) - _ASYMMETRIC_ONLY
-    return frozenset(op for op in served if USAGE_OF[op] in (None, chosen))
 
 
 def _alias(alias: kms.KeyAlias, call: Call) -> dict[str, Any]:
