@@ -9,7 +9,8 @@ a positive decimal integer. The body is
 
 * ``AES_256_CBC_HMAC_SHA256``: IV (16) ‖ CBC-PAD ciphertext (multiple of 16) ‖ HMAC-SHA256 (32);
   the MAC covers ``header ‖ IV ‖ ciphertext ‖ context ‖ uint64_be(len(context))``;
-* ``AES_256_GCM``: nonce (12) ‖ ciphertext ‖ tag (16); the AAD is ``header ‖ context``.
+* ``AES_256_GCM`` (and ``AES_128_GCM``, ``AES_192_GCM``): nonce (12) ‖ ciphertext ‖ tag (16); the AAD
+  is ``header ‖ context``.
 
 ``header`` is the ASCII text ``km:1:<key_id>:<key_version>:``, so a ciphertext moved to
 another key or version fails authentication. ``context`` is the canonical encoding

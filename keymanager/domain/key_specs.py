@@ -31,6 +31,8 @@ class Algorithm(enum.StrEnum):
 
     AES_256_CBC_HMAC_SHA256 = "AES_256_CBC_HMAC_SHA256"
     AES_256_GCM = "AES_256_GCM"
+    AES_128_GCM = "AES_128_GCM"
+    AES_192_GCM = "AES_192_GCM"
     HMAC_SHA256 = "HMAC_SHA256"
     FF1_AES_256 = "FF1_AES_256"
     HMAC_SHA224 = "HMAC_SHA224"
@@ -151,6 +153,15 @@ class ObjectRole(enum.StrEnum):
     PUBLIC = "public"
 
 
+class BlockMode(enum.StrEnum):
+    """How a symmetric encrypting spec seals a ciphertext (None for every other spec)."""
+
+    CBC_HMAC = "CBC_HMAC"
+    """AES-CBC with PKCS#7 padding, then HMAC-SHA256 over it (an AES and an HMAC object)."""
+    GCM = "GCM"
+    """AES-GCM (one AES object; KMIP's Encrypt and Decrypt run its other modes on that object too)."""
+
+
 class PublicKeyForm(enum.StrEnum):
     """How a spec's public key is shown (None for a symmetric spec)."""
 
@@ -220,6 +231,14 @@ class KeySpec:
     format_id: int | None = None
     """The algorithm id the binary ciphertext formats carry (the KMS ``CiphertextBlob``, the envelope
     stream header); None for a spec those formats do not seal with."""
+    mode: BlockMode | None = None
+    """How the spec's AES object seals (None: the spec does not encrypt with AES)."""
+
+    @property
+    def key_bytes(self) -> int:
+        """The length of a secret key of the spec (an AES key's, or an HMAC secret's), in bytes."""
+        assert self.key_bits is not None and not self.asymmetric
+        return self.key_bits // 8
 
     @property
     def asymmetric(self) -> bool:
@@ -437,12 +456,6 @@ def _symmetric_rows() -> tuple[KeySpec, ...]:
         ),
         algorithms=_SYMMETRIC_ENCRYPTION,
     )
-    gcm = Usage(
-        KeyUsage.ENCRYPT_DECRYPT,
-        objects=(HsmObject(ObjectRole.AES, _SECRET, (_C.ENCRYPT, _C.DECRYPT)),),
-        mechanisms=(_AES_GEN, Mechanism("AES_GCM", 32, "ENCRYPT"), Mechanism("AES_GCM", 32, "DECRYPT")),
-        algorithms=_SYMMETRIC_ENCRYPTION,
-    )
     ff1 = Usage(
         KeyUsage.TOKENIZE,
         objects=(HsmObject(ObjectRole.FF1, _SECRET, (_C.ENCRYPT,)),),
@@ -451,9 +464,46 @@ def _symmetric_rows() -> tuple[KeySpec, ...]:
     )
     enc = KeyUsage.ENCRYPT_DECRYPT
     return (
-        KeySpec(Algorithm.AES_256_CBC_HMAC_SHA256, None, HsmKeyType.AES, {enc: cbc}, enc, key_bits=256, format_id=1),
-        KeySpec(Algorithm.AES_256_GCM, "SYMMETRIC_DEFAULT", HsmKeyType.AES, {enc: gcm}, enc, key_bits=256, format_id=2),
+        KeySpec(
+            Algorithm.AES_256_CBC_HMAC_SHA256,
+            None,
+            HsmKeyType.AES,
+            {enc: cbc},
+            enc,
+            key_bits=256,
+            format_id=1,
+            mode=BlockMode.CBC_HMAC,
+        ),
+        _gcm_row(Algorithm.AES_256_GCM, "SYMMETRIC_DEFAULT", 256, format_id=2),
         KeySpec(Algorithm.FF1_AES_256, None, HsmKeyType.AES, {ff1.usage: ff1}, ff1.usage, key_bits=256),
+        _gcm_row(Algorithm.AES_128_GCM, None, 128, format_id=3),
+        _gcm_row(Algorithm.AES_192_GCM, None, 192, format_id=4),
+    )
+
+
+def _gcm_row(algorithm: Algorithm, kms: str | None, bits: int, *, format_id: int) -> KeySpec:
+    """An AES-GCM spec of ``bits`` (AWS's ``SYMMETRIC_DEFAULT`` is the 256-bit one; 128 and 192 are
+    KMIP's and the native API's)."""
+    size = bits // 8
+    gcm = Usage(
+        KeyUsage.ENCRYPT_DECRYPT,
+        objects=(HsmObject(ObjectRole.AES, _SECRET, (_C.ENCRYPT, _C.DECRYPT)),),
+        mechanisms=(
+            Mechanism("AES_KEY_GEN", size, "GENERATE"),
+            Mechanism("AES_GCM", size, "ENCRYPT"),
+            Mechanism("AES_GCM", size, "DECRYPT"),
+        ),
+        algorithms=_SYMMETRIC_ENCRYPTION,
+    )
+    return KeySpec(
+        algorithm,
+        kms,
+        HsmKeyType.AES,
+        {gcm.usage: gcm},
+        gcm.usage,
+        key_bits=bits,
+        format_id=format_id,
+        mode=BlockMode.GCM,
     )
 
 

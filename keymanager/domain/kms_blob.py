@@ -5,7 +5,7 @@ Layout (all integers big-endian)::
     offset  size  field
     0       2     magic  b"km"
     2       1     format version (1)
-    3       1     algorithm (1 = AES_256_CBC_HMAC_SHA256, 2 = AES_256_GCM)
+    3       1     algorithm (1 = AES_256_CBC_HMAC_SHA256, 2 = AES_256_GCM, 3 = AES_128_GCM, 4 = AES_192_GCM)
     4       16    key id (the 32 hex digits of the key's id, as bytes)
     20      4     key version (uint32, >= 1)
     24      ...   body, exactly as in ``km:1``: IV/nonce ‖ ciphertext ‖ MAC/tag

@@ -3,7 +3,8 @@
 Layout (all integers big-endian)::
 
     stream  := header segment+
-    header  := "KMS" | u8 format (1) | u8 algorithm (1 = AES_256_CBC_HMAC_SHA256, 2 = AES_256_GCM)
+    header  := "KMS" | u8 format (1) | u8 algorithm (1 = AES_256_CBC_HMAC_SHA256, 2 = AES_256_GCM,
+               3 = AES_128_GCM, 4 = AES_192_GCM)
                | u32 segment_size | 16 bytes stream id (random) | u16 n | n bytes ciphertext header
                (ASCII "km:1:<key_id>:<key_version>:")
     segment := u32 m | m bytes sealed

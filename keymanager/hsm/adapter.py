@@ -88,12 +88,12 @@ class Hsm(Dispatcher):
         """Generate the token objects of one key version; all or nothing."""
         return self.call(op.generate_version, key_id, version, algorithm)
 
-    def generate_exportable(self, key_id: str, version: int) -> HsmObjects:
-        """Generate an exportable AES-256 key version (``hsm/export.py``: extractable, sensitive)."""
-        return self.call(export.generate, key_id, version)
+    def generate_exportable(self, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
+        """Generate an exportable key version of an AES-GCM spec (``hsm/export.py``: extractable, sensitive)."""
+        return self.call(export.generate, key_id, version, algorithm)
 
     def import_aes(self, key_id: str, version: int, material: bytes) -> HsmObjects:
-        """A key version of AES-256 ``material``, unwrapped into the HSM as a non-extractable object."""
+        """A key version of AES ``material`` (16, 24 or 32 bytes), unwrapped into the HSM, non-extractable."""
         return self.call(export.import_aes, key_id, version, material)
 
     async def aexport(self, objects: HsmObjects) -> bytes:

@@ -51,6 +51,7 @@ from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicNumbers
 from pkcs11 import MGF, Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
+from keymanager.domain.key_specs import BlockMode, spec_of
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm.adapter import Hsm
@@ -186,7 +187,8 @@ def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
     out: list[_Target] = []
     if objects.enc_label is not None:
         aes = AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE
-        out.append(_Target(objects.enc_label, KeyType.AES, aes, 32, algorithm, "an AES-256 key"))
+        size = spec_of(algorithm).key_bytes
+        out.append(_Target(objects.enc_label, KeyType.AES, aes, size, algorithm, f"an AES-{size * 8} key"))
     if objects.mac_label is not None:
         mac = algorithm if algorithm in HMAC_KEY_BITS else Algorithm.HMAC_SHA256
         size = HMAC_KEY_BITS[mac] // 8
@@ -360,7 +362,7 @@ def _check_value(key: Any, target: _Target) -> bytes:
             return mac
         if target.algorithm is Algorithm.FF1_AES_256:  # encrypt only: AES of the zero block
             return bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_CBC, mechanism_param=_ZERO_BLOCK))
-        if target.algorithm is Algorithm.AES_256_GCM:
+        if spec_of(target.algorithm).mode is BlockMode.GCM:
             params = pkcs11.GCMParams(bytes(12), b"", 128)
             sealed = bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_GCM, mechanism_param=params))
             opened = key.decrypt(sealed, mechanism=Mechanism.AES_GCM, mechanism_param=params)

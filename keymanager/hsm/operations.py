@@ -25,6 +25,7 @@ from pkcs11 import Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
+from keymanager.domain.key_specs import BlockMode, spec_of
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
 from keymanager.hsm.capabilities import Capabilities, hmac_mechanism
@@ -83,16 +84,17 @@ def generate_version(token: Token, key_id: str, version: int, algorithm: Algorit
     created: list[Any] = []
     try:
         if objects.enc_label is not None:
+            size = spec_of(algorithm).key_bytes
             aes = session.generate_key(
                 KeyType.AES,
-                256,
+                size * 8,
                 label=objects.enc_label,
                 store=True,
                 mechanism=Mechanism.AES_KEY_GEN,
                 template=template_of(algorithm),
             )
             created.append(aes)
-            check_object(aes, template_of(algorithm), 32)
+            check_object(aes, template_of(algorithm), size)
         if objects.mac_label is not None:
             bits = HMAC_KEY_BITS.get(algorithm, 256)
             secret = session.generate_key(
@@ -209,7 +211,7 @@ def encrypt(
     """The ciphertext body of ``plaintext`` (:mod:`keymanager.domain.ciphertext`), its IV or nonce
     from ``iv_source``."""
     aes = token.key(_require(objects.enc_label))
-    if algorithm is Algorithm.AES_256_GCM:
+    if spec_of(algorithm).mode is BlockMode.GCM:
         nonce = _exactly(iv_source(ct.NONCE_BYTES), ct.NONCE_BYTES)
         params = pkcs11.GCMParams(nonce, ct.gcm_aad(head, context), ct.TAG_BYTES * 8)
         return nonce + bytes(aes.encrypt(bytes(plaintext), mechanism=Mechanism.AES_GCM, mechanism_param=params))
@@ -229,7 +231,7 @@ def decrypt(token: Token, objects: HsmObjects, algorithm: Algorithm, head: bytes
     """The plaintext of a ciphertext body: DecryptionFailed for any failure of the ciphertext,
     MissingKeyObject (a server fault) when the version's objects are not in the token."""
     try:
-        if algorithm is Algorithm.AES_256_GCM:
+        if spec_of(algorithm).mode is BlockMode.GCM:
             return _decrypt_gcm(token, objects, head, body, context)
         return _decrypt_cbc_hmac(token, objects, head, body, context)
     except LOST:

@@ -21,7 +21,7 @@ from typing import Any
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import KeyUsage, choose_usage, spec_of
+from keymanager.domain.key_specs import BlockMode, KeyUsage, choose_usage, spec_of
 from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import (
     Algorithm,
@@ -83,7 +83,8 @@ class KmipFacts:
     exportable: bool = False
     """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
     material: bytes | None = None
-    """AES-256 material a client registered (origin ``external``): unwrapped into the HSM as version 1."""
+    """AES material a client registered (origin ``external``; 16, 24 or 32 bytes, as ``algorithm``):
+    unwrapped into the HSM as version 1."""
 
     def applied(self, key: Key) -> Key:
         state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
@@ -179,9 +180,9 @@ class KeyService:
         if spec.asymmetric:
             objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
         elif kmip is not None and kmip.exportable:
-            if algorithm is not Algorithm.AES_256_GCM:
-                raise InvalidRequest("only AES_256_GCM keys are created exportable")
-            objects = self._hsm.generate_exportable(key_id, 1)
+            if spec.mode is not BlockMode.GCM:
+                raise InvalidRequest("only AES-GCM keys (AES_128_GCM, AES_192_GCM, AES_256_GCM) are created exportable")
+            objects = self._hsm.generate_exportable(key_id, 1, algorithm)
         elif kmip is not None and kmip.material is not None:
             objects = self._hsm.import_aes(key_id, 1, kmip.material)
         elif not external:

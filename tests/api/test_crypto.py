@@ -18,7 +18,7 @@ from keymanager.domain.credentials import new_id
 from tests.api.support import assert_error, b64, unb64, use_policy, without_request_id
 from tests.conftest import auth
 
-ALGORITHMS = ["AES_256_CBC_HMAC_SHA256", "AES_256_GCM"]
+ALGORITHMS = ["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "AES_128_GCM", "AES_192_GCM"]
 CARD = b"4111111111111111"
 DECRYPTION_FAILED = (400, {"error": {"code": "decryption_failed", "message": "decryption failed"}})
 

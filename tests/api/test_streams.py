@@ -30,7 +30,7 @@ def small_segments(services: Services) -> None:
 @pytest.fixture
 def app_token(client: TestClient, admin_token: str) -> str:
     made = client.post("/v1/principals", json={"name": "mover", "role": "app"}, headers=auth(admin_token))
-    for algorithm in ("AES_256_CBC_HMAC_SHA256", "AES_256_GCM"):
+    for algorithm in ("AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "AES_128_GCM"):
         policy = {"encrypt": ["mover"], "decrypt": ["mover"]}
         body = {"name": f"blob-{algorithm}", "algorithm": algorithm, "policy": policy}
         assert client.post("/v1/keys", json=body, headers=auth(admin_token)).status_code == 201
@@ -63,7 +63,7 @@ def split(stream: bytes) -> tuple[bytes, list[bytes]]:
 
 
 @pytest.mark.usefixtures("small_segments")
-@pytest.mark.parametrize("algorithm", ["AES_256_CBC_HMAC_SHA256", "AES_256_GCM"])
+@pytest.mark.parametrize("algorithm", ["AES_256_CBC_HMAC_SHA256", "AES_256_GCM", "AES_128_GCM"])
 @pytest.mark.parametrize("size", [0, 1, SEGMENT - 1, SEGMENT, SEGMENT + 1, 3 * SEGMENT + 5])
 def test_round_trip_at_segment_edges(client: TestClient, app_token: str, algorithm: str, size: int) -> None:
     data = os.urandom(size)

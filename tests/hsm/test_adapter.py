@@ -19,7 +19,7 @@ from pkcs11 import exceptions as p11
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import SYMMETRIC
+from keymanager.domain.key_specs import SYMMETRIC, spec_of
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed, HsmUnavailable
 from keymanager.hsm import Hsm, operations, version_labels
@@ -121,6 +121,7 @@ def test_key_templates(hsm: Hsm, make_version: Callable[[Algorithm], Version], a
     if objects.enc_label is not None:
         aes = {
             **common,
+            Attribute.VALUE_LEN: spec_of(algorithm).key_bytes,  # 32, or 16 and 24 for AES_128_GCM, AES_192_GCM
             Attribute.KEY_TYPE: KeyType.AES,
             Attribute.ENCRYPT: True,
             Attribute.DECRYPT: algorithm is not Algorithm.FF1_AES_256,  # FF1 needs only the forward cipher

@@ -7,7 +7,7 @@ import pytest
 from kmip import enums
 from kmip.pie.exceptions import KmipOperationFailure
 
-from tests.kmip.server_fixtures import OWNER, STRANGER, KmipServer, kmip_server
+from tests.kmip.server_fixtures import OWNER, STRANGER, KmipServer, kmip_server, read_response, request_message
 
 __all__ = ["kmip_server"]
 
@@ -90,11 +90,62 @@ def test_a_registered_aes_256_key_is_unwrapped_into_the_hsm(kmip_server: KmipSer
         with pytest.raises(KmipOperationFailure) as kept:
             client.get(uid)
         assert kept.value.reason == enums.ResultReason.PERMISSION_DENIED  # and keeps it
-        with pytest.raises(KmipOperationFailure) as small:
-            client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 128, os.urandom(16)))
-        assert small.value.reason == enums.ResultReason.INVALID_FIELD and "AES-128" in str(small.value)
+        with pytest.raises(KmipOperationFailure) as odd:
+            client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 160, os.urandom(20)))
+        assert odd.value.reason == enums.ResultReason.INVALID_FIELD and "AES-160" in str(odd.value)
     with kmip_server.admin() as rest:
         assert rest.get(f"/v1/keys/{uid}").json()["origin"] == "external"
+
+
+@pytest.mark.parametrize("bits", [128, 192, 256])
+def test_aes_keys_of_every_length_of_the_table_are_created_and_used(kmip_server: KmipServer, bits: int) -> None:
+    with kmip_server.connected(OWNER) as client:
+        uid = client.create(enums.CryptographicAlgorithm.AES, bits)
+        client.activate(uid)
+        shown = {a.attribute_name.value: a.attribute_value for a in client.get_attributes(uid)[1]}
+        assert shown["Cryptographic Length"].value == bits
+        assert shown["Cryptographic Algorithm"].value == enums.CryptographicAlgorithm.AES
+        sealed, iv = client.encrypt(b"field", uid=uid, cryptographic_parameters=CBC)
+        assert client.decrypt(sealed, uid=uid, cryptographic_parameters=CBC, iv_counter_nonce=iv) == b"field"
+        with pytest.raises(KmipOperationFailure) as odd:
+            client.create(enums.CryptographicAlgorithm.AES, bits + 8)
+        assert (
+            odd.value.reason == enums.ResultReason.INVALID_FIELD
+            and "AES-128, AES-192, AES-256, HMAC-SHA224 of 224 bits" in str(odd.value)
+        )
+    with kmip_server.admin() as rest:
+        key = rest.get(f"/v1/keys/{uid}").json()
+        assert key["algorithm"] == f"AES_{bits}_GCM"  # (tests/api/test_crypto.py uses such keys natively)
+
+
+@pytest.mark.parametrize("size", [16, 24])
+def test_a_registered_aes_128_or_192_key_is_the_key_the_hsm_uses(kmip_server: KmipServer, size: int) -> None:
+    import os
+
+    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+    from kmip.core import attributes
+    from kmip.core.messages import payloads
+    from kmip.pie import objects
+
+    material, nonce = os.urandom(size), os.urandom(12)
+    with kmip_server.connected(OWNER) as client:
+        masks = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
+        uid = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, size * 8, material, masks))
+        client.activate(uid)
+    gcm = attributes.CryptographicParameters(
+        cryptographic_algorithm=enums.CryptographicAlgorithm.AES, block_cipher_mode=enums.BlockCipherMode.GCM
+    )
+    encrypt = payloads.EncryptRequestPayload(
+        unique_identifier=uid, cryptographic_parameters=gcm, data=b"card number", iv_counter_nonce=nonce
+    )
+    with kmip_server.tls(OWNER) as raw:
+        raw.sendall(request_message([(enums.Operation.ENCRYPT, encrypt)], (1, 4)))
+        item = read_response(raw).batch_items[0]
+    assert item.result_status.value == enums.ResultStatus.SUCCESS, item.result_message
+    sealed = item.response_payload
+    assert AESGCM(material).decrypt(nonce, sealed.data + sealed.auth_tag, None) == b"card number"  # the given key
+    with kmip_server.admin() as rest:
+        assert rest.get(f"/v1/keys/{uid}").json()["algorithm"] == f"AES_{size * 8}_GCM"
 
 
 def _ttlv(tag: int, kind: int, value: bytes) -> bytes:

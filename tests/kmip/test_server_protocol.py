@@ -113,13 +113,13 @@ def test_a_batch_answers_each_item_and_stops_at_a_failure(kmip_server: KmipServe
     )
     refused_in_the_middle = request_message(
         [
-            (enums.Operation.CREATE, _create_payload(128)),
+            (enums.Operation.CREATE, _create_payload(160)),
             (enums.Operation.DISCOVER_VERSIONS, payloads.DiscoverVersionsRequestPayload()),
         ]
     )
     continued = request_message(
         [
-            (enums.Operation.CREATE, _create_payload(192)),
+            (enums.Operation.CREATE, _create_payload(200)),
             (enums.Operation.DISCOVER_VERSIONS, payloads.DiscoverVersionsRequestPayload()),
         ],
         continue_on_error=True,
@@ -140,7 +140,7 @@ def test_a_batch_answers_each_item_and_stops_at_a_failure(kmip_server: KmipServe
     assert len(second.batch_items) == 1
     refused = second.batch_items[0]
     assert refused.result_reason.value == enums.ResultReason.INVALID_FIELD
-    assert "AES-128" in refused.result_message.value
+    assert "AES-160" in refused.result_message.value
     assert [item.result_status.value for item in third.batch_items] == [
         enums.ResultStatus.OPERATION_FAILED,
         enums.ResultStatus.SUCCESS,

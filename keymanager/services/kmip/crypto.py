@@ -4,9 +4,10 @@ KMIP names the mode, the IV and the AAD, and gets the block cipher's output as i
 the HSM's AES in that mode on the key's AES object (``hsm/block_cipher.py``), not our ciphertext
 format. Modes: AES-CBC with PKCS5 padding (an IV of 16 bytes; none given: the server makes one
 and answers it, as libmongocrypt's delegated mode expects) and AES-GCM (an IV of 12 bytes, made
-when none is given; the AAD; a tag of 12 to 16 bytes). The key must be Active, of type
-``AES_256_GCM`` (what KMIP's Create makes), its policy naming the caller for ``encrypt`` or
-``decrypt`` (``services/key_use.py`` ``usable``), and its Cryptographic Usage Mask, when a client
+when none is given; the AAD; a tag of 12 to 16 bytes). The key must be Active, of an AES-GCM type
+of the table (``AES_128_GCM``, ``AES_192_GCM``, ``AES_256_GCM``: what KMIP's Create makes), its
+policy naming the caller for ``encrypt`` or ``decrypt`` (``services/key_use.py`` ``usable``), and
+its Cryptographic Usage Mask, when a client
 set one, must hold the operation's bit. Every use commits its success record through
 ``run_validated``. Every failure of a decryption answers the same Cryptographic Failure.
 """
@@ -23,7 +24,7 @@ from kmip.core import enums
 from kmip.core import objects as kmip_objects
 from kmip.core.messages import payloads
 
-from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, Key, KmipState
+from keymanager.domain.models import HMAC_KEY_BITS, Key, KmipState
 from keymanager.domain.policy import Operation
 from keymanager.errors import Forbidden, KeyDisabled, KeyNotFound
 from keymanager.hsm import Hsm, block_cipher
@@ -33,7 +34,7 @@ from keymanager.services.key_use import usable
 from keymanager.services.keys import visible
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.fast import MacVerified
-from keymanager.services.kmip.keys import kmip_type
+from keymanager.services.kmip.keys import KMIP_AES, kmip_type
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
@@ -160,8 +161,8 @@ class KmipCrypto:
         if key.kmip_state is not KmipState.ACTIVE:  # an error a stale cache may explain: read afresh
             raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
         usable(key, call.principal, operation)
-        if key.algorithm is not Algorithm.AES_256_GCM:
-            raise invalid(f"an {key.algorithm.value} key is not a KMIP symmetric key (AES_256_GCM keys are)")
+        if key.algorithm not in KMIP_AES:
+            raise invalid(f"an {key.algorithm.value} key is not a KMIP symmetric key (AES-GCM keys of the table are)")
         mask = key.kmip_attributes.get("usage_mask")
         if mask is not None and not int(mask) & _MASK_BITS[operation]:
             raise denied(f"the key's Cryptographic Usage Mask does not allow {operation.value}")

@@ -1,8 +1,9 @@
 """Create, Activate, Revoke, Destroy and Get of symmetric keys: KMIP's lifecycle on the keys of the services.
 
-A KMIP key is one of ours: Create makes an ``AES_256_GCM`` key (one AES-256 object in the HSM,
-non-extractable) named ``kmip-<random>``, owned by its creator (its policy names the creator for
-encrypt and decrypt) and Pre-Active (disabled until Activate). Its unique identifier is the key's
+A KMIP key is one of ours: Create makes an AES key of the length asked (``AES_128_GCM``,
+``AES_192_GCM`` or ``AES_256_GCM``: one AES object in the HSM, non-extractable) named
+``kmip-<random>``, owned by its creator (its policy names the creator for encrypt and decrypt) and
+Pre-Active (disabled until Activate). Its unique identifier is the key's
 id. States map as ``domain/models.py`` ``KmipState`` says: Activate enables a pre-active key,
 Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``), Destroy
 destroys it at once (refused while it is Active, as the specification says). Who may manage a
@@ -24,7 +25,7 @@ from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import SPECS, HsmKeyType, KeyUsage, spec_of
+from keymanager.domain.key_specs import SPECS, BlockMode, HsmKeyType, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
@@ -38,16 +39,16 @@ from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, de
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
-KMIP_AES = Algorithm.AES_256_GCM
-"""The key type of KMIP's AES-256 keys: one AES object that encrypts and decrypts in the mode KMIP names."""
-
 
 def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
     """KMIP's algorithm and length of each key type Create (or CreateKeyPair) makes, read from the
-    table of key types: AES-256, every MAC spec (KMIP names HMACs as we do), every RSA spec."""
-    found = {(enums.CryptographicAlgorithm.AES, 256): KMIP_AES}
+    table of key types: every AES-GCM spec (one AES object, which KMIP's Encrypt and Decrypt use in
+    the mode they name), every MAC spec (KMIP names HMACs as we do), every RSA spec."""
+    found: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {}
     for spec in SPECS.values():
-        if spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
+        if spec.mode is BlockMode.GCM and spec.key_bits:
+            found[(enums.CryptographicAlgorithm.AES, spec.key_bits)] = spec.algorithm
+        elif spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
             found[(enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)] = spec.algorithm
         elif spec.key_type is HsmKeyType.RSA and spec.key_bits:
             found[(enums.CryptographicAlgorithm.RSA, spec.key_bits)] = spec.algorithm
@@ -58,6 +59,8 @@ KEY_TYPES = _key_types()
 """KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
 KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
 """Each key type's KMIP algorithm (what GetAttributes answers)."""
+KMIP_AES = frozenset(a for a in KMIP_ALGORITHMS if spec_of(a).mode is BlockMode.GCM)
+"""The key types of KMIP's AES keys (what Create and Register make, what Encrypt and Decrypt use)."""
 OWNER_USES = {
     KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
     KeyUsage.GENERATE_VERIFY_MAC: (Operation.MAC,),
@@ -123,7 +126,7 @@ class KmipKeys:
         self, call: KmipCall, payload: payloads.RegisterRequestPayload
     ) -> payloads.RegisterResponsePayload:
         """A symmetric key a client gives, unwrapped into the HSM as a non-extractable key it owns
-        (origin ``external``), pre-active; of a type of the table (AES-256), else refused by name."""
+        (origin ``external``), pre-active; of a type of the table (AES-128, -192, -256), else refused by name."""
         if payload.managed_object is None:
             raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
         template = payload.template_attribute
@@ -139,8 +142,8 @@ class KmipKeys:
                 enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value: bits,
             }
         )
-        if algorithm is not KMIP_AES or key.cryptographic_length != bits:
-            raise invalid("Register takes AES-256 symmetric keys (32 bytes of raw key material)")
+        if algorithm not in KMIP_AES or key.cryptographic_length != bits:
+            raise invalid("Register takes AES symmetric keys (16, 24 or 32 bytes of raw key material)")
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
         policy = Policy(
@@ -228,7 +231,8 @@ class KmipKeys:
         call.key_version = version.version
         call.details["exported"] = True
         material = await self._hsm.aexport(version.hsm)
-        secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material))
+        bits = spec_of(key.algorithm).key_bytes * 8
+        secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, bits, material))
         return payloads.GetResponsePayload(
             object_type=enums.ObjectType.SYMMETRIC_KEY, unique_identifier=key.id, secret=secret
         )
@@ -268,8 +272,10 @@ def _key_type(server: dict[str, Any]) -> Algorithm:
     found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
     if found is None or spec_of(found).asymmetric:
         offered = ", ".join(
-            f"{kmip.name.replace('_', '-')} {bits}"
-            for (kmip, bits), kind in KEY_TYPES.items()
+            f"AES-{bits}"
+            if kmip is enums.CryptographicAlgorithm.AES
+            else f"{kmip.name.replace('_', '-')} of {bits} bits"
+            for (kmip, bits), kind in sorted(KEY_TYPES.items(), key=lambda item: (item[0][0].name, item[0][1]))
             if not spec_of(kind).asymmetric
         )
         shown = f"AES-{length}" if name == "AES" else f"{name} of {length} bits"
