@@ -130,3 +130,56 @@ def test_add_attribute_adds_a_name_and_a_custom_attribute(kmip_server: KmipServe
         assert names == ["first", "second"] and custom == ["payments"]
         name = factory.create_attribute(enums.AttributeType.NAME, "second")
         assert uid in owner.locate(attributes=[name])
+
+
+def test_locate_takes_two_values_of_a_date_as_a_range(kmip_server: KmipServer) -> None:
+    with kmip_server.connected(OWNER) as owner:
+        factory = owner.attribute_factory
+        first = owner.create(enums.CryptographicAlgorithm.AES, 128, name="dated")
+        second = owner.create(enums.CryptographicAlgorithm.AES, 192, name="dated")
+        dates = [owner.get_attributes(uid, ["Initial Date"])[1][0].attribute_value.value for uid in (first, second)]
+        name = factory.create_attribute(enums.AttributeType.NAME, "dated")
+
+        def between(low: int, high: int) -> list[str]:
+            ends = [factory.create_attribute(enums.AttributeType.INITIAL_DATE, end) for end in (low, high)]
+            return list(owner.locate(attributes=[name, *ends]))
+
+        assert between(dates[0], dates[1]) == [second, first]
+        assert between(dates[1], dates[0]) == [second, first]  # either order
+        assert first in between(dates[0], dates[0])
+        assert between(dates[1] + 1, dates[1] + 3600) == []
+        assert between(dates[0] - 3600, dates[0] - 1) == []
+        exactly = factory.create_attribute(enums.AttributeType.INITIAL_DATE, dates[0])
+        assert first in owner.locate(attributes=[name, exactly])  # one value: that date exactly
+        default = factory.create_attribute(enums.AttributeType.OPERATION_POLICY_NAME, "default")
+        assert {first, second} <= set(owner.locate(attributes=[name, default]))  # none set: "default"
+
+
+def test_multi_valued_attributes_carry_their_index_and_changes_answer_the_attribute(kmip_server: KmipServer) -> None:
+    from kmip.core.exceptions import OperationFailure
+    from kmip.core.messages import payloads
+
+    with kmip_server.connected(OWNER) as owner:
+        uid = owner.create(enums.CryptographicAlgorithm.AES, 256, name="indexed")
+        _, found = owner.get_attributes(uid, ["Name"])
+        assert [(a.attribute_index.value, a.attribute_value.name_value.value) for a in found] == [(0, "indexed")]
+        renamed = owner.attribute_factory.create_attribute(enums.AttributeType.NAME, "renamed", index=0)
+        modified = owner.proxy.send_request_payload(
+            enums.Operation.MODIFY_ATTRIBUTE,
+            payloads.ModifyAttributeRequestPayload(unique_identifier=uid, attribute=renamed),
+        )
+        assert modified.unique_identifier == uid and modified.attribute.attribute_index.value == 0
+        assert modified.attribute.attribute_value.name_value.value == "renamed"
+        deleted = owner.proxy.send_request_payload(
+            enums.Operation.DELETE_ATTRIBUTE,
+            payloads.DeleteAttributeRequestPayload(unique_identifier=uid, attribute_name="Name", attribute_index=0),
+        )
+        assert deleted.attribute.attribute_index.value == 0
+        assert deleted.attribute.attribute_value.name_value.value == "renamed"  # what it removed
+        assert owner.get_attributes(uid, ["Name"])[1] == []
+        with pytest.raises(OperationFailure) as none_left:
+            owner.proxy.send_request_payload(
+                enums.Operation.DELETE_ATTRIBUTE,
+                payloads.DeleteAttributeRequestPayload(unique_identifier=uid, attribute_name="Name", attribute_index=0),
+            )
+        assert none_left.value.reason == enums.ResultReason.ITEM_NOT_FOUND

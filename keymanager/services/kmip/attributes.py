@@ -62,6 +62,18 @@ READ_ONLY = frozenset(
     }
 )
 """Standard attributes the server keeps itself (a client names some at creation: checked there)."""
+DATE_ATTRIBUTES = frozenset(
+    {
+        *DATES,
+        A.INITIAL_DATE.value,
+        A.DESTROY_DATE.value,
+        A.COMPROMISE_DATE.value,
+        A.COMPROMISE_OCCURRENCE_DATE.value,
+        A.LAST_CHANGE_DATE.value,
+        A.ORIGINAL_CREATION_DATE.value,
+    }
+)
+"""Every date attribute (Locate takes two values of one as a range)."""
 _CUSTOM_TYPES: dict[type, str] = {
     primitives.TextString: "text",
     primitives.Integer: "integer",
@@ -166,24 +178,28 @@ def modify(kept: dict[str, Any], name: str, index: int | None, value: Any) -> No
     slot[field] = value
 
 
-def delete(kept: dict[str, Any], name: str, index: int | None, value: Any = None) -> None:
-    """Remove attribute ``name`` (the value at ``index``, or equal to ``value``, or every value);
+def delete(kept: dict[str, Any], name: str, index: int | None, value: Any = None) -> list[tuple[int | None, Any]]:
+    """Remove attribute ``name`` (the value at ``index``, or equal to ``value``, or every value) and
+    answer what was removed, each value with its index (None for a single-valued attribute);
     ItemNotFound when there is no such value."""
     _settable(name)
     if name in MULTI:
         values = kept.get(MULTI[name], [])
         if value is not None and value in values:
-            values.remove(value)
-        elif value is None and index is not None and index < len(values):
-            values.pop(index)
-        elif value is None and index is None and values:
+            position = values.index(value)
+            return [(position, values.pop(position))]
+        if value is None and index is not None and index < len(values):
+            return [(index, values.pop(index))]
+        if value is None and index is None and values:
+            removed = list(enumerate(values))
             values.clear()
-        else:
-            raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no such {name}", 404)
-        return
+            return removed
+        raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no such {name}", 404)
     slot, field = _slot(kept, name)
-    if slot.pop(field, None) is None:
+    gone = slot.pop(field, None)
+    if gone is None:
         raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no {name[:64]}", 404)
+    return [(None, gone)]
 
 
 def _settable(name: str) -> None:
@@ -252,13 +268,28 @@ def built(found: Mapping[str, list[Any]], wanted: Iterable[str] | None = None) -
     for name in names:
         values = found[name]
         for index, value in enumerate(values):
-            attributes.append(build(name, value, index if name in MULTI and len(values) > 1 else None))
+            attributes.append(build(name, value, index if name in MULTI else None))
     return attributes
 
 
-def matches(found: Mapping[str, list[Any]], name: str, value: Any) -> bool:
-    """Whether an object with attributes ``found`` matches the Locate criterion ``name`` = ``value``:
-    one of its values equals it (a usage mask: holds all its bits)."""
+def matches_all(found: Mapping[str, list[Any]], wanted: Iterable[tuple[str, Any]]) -> bool:
+    """Whether an object with attributes ``found`` matches every Locate criterion ``(name, value)``:
+    one of its values equals each (a usage mask: holds all its bits); a date attribute named twice is
+    a range, both ends included (KMIP 1.x and 2.0, Locate)."""
+    criteria: dict[str, list[Any]] = {}
+    for name, value in wanted:
+        criteria.setdefault(name, []).append(value)
+    for name, values in criteria.items():
+        if name in DATE_ATTRIBUTES and len(values) == 2:
+            low, high = sorted(int(v) for v in values)
+            if not any(low <= int(v) <= high for v in found.get(name, [])):
+                return False
+        elif not all(_matches(found, name, value) for value in values):
+            return False
+    return True
+
+
+def _matches(found: Mapping[str, list[Any]], name: str, value: Any) -> bool:
     values = found.get(name)
     if not values:
         return False

@@ -53,6 +53,8 @@ _STATES = {
     KmipState.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
 }
 
+DEFAULT_POLICY_NAME = "default"
+"""The Operation Policy Name of an object whose client named none (as PyKMIP's server answers)."""
 _GONE = (enums.State.DESTROYED.value, enums.State.DESTROYED_COMPROMISED.value)
 
 
@@ -71,8 +73,9 @@ class View:
 
     @property
     def attributes(self) -> dict[str, list[Any]]:
-        """Every attribute, name to values: the server's first."""
-        return {**self.server, **attrs.facts(self.kept)}
+        """Every attribute, name to values: the server's first; the Operation Policy Name ``default``
+        unless the client set one (access is decided by the key's policy, as for every door)."""
+        return {**self.server, A.OPERATION_POLICY_NAME.value: [DEFAULT_POLICY_NAME], **attrs.facts(self.kept)}
 
 
 class KmipCatalog:
@@ -106,7 +109,8 @@ class KmipCatalog:
             views = [view for view in await self._visible_views(call) if view.server[A.STATE.value][0] not in _GONE]
         else:
             views = await self._visible_views(call)
-        found = [view.uid for view in views if all(attrs.matches(view.attributes, n, v) for n, _, v in wanted)]
+        criteria = [(name, value) for name, _, value in wanted]
+        found = [view.uid for view in views if attrs.matches_all(view.attributes, criteria)]
         offset = payload.offset_items or 0
         limit = min(payload.maximum_items or MAX_LOCATED, MAX_LOCATED)
         page = found[offset : offset + limit]
@@ -154,9 +158,10 @@ class KmipCatalog:
             index = _index_of(kept, name, payload.current_attribute)
         attrs.modify(kept, name, index, value)
         await view.save(call, kept)
-        return payloads.ModifyAttributeResponsePayload(
-            unique_identifier=view.uid, attribute=payload.attribute if payload.attribute is not None else None
-        )
+        if payload.attribute is None:  # 2.0 answers the identifier only
+            return payloads.ModifyAttributeResponsePayload(unique_identifier=view.uid)
+        changed = attrs.build(name, value, (index or 0) if name in attrs.MULTI else None)
+        return payloads.ModifyAttributeResponsePayload(unique_identifier=view.uid, attribute=changed)
 
     async def set_attribute(
         self, call: KmipCall, payload: payloads.SetAttributeRequestPayload
@@ -182,8 +187,12 @@ class KmipCatalog:
         view = await self._managed(call, call.uid(payload.unique_identifier))
         kept = _copy(view.kept)
         if payload.attribute_name is not None:
-            attrs.delete(kept, payload.attribute_name, payload.attribute_index)
-        elif payload.current_attribute is not None:
+            removed = attrs.delete(kept, payload.attribute_name, payload.attribute_index)
+            await view.save(call, kept)
+            index, value = removed[0]  # 1.x answers the attribute it deleted, with its index
+            deleted = attrs.build(payload.attribute_name, value, index)
+            return payloads.DeleteAttributeResponsePayload(unique_identifier=view.uid, attribute=deleted)
+        if payload.current_attribute is not None:
             name, value = _tagged(payload.current_attribute)
             attrs.delete(kept, name, None, value)
         else:
