@@ -225,6 +225,8 @@ class KeySpec:
     curve: str | None = None
     """The named curve (RFC 5480 / RFC 8410 name, as ``cryptography`` and asn1crypto call it)."""
     curve_oid: str | None = None
+    curve_bits: int | None = None
+    """The named curve's size in bits (what PKCS#11's mechanism sizes and KMIP's Cryptographic Length say)."""
     public_key: PublicKeyForm | None = None
     shared_secret_bytes: int | None = None
     """The length of an ECDH shared secret (the field size), the length the derive template needs."""
@@ -409,6 +411,7 @@ def _ec_row(
         KeyUsage.SIGN_VERIFY,
         curve=curve,
         curve_oid=oid,
+        curve_bits=bits,
         public_key=PublicKeyForm.SPKI,
         shared_secret_bytes=(bits + 7) // 8,
     )
@@ -436,6 +439,7 @@ def _ed25519_row() -> KeySpec:
         KeyUsage.SIGN_VERIFY,
         curve="ed25519",
         curve_oid="1.3.101.112",
+        curve_bits=256,
         public_key=PublicKeyForm.SPKI,
     )
 

@@ -76,3 +76,76 @@ def test_a_key_pair_of_another_size_is_refused_by_name(kmip_server: KmipServer) 
         client.create_key_pair(enums.CryptographicAlgorithm.RSA, 1024)
     assert refused.value.reason == enums.ResultReason.INVALID_FIELD
     assert "RSA-2048" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("algorithm", "bits", "hashing", "curve"),
+    [
+        (enums.CryptographicAlgorithm.EC, 256, enums.HashingAlgorithm.SHA_256, "secp256r1"),
+        (enums.CryptographicAlgorithm.ECDSA, 384, enums.HashingAlgorithm.SHA_384, "secp384r1"),
+        (enums.CryptographicAlgorithm.EC, 521, enums.HashingAlgorithm.SHA_512, "secp521r1"),
+    ],
+    ids=["P-256", "P-384", "P-521"],
+)
+def test_an_ec_key_pair_signs_ecdsa_in_the_hsm(
+    kmip_server: KmipServer,
+    algorithm: enums.CryptographicAlgorithm,
+    bits: int,
+    hashing: enums.HashingAlgorithm,
+    curve: str,
+) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    parameters = {"cryptographic_algorithm": algorithm, "hashing_algorithm": hashing}
+    with kmip_server.connected(OWNER) as client:
+        public_uid, private_uid = client.create_key_pair(
+            algorithm, bits, public_usage_mask=SIGN, private_usage_mask=SIGN
+        )
+        client.activate(private_uid)
+        signature = client.sign(b"an ec message", uid=private_uid, cryptographic_parameters=parameters)
+        verdicts = [
+            client.signature_verify(data, signature, public_uid, parameters) for data in (b"an ec message", b"other")
+        ]
+        assert verdicts == [enums.ValidityIndicator.VALID, enums.ValidityIndicator.INVALID]
+        public = serialization.load_der_public_key(client.get(public_uid).value)
+        shown = {a.attribute_name.value: a.attribute_value.value for a in client.get_attributes(private_uid)[1]}
+        wrong = {"cryptographic_algorithm": algorithm, "hashing_algorithm": enums.HashingAlgorithm.SHA_1}
+        with pytest.raises(KmipOperationFailure) as refused:
+            client.sign(b"x", uid=private_uid, cryptographic_parameters=wrong)
+    assert isinstance(public, ec.EllipticCurvePublicKey) and public.curve.name == curve
+    public.verify(signature, b"an ec message", ec.ECDSA(getattr(hashes, hashing.name.replace("_", ""))()))  # DER
+    assert shown["Cryptographic Algorithm"] == enums.CryptographicAlgorithm.EC and shown["Cryptographic Length"] == bits
+    assert refused.value.reason == enums.ResultReason.INVALID_FIELD and "ECDSA_SHA_" in str(refused.value)
+    with kmip_server.admin() as rest:
+        key = rest.get(f"/v1/keys/{private_uid}").json()
+    assert key["algorithm"] == {256: "ECC_NIST_P256", 384: "ECC_NIST_P384", 521: "ECC_NIST_P521"}[bits]
+
+
+def test_an_ed25519_key_pair_signs_in_the_hsm(kmip_server: KmipServer) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ed25519
+
+    with kmip_server.connected(OWNER) as client:
+        public_uid, private_uid = client.create_key_pair(
+            enums.CryptographicAlgorithm.ED25519, 256, public_usage_mask=SIGN, private_usage_mask=SIGN
+        )
+        client.activate(private_uid)
+        signature = client.sign(b"edwards", uid=private_uid)
+        public = serialization.load_der_public_key(client.get(public_uid).value)
+    assert isinstance(public, ed25519.Ed25519PublicKey) and len(signature) == 64
+    public.verify(signature, b"edwards")
+
+
+def test_an_ecdh_key_pair_is_for_key_agreement_only(kmip_server: KmipServer) -> None:
+    with kmip_server.connected(OWNER) as client:
+        public_uid, private_uid = client.create_key_pair(enums.CryptographicAlgorithm.ECDH, 256)
+        client.activate(private_uid)
+        with pytest.raises(KmipOperationFailure) as signing:
+            client.sign(b"x", uid=private_uid)
+        assert client.get(public_uid).key_format_type == enums.KeyFormatType.X_509
+        with pytest.raises(KmipOperationFailure) as curve:
+            client.create_key_pair(enums.CryptographicAlgorithm.EC, 224)
+    assert signing.value.reason in (enums.ResultReason.PERMISSION_DENIED, enums.ResultReason.INVALID_FIELD)
+    assert curve.value.reason == enums.ResultReason.INVALID_FIELD and "EC-256, EC-384, EC-521" in str(curve.value)
+    with kmip_server.admin() as rest:
+        key = rest.get(f"/v1/keys/{private_uid}").json()
+    assert (key["algorithm"], key["usage"]) == ("ECC_NIST_P256", "KEY_AGREEMENT")

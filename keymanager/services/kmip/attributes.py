@@ -191,7 +191,7 @@ def delete(kept: dict[str, Any], name: str, index: int | None, value: Any = None
         if value is None and index is not None and index < len(values):
             return [(index, values.pop(index))]
         if value is None and index is None and values:
-            removed = list(enumerate(values))
+            removed: list[tuple[int | None, Any]] = list(enumerate(values))
             values.clear()
             return removed
         raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no such {name}", 404)

@@ -40,24 +40,46 @@ from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
 
-def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
-    """KMIP's algorithm and length of each key type Create (or CreateKeyPair) makes, read from the
-    table of key types: every AES-GCM spec (one AES object, which KMIP's Encrypt and Decrypt use in
-    the mode they name), every MAC spec (KMIP names HMACs as we do), every RSA spec."""
-    found: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {}
+def _kmip_names() -> dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]]:
+    """KMIP's Cryptographic Algorithm and Length of each spec of the table KMIP can name: every AES-GCM
+    spec (one AES object, which KMIP's Encrypt and Decrypt use in the mode they name), every MAC spec
+    (KMIP names HMACs as we do), every RSA spec, every Weierstrass curve (``EC``, the curve's size)
+    and Ed25519."""
+    found: dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]] = {}
     for spec in SPECS.values():
         if spec.mode is BlockMode.GCM and spec.key_bits:
-            found[(enums.CryptographicAlgorithm.AES, spec.key_bits)] = spec.algorithm
+            found[spec.algorithm] = (enums.CryptographicAlgorithm.AES, spec.key_bits)
         elif spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
-            found[(enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)] = spec.algorithm
+            found[spec.algorithm] = (enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)
         elif spec.key_type is HsmKeyType.RSA and spec.key_bits:
-            found[(enums.CryptographicAlgorithm.RSA, spec.key_bits)] = spec.algorithm
+            found[spec.algorithm] = (enums.CryptographicAlgorithm.RSA, spec.key_bits)
+        elif spec.key_type is HsmKeyType.EC and spec.curve_bits:
+            found[spec.algorithm] = (enums.CryptographicAlgorithm.EC, spec.curve_bits)
+        elif spec.key_type is HsmKeyType.EC_EDWARDS and spec.curve_bits:
+            found[spec.algorithm] = (enums.CryptographicAlgorithm.ED25519, spec.curve_bits)
+    return found
+
+
+KMIP_NAMES = _kmip_names()
+"""Each key type's KMIP algorithm and length (what GetAttributes answers; see :func:`_kmip_names`)."""
+EC_ALIASES = (enums.CryptographicAlgorithm.ECDSA, enums.CryptographicAlgorithm.ECDH)
+"""Algorithms clients also name an EC key pair by (KMIP's ``EC`` is the key's own)."""
+
+
+def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
+    """KMIP's algorithm and length to the key type Create or CreateKeyPair makes: :data:`KMIP_NAMES`
+    the other way, an EC pair also by ECDSA and ECDH; the first spec of a length wins (a 256-bit
+    ``EC`` pair is P-256, not secp256k1, which KMIP's Cryptographic Length cannot tell apart)."""
+    found: dict[tuple[enums.CryptographicAlgorithm, int], Algorithm] = {}
+    for algorithm, (kmip, bits) in KMIP_NAMES.items():
+        for name in (kmip, *EC_ALIASES) if kmip is enums.CryptographicAlgorithm.EC else (kmip,):
+            found.setdefault((name, bits), algorithm)
     return found
 
 
 KEY_TYPES = _key_types()
 """KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
-KMIP_ALGORITHMS = {algorithm: kmip for (kmip, _), algorithm in KEY_TYPES.items()}
+KMIP_ALGORITHMS = {algorithm: kmip for algorithm, (kmip, _) in KMIP_NAMES.items()}
 """Each key type's KMIP algorithm (what GetAttributes answers)."""
 KMIP_AES = frozenset(a for a in KMIP_ALGORITHMS if spec_of(a).mode is BlockMode.GCM)
 """The key types of KMIP's AES keys (what Create and Register make, what Encrypt and Decrypt use)."""
@@ -65,6 +87,7 @@ OWNER_USES = {
     KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
     KeyUsage.GENERATE_VERIFY_MAC: (Operation.MAC,),
     KeyUsage.SIGN_VERIFY: (Operation.SIGN, Operation.VERIFY, Operation.GET_PUBLIC_KEY),
+    KeyUsage.KEY_AGREEMENT: (Operation.DERIVE_SHARED_SECRET, Operation.GET_PUBLIC_KEY),
 }
 """What a key's creator may do with it, by the key's usage (its policy names it)."""
 KMIP_NAME_PREFIX = "kmip-"
@@ -255,11 +278,7 @@ def revocation(call: KmipCall, payload: Any) -> bool:
 
 def kmip_type(key: Key) -> tuple[enums.CryptographicAlgorithm, int]:
     """The KMIP algorithm and length of ``key`` (any of ours: the AES of the others is 256 bits)."""
-    found = KMIP_ALGORITHMS.get(key.algorithm)
-    spec = spec_of(key.algorithm)
-    if found is not None and spec.key_bits:
-        return found, spec.key_bits
-    return enums.CryptographicAlgorithm.AES, 256
+    return KMIP_NAMES.get(key.algorithm, (enums.CryptographicAlgorithm.AES, 256))
 
 
 def _key_type(server: dict[str, Any]) -> Algorithm:

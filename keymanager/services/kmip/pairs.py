@@ -27,8 +27,17 @@ from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import EncryptionAlgorithm, KeyUsage, MessageType, SigningAlgorithm
-from keymanager.domain.models import Key, KeyState, KmipState
+from keymanager.domain.key_specs import (
+    SIGNING_HASHES,
+    EncryptionAlgorithm,
+    HsmKeyType,
+    KeyUsage,
+    MessageType,
+    SigningAlgorithm,
+    choose_usage,
+    spec_of,
+)
+from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
 from keymanager.domain.policy import Policy
 from keymanager.errors import KeyDisabled, KeyNotFound
 from keymanager.services.asymmetric import AsymmetricService
@@ -37,7 +46,15 @@ from keymanager.services.keys import KeyService, KmipChange, KmipFacts
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.crypto import visible_key
-from keymanager.services.kmip.keys import KEY_TYPES, KMIP_NAME_PREFIX, OWNER_USES, KmipKeys, revocation
+from keymanager.services.kmip.keys import (
+    KEY_TYPES,
+    KMIP_NAME_PREFIX,
+    KMIP_NAMES,
+    OWNER_USES,
+    KmipKeys,
+    kmip_type,
+    revocation,
+)
 from keymanager.services.kmip.messages import NO_OBJECT, denied, invalid
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
@@ -105,13 +122,14 @@ class KmipPairs:
         algorithm = server.get(A.CRYPTOGRAPHIC_ALGORITHM.value)
         length = server.get(A.CRYPTOGRAPHIC_LENGTH.value)
         found = None
-        if algorithm is not None and isinstance(length, int):
+        if algorithm in _ALGORITHMS and isinstance(length, int):
             found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length))
-        if found is None or found.value.split("_")[0] != "RSA":
-            offered = ", ".join(f"RSA-{bits}" for (kind, bits) in KEY_TYPES if kind is enums.CryptographicAlgorithm.RSA)
-            raise invalid(f"CreateKeyPair makes RSA key pairs only ({offered})")
-        mask = int(kept.get("usage_mask") or _SIGN_BITS)
-        usage = KeyUsage.SIGN_VERIFY if mask & _SIGN_BITS else KeyUsage.ENCRYPT_DECRYPT
+        if found is None or not spec_of(found).asymmetric:
+            offered = ", ".join(
+                f"{kmip.name}-{bits}" for kind, (kmip, bits) in KMIP_NAMES.items() if spec_of(kind).asymmetric
+            )
+            raise invalid(f"CreateKeyPair makes the key pairs of the table of key types ({offered})")
+        usage = _pair_usage(found, kept.get("usage_mask"), enums.CryptographicAlgorithm(algorithm))
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})[A.INITIAL_DATE.value] = int(time.time())
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[usage]})
@@ -137,10 +155,10 @@ class KmipPairs:
         ref, public = split(uid)
         if public:
             raise invalid("Sign needs the private key of the pair")
-        algorithm = _signing(payload.cryptographic_parameters)
 
         async def attempt(snapshot: Snapshot) -> bytes:
-            await self._active(snapshot, call, ref)
+            key = await self._active(snapshot, call, ref)
+            algorithm = _signing(payload.cryptographic_parameters, key.algorithm)
             signed = await self._asymmetric.sign(
                 snapshot, call.principal, ref, payload.data, MessageType.RAW, algorithm
             )
@@ -156,12 +174,12 @@ class KmipPairs:
         """Whether the signature is the data's, under the pair's public key (Valid or Invalid)."""
         uid = call.uid(payload.unique_identifier)
         ref, _ = split(uid)
-        algorithm = _signing(payload.cryptographic_parameters)
         if payload.data is None or payload.signature_data is None:
             raise invalid("SignatureVerify needs the data and the signature")
 
         async def attempt(snapshot: Snapshot) -> bool:
-            await self._active(snapshot, call, ref)
+            key = await self._active(snapshot, call, ref)
+            algorithm = _signing(payload.cryptographic_parameters, key.algorithm)
             checked = await self._asymmetric.verify(
                 snapshot, call.principal, ref, payload.data, MessageType.RAW, payload.signature_data, algorithm
             )
@@ -212,10 +230,8 @@ class KmipPairs:
             raise KeyNotFound(NO_OBJECT)
         version = key.versions[key.primary_version]
         assert version.public_key is not None
-        length = key.kmip_attributes.get("length") or KEY_TYPES_BITS.get(key.algorithm, 0)
-        public = pie_objects.PublicKey(
-            enums.CryptographicAlgorithm.RSA, length, version.public_key, enums.KeyFormatType.X_509
-        )
+        algorithm, length = kmip_type(key)
+        public = pie_objects.PublicKey(algorithm, length, version.public_key, enums.KeyFormatType.X_509)
         return payloads.GetResponsePayload(
             object_type=enums.ObjectType.PUBLIC_KEY, unique_identifier=uid, secret=_FACTORY.convert(public)
         )
@@ -261,8 +277,29 @@ class KmipPairs:
         return await run_validated(self._cache, self._audit, attempt, lambda _: call.success())
 
 
-KEY_TYPES_BITS = {kind: bits for (_, bits), kind in KEY_TYPES.items()}
-"""The length of each key type KMIP names."""
+_ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
+_AGREEMENT_BITS = enums.CryptographicUsageMask.KEY_AGREEMENT.value | enums.CryptographicUsageMask.DERIVE_KEY.value
+_CRYPT_BITS = enums.CryptographicUsageMask.ENCRYPT.value | enums.CryptographicUsageMask.DECRYPT.value
+
+
+def _pair_usage(algorithm: Algorithm, mask: int | None, named: enums.CryptographicAlgorithm) -> KeyUsage:
+    """The usage of a new pair: what its usage masks name (Sign/Verify; else Encrypt/Decrypt; else Key
+    Agreement or Derive Key), none named: key agreement for a pair asked as ECDH, else signing; refused
+    by name when the spec does not allow it (``domain/key_specs.py``)."""
+    if mask is None:
+        usage = KeyUsage.KEY_AGREEMENT if named is enums.CryptographicAlgorithm.ECDH else KeyUsage.SIGN_VERIFY
+    elif int(mask) & _SIGN_BITS:
+        usage = KeyUsage.SIGN_VERIFY
+    elif int(mask) & _CRYPT_BITS:
+        usage = KeyUsage.ENCRYPT_DECRYPT
+    elif int(mask) & _AGREEMENT_BITS:
+        usage = KeyUsage.KEY_AGREEMENT
+    else:
+        raise invalid("a key pair's usage masks name Sign/Verify, Encrypt/Decrypt or Key Agreement/Derive Key")
+    try:
+        return choose_usage(algorithm, usage)
+    except ValueError as refused:
+        raise invalid(str(refused)) from None
 
 
 def is_pair(key: Key) -> bool:
@@ -272,7 +309,25 @@ def is_pair(key: Key) -> bool:
     )
 
 
-def _signing(parameters: Any) -> SigningAlgorithm:
+def _signing(parameters: Any, algorithm: Algorithm) -> SigningAlgorithm:
+    """The signing algorithm of the table the Cryptographic Parameters name for a key of ``algorithm``:
+    an RSA key's by padding and hash (none named: PSS with SHA-256); an EC or Ed25519 key's is its
+    spec's first algorithm (ECDSA with the curve's hash, pure Ed25519), whose hash a client may name
+    (refused by name when it names another)."""
+    if spec_of(algorithm).key_type is HsmKeyType.RSA:
+        return _rsa_signing(parameters)
+    own = SigningAlgorithm(spec_of(algorithm).algorithms(KeyUsage.SIGN_VERIFY)[0])
+    hashing = getattr(parameters, "hashing_algorithm", None)
+    named = getattr(parameters, "digital_signature_algorithm", None)
+    wanted = SIGNING_HASHES[own].value.upper().replace("SHA", "SHA_")
+    asked = [h.name for h in (hashing,) if h is not None]
+    asked += [h.name for h in enums.HashingAlgorithm if named is not None and h.name.replace("_", "") in named.name]
+    if any(name != wanted for name in asked):
+        raise invalid(f"an {algorithm.value} key signs with {own.value} only, not with {', '.join(asked)}")
+    return own
+
+
+def _rsa_signing(parameters: Any) -> SigningAlgorithm:
     padding = getattr(parameters, "padding_method", None) or enums.PaddingMethod.PSS
     hashing = getattr(parameters, "hashing_algorithm", None) or enums.HashingAlgorithm.SHA_256
     algorithm = getattr(parameters, "digital_signature_algorithm", None)
