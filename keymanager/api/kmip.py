@@ -171,6 +171,8 @@ class KmipDoor:
             except Exception as exc:  # never a stack trace to the client; the class name to the log
                 log.error("unhandled %s in KMIP operation %s", type(exc).__name__, name)
                 refusal = KmipRefusal(Reason.GENERAL_FAILURE, "internal error", 500)
+        if refusal is not None:
+            refusal = refusal.in_version(batch.version)
         status = 200 if refusal is None else refusal.status
         owed = svc.audit_log.owed(
             audited=refusal is not None or name not in UNAUDITED,

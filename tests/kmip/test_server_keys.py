@@ -182,3 +182,36 @@ def test_mac_verify_checks_a_mac_in_the_hsm(kmip_server: KmipServer) -> None:
             validity.append(int.from_bytes(body[found + 8 : found + 12], "big"))
     valid, invalid = enums.ValidityIndicator.VALID.value, enums.ValidityIndicator.INVALID.value
     assert validity == [valid, invalid, invalid]
+
+
+@pytest.mark.parametrize(
+    ("version", "reason"),
+    [
+        (enums.KMIPVersion.KMIP_1_4, enums.ResultReason.PERMISSION_DENIED),
+        (enums.KMIPVersion.KMIP_2_0, enums.ResultReason.WRONG_KEY_LIFECYCLE_STATE),
+    ],
+    ids=["1.4", "2.0"],
+)
+def test_an_object_in_the_wrong_state_is_refused_as_the_version_says(
+    kmip_server: KmipServer, version: enums.KMIPVersion, reason: enums.ResultReason
+) -> None:
+    with kmip_server.connected(OWNER, kmip_version=version) as client:
+        uid = client.create(enums.CryptographicAlgorithm.AES, 256)
+        refusals = []
+        with pytest.raises(KmipOperationFailure) as pre_active:
+            client.encrypt(b"x", uid=uid, cryptographic_parameters=CBC)
+        refusals.append(pre_active.value)
+        client.activate(uid)
+        for step in (lambda: client.activate(uid), lambda: client.destroy(uid)):
+            with pytest.raises(KmipOperationFailure) as refused:
+                step()
+            refusals.append(refused.value)
+        client.revoke(enums.RevocationReasonCode.CESSATION_OF_OPERATION, uid)
+        client.destroy(uid)
+        with pytest.raises(KmipOperationFailure) as destroyed:
+            client.revoke(enums.RevocationReasonCode.CESSATION_OF_OPERATION, uid)
+        refusals.append(destroyed.value)
+    assert [r.reason for r in refusals] == [reason] * 4, [str(r) for r in refusals]
+    with kmip_server.connected(OWNER, kmip_version=version) as client, pytest.raises(KmipOperationFailure) as other:
+        client.encrypt(b"x", uid="no-such-object", cryptographic_parameters=CBC)
+    assert other.value.reason == enums.ResultReason.ITEM_NOT_FOUND  # other refusals keep their reasons

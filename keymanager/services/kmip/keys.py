@@ -35,7 +35,15 @@ from keymanager.services.authorization import authorize, require_owner
 from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, not_supported
+from keymanager.services.kmip.messages import (
+    NO_OBJECT,
+    KmipRefusal,
+    Reason,
+    denied,
+    invalid,
+    not_supported,
+    wrong_state,
+)
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 
@@ -190,7 +198,7 @@ class KmipKeys:
         """Pre-Active to Active; Permission Denied in any other state."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is not KmipState.PRE_ACTIVE:
-            raise denied(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
+            raise wrong_state(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
         change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
         await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
@@ -201,9 +209,9 @@ class KmipKeys:
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         compromised = revocation(call, payload)
         if key.state is KeyState.DESTROYED:
-            raise denied("the object is destroyed")
+            raise wrong_state("the object is destroyed")
         if not compromised and key.kmip_state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
-            raise denied(f"the object is {_words(key.kmip_state)}: only an active object is deactivated")
+            raise wrong_state(f"the object is {_words(key.kmip_state)}: only an active object is deactivated")
         kept = dict(key.kmip_attributes)
         dates = dict(kept.get("dates", {}))
         now = int(time.time())
@@ -223,9 +231,9 @@ class KmipKeys:
         """Destroy the key's HSM objects now; Permission Denied while it is Active."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is KmipState.ACTIVE:
-            raise denied("the object is active: revoke it before destroying it")
+            raise wrong_state("the object is active: revoke it before destroying it")
         if key.state is KeyState.DESTROYED:
-            raise denied("the object is destroyed already")
+            raise wrong_state("the object is destroyed already")
         await _in_thread(self._lifecycle.destroy_now, key, record=call.success(key.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 

@@ -58,13 +58,23 @@ NO_OBJECT = "no object with this unique identifier (or not one the principal may
 class KmipRefusal(Exception):
     """A batch item (or a whole message) refused with ``reason`` and ``message``."""
 
-    def __init__(self, reason: enums.ResultReason, message: str, status: int = 400) -> None:
+    def __init__(self, reason: enums.ResultReason, message: str, status: int = 400, *, lifecycle: bool = False) -> None:
         super().__init__(message)
         self.reason = reason
         self.message = message[:MAX_MESSAGE_CHARS].encode("ascii", "replace").decode("ascii")
         """Cut, and ASCII (PyKMIP writes a text string a byte per character)."""
         self.status = status
         """The HTTP-like status of its audit record (403 refused, 404 not found, 400 bad, 5xx ours)."""
+        self.lifecycle = lifecycle
+        """Refused for the object's lifecycle state: see :meth:`in_version`."""
+
+    def in_version(self, version: enums.KMIPVersion) -> KmipRefusal:
+        """The refusal as answered in ``version``: KMIP 2.0 has its own reason for an object in the wrong
+        state (``Wrong Key Lifecycle State``), which 1.x lacks (there: ``Permission Denied``, as PyKMIP's
+        server answers)."""
+        if not self.lifecycle or version.value < enums.KMIPVersion.KMIP_2_0.value:
+            return self
+        return KmipRefusal(Reason.WRONG_KEY_LIFECYCLE_STATE, self.message, self.status)
 
 
 def not_supported(what: str) -> KmipRefusal:
@@ -77,6 +87,11 @@ def invalid(what: str) -> KmipRefusal:
 
 def denied(what: str) -> KmipRefusal:
     return KmipRefusal(Reason.PERMISSION_DENIED, what, 403)
+
+
+def wrong_state(what: str) -> KmipRefusal:
+    """Refused for the object's lifecycle state (Permission Denied in 1.x, Wrong Key Lifecycle State in 2.0)."""
+    return KmipRefusal(Reason.PERMISSION_DENIED, what, 409, lifecycle=True)
 
 
 _REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = (
@@ -96,11 +111,15 @@ _REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = 
 )
 
 
+_LIFECYCLE = (errors.KeyDisabled, errors.KeyPendingDeletion, errors.KeyDestroyed, errors.KeyPendingImport)
+"""The service's errors of a key's state."""
+
+
 def refusal_of(exc: errors.KeyManagerError) -> KmipRefusal:
     """The KMIP result of a service's error: its reason, its message (the service's own words)."""
     for kind, reason in _REASONS:
         if isinstance(exc, kind):
-            return KmipRefusal(reason, exc.message, exc.status)
+            return KmipRefusal(reason, exc.message, exc.status, lifecycle=isinstance(exc, _LIFECYCLE))
     return KmipRefusal(Reason.GENERAL_FAILURE, exc.message, exc.status)
 
 

@@ -36,7 +36,7 @@ from keymanager.services.authorization import may_see, require_owner
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid
+from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
 
 SEALING_PREFIX = "kmip-objects-"
 """The sealing key of a scheme (``sealing_algorithm``): ``version_labels(SEALING_PREFIX + scheme, 1, scheme)``,
@@ -119,7 +119,7 @@ class KmipObjects:
         _visible(found, call.principal)
         call.key_id = found.id
         if found.sealed is None or found.seal_label is None:
-            raise denied("the object is destroyed: its value is gone")
+            raise wrong_state("the object is destroyed: its value is gone")
         if not found.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
             raise denied("the principal is not named for get_key_material on this object")
         scheme, objects = _sealing(found.seal_label)
@@ -137,7 +137,9 @@ class KmipObjects:
         """Pre-Active to Active."""
         self._managed(call, found)
         if found.state is not KmipState.PRE_ACTIVE:
-            raise denied(f"the object is {found.state.value.replace('_', '-')}, not pre-active: it cannot be activated")
+            raise wrong_state(
+                f"the object is {found.state.value.replace('_', '-')}, not pre-active: it cannot be activated"
+            )
         await self._change(call, found, state=KmipState.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
@@ -146,9 +148,9 @@ class KmipObjects:
         self._managed(call, found)
         compromised = revocation(call, payload)
         if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
-            raise denied("the object is destroyed")
+            raise wrong_state("the object is destroyed")
         if not compromised and found.state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
-            raise denied(f"the object is {found.state.value}: only an active object is deactivated")
+            raise wrong_state(f"the object is {found.state.value}: only an active object is deactivated")
         state = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
         await self._change(call, found, state=state, dated=enums.AttributeType.DEACTIVATION_DATE.value)
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
@@ -157,9 +159,9 @@ class KmipObjects:
         """Drop the sealed value; Permission Denied while the object is Active."""
         self._managed(call, found)
         if found.state is KmipState.ACTIVE:
-            raise denied("the object is active: revoke it before destroying it")
+            raise wrong_state("the object is active: revoke it before destroying it")
         if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
-            raise denied("the object is destroyed already")
+            raise wrong_state("the object is destroyed already")
         state = KmipState.DESTROYED_COMPROMISED if found.state is KmipState.COMPROMISED else KmipState.DESTROYED
         await self._change(call, found, state=state, dated=enums.AttributeType.DESTROY_DATE.value, destroy=True)
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))

@@ -55,7 +55,7 @@ from keymanager.services.kmip.keys import (
     kmip_type,
     revocation,
 )
-from keymanager.services.kmip.messages import NO_OBJECT, denied, invalid
+from keymanager.services.kmip.messages import NO_OBJECT, invalid, wrong_state
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
 PUBLIC_SUFFIX = "-public"
@@ -242,7 +242,7 @@ class KmipPairs:
         if key.kmip_state is KmipState.PRE_ACTIVE:
             await self._kmip_keys.activate(call, payload, ref)
         elif key.kmip_state is not KmipState.ACTIVE:
-            raise denied(f"the key pair is {key.kmip_state.value.replace('_', '-')}: it cannot be activated")
+            raise wrong_state(f"the key pair is {key.kmip_state.value.replace('_', '-')}: it cannot be activated")
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
 
     async def revoke_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
@@ -256,9 +256,9 @@ class KmipPairs:
         """Retire the public key's identifier (the private key, in the HSM, stays until destroyed itself)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.kmip_state is KmipState.ACTIVE:
-            raise denied("the key pair is active: revoke it before destroying it")
+            raise wrong_state("the key pair is active: revoke it before destroying it")
         if key.state is KeyState.DESTROYED or key.kmip_attributes.get("public_destroyed"):
-            raise denied("the object is destroyed already")
+            raise wrong_state("the object is destroyed already")
         change = KmipChange(attributes={**key.kmip_attributes, "public_destroyed": True})
         await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
