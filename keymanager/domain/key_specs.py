@@ -593,10 +593,8 @@ SYMMETRIC = tuple(a for a, spec in SPECS.items() if not spec.asymmetric)
 ASYMMETRIC = tuple(a for a, spec in SPECS.items() if spec.asymmetric)
 """The specs with a private and a public key."""
 
-DATA_KEY_PAIR_SPECS = tuple(
-    a for a in ASYMMETRIC if SPECS[a].kms_spec is not None and a is not Algorithm.ECC_NIST_EDWARDS25519
-)
-"""The specs ``GenerateDataKeyPair`` makes (AWS: RSA and ECC, not Ed25519)."""
+DATA_KEY_PAIR_SPECS = tuple(a for a in ASYMMETRIC if SPECS[a].kms_spec is not None)
+"""The specs ``GenerateDataKeyPair`` makes (AWS's ``DataKeyPairSpec``: every asymmetric spec, Ed25519 too)."""
 
 HMAC_KEY_BITS: Mapping[Algorithm, int] = {
     a: spec.key_bits for a, spec in SPECS.items() if KeyUsage.GENERATE_VERIFY_MAC in spec.usages and spec.key_bits

@@ -101,6 +101,16 @@ def curve(spec: KeySpec) -> ec.EllipticCurve:
     return _CURVES[spec.curve]()
 
 
+def new_private_key(spec: KeySpec) -> rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey | ed25519.Ed25519PrivateKey:
+    """A new private key of ``spec`` made by ``cryptography`` (for data key pairs, which leave the service)."""
+    if spec.key_type is HsmKeyType.RSA:
+        assert spec.key_bits is not None
+        return rsa.generate_private_key(public_exponent=65537, key_size=spec.key_bits)
+    if spec.key_type is HsmKeyType.EC_EDWARDS:
+        return ed25519.Ed25519PrivateKey.generate()
+    return ec.generate_private_key(curve(spec))
+
+
 def spki_from_ec_point(spec: KeySpec, point: bytes) -> bytes:
     """The DER SubjectPublicKeyInfo of the EC or Edwards point ``point`` (the raw encoding, without
     PKCS#11's DER OCTET STRING around it) on the curve of ``spec``."""

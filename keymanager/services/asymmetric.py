@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from keymanager.domain import public_keys
 from keymanager.domain.key_specs import (
@@ -319,12 +318,7 @@ def _spki(version: KeyVersion) -> bytes:
 
 def _new_pair(spec: KeySpec) -> tuple[bytes, bytes]:
     """A new key pair of ``spec`` made by ``cryptography``: (PKCS#8 DER private key, DER SPKI)."""
-    private: rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey
-    if spec.key_bits is not None:
-        private = rsa.generate_private_key(public_exponent=65537, key_size=spec.key_bits)
-    else:
-        assert spec.curve is not None
-        private = ec.generate_private_key(public_keys.curve(spec))
+    private = public_keys.new_private_key(spec)
     private_der = private.private_bytes(
         serialization.Encoding.DER, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
     )

@@ -638,7 +638,16 @@ def test_derive_shared_secret_refusals(admin_kms: Any, unchecked: Any, asym_key:
 
 @pytest.mark.parametrize(
     "pair_spec",
-    ["RSA_2048", "RSA_3072", "RSA_4096", "ECC_NIST_P256", "ECC_NIST_P384", "ECC_NIST_P521", "ECC_SECG_P256K1"],
+    [
+        "RSA_2048",
+        "RSA_3072",
+        "RSA_4096",
+        "ECC_NIST_P256",
+        "ECC_NIST_P384",
+        "ECC_NIST_P521",
+        "ECC_SECG_P256K1",
+        "ECC_NIST_EDWARDS25519",
+    ],
 )
 def test_generate_data_key_pair(admin_kms: Any, pair_spec: str) -> None:
     wrapping = admin_kms.create_key()["KeyMetadata"]
@@ -653,6 +662,8 @@ def test_generate_data_key_pair(admin_kms: Any, pair_spec: str) -> None:
     )
     if pair_spec.startswith("RSA"):
         assert isinstance(public, rsa.RSAPublicKey) and public.key_size == int(pair_spec[4:])
+    elif pair_spec == "ECC_NIST_EDWARDS25519":
+        assert isinstance(public, ed25519.Ed25519PublicKey)
     else:
         assert isinstance(public, ec.EllipticCurvePublicKey) and isinstance(public.curve, CURVES[pair_spec])
     blob = made["PrivateKeyCiphertextBlob"]
@@ -678,7 +689,6 @@ def test_generate_data_key_pair_refusals(admin_kms: Any, unchecked: Any, asym_ke
         ("HMAC key", {"KeyId": hmac_key(asym_key)}, "InvalidKeyUsageException"),
         ("unknown spec", {"KeyId": symmetric, "KeyPairSpec": "RSA_1024"}, "ValidationException"),
         ("SM2", {"KeyId": symmetric, "KeyPairSpec": "SM2"}, "UnsupportedOperationException"),
-        ("Ed25519", {"KeyId": symmetric, "KeyPairSpec": "ECC_NIST_EDWARDS25519"}, "UnsupportedOperationException"),
         ("a symmetric spec", {"KeyId": symmetric, "KeyPairSpec": "SYMMETRIC_DEFAULT"}, "ValidationException"),
         ("no spec", {"KeyId": symmetric, "KeyPairSpec": None}, "ValidationException"),
         ("no such key", {"KeyId": "alias/no-such-key"}, "NotFoundException"),

@@ -143,8 +143,8 @@ def _signing_request(call: Call) -> tuple[bytes, MessageType, SigningAlgorithm]:
 
 def _pair_spec(call: Call) -> tuple[str, Algorithm]:
     """The native spec of ``KeyPairSpec``: UnsupportedOperationException for a spec the table makes
-    no data key pairs of (Ed25519) or has no row of (AWS's SM2, ML-KEM), ValidationException for
-    a name AWS does not have either."""
+    no data key pairs of or has no row of (AWS's SM2, ML-KEM), ValidationException for a name AWS
+    does not have either."""
     name = kms.string(call.params, "KeyPairSpec", required=True, limit=64)
     assert name is not None
     spec = kms.creatable(name)
