@@ -1,8 +1,10 @@
 """A real ``keymanager serve`` with KMIP on a free port, principals bound to client certificates
 made with ``keymanager dev-cert``, and PyKMIP's ``ProxyKmipClient`` connected to it over mTLS.
 
-The test modules ``tests/kmip/test_server_*.py`` import these fixtures (kmip-proofs owns
-``tests/kmip/conftest.py``; these stay self-contained). One server per test session, one worker.
+The test modules ``tests/kmip/test_server_*.py`` import ``kmip_server`` from here: each module's
+copy of the fixture hands out the one server of ``tests/kmip/conftest.py`` (``kmip_door_server``:
+two workers, the settings ``OURS`` there, among them a header deadline of 2 s), whose principals
+are made once for the run.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from kmip.core import enums, utils
 from kmip.core.messages import contents, messages
 from kmip.pie.client import ProxyKmipClient
 
-from tests.e2e.conftest import Server, free_port, keymanager, running_server
+from tests.e2e.conftest import Server, keymanager
 
 OWNER = "kmip-owner"
 """An app given ``create_keys``: it creates keys and owns them."""
@@ -76,11 +78,12 @@ class KmipServer:
         return self.server.client(self.server.admin_token)
 
     def audit(self, action: str) -> list[dict[str, Any]]:
-        """The audit records of ``action``, as an admin reads them."""
+        """The newest 1,000 audit records of ``action``, oldest first, as an admin reads them (the
+        server is shared by every KMIP test: the run's first 1,000 records may hold none of a test's)."""
         with self.admin() as admin:
-            found = admin.get("/v1/audit", params={"limit": 1000}).json()
+            found = admin.get("/v1/audit", params={"action": action, "order": "desc", "limit": 1000}).json()
         records = found["records"] if isinstance(found, dict) else found
-        return [r for r in records if r["action"] == action]
+        return [r for r in reversed(records) if r["action"] == action]
 
 
 def _principal(server: Server, home: Path, name: str, role: str, *, create_keys: bool) -> tuple[Path, Path]:
@@ -94,23 +97,25 @@ def _principal(server: Server, home: Path, name: str, role: str, *, create_keys:
     return home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"
 
 
+def with_principals(server: Server, port: int, home: Path) -> KmipServer:
+    """The spawned ``server`` (KMIP on ``port``, its home ``home``) with its principals made:
+    :data:`OWNER`, :data:`STRANGER`, :data:`AUDITOR` and the admin's certificate ``kmip-admin``."""
+    certs = {
+        OWNER: _principal(server, home, OWNER, "app", create_keys=True),
+        STRANGER: _principal(server, home, STRANGER, "app", create_keys=False),
+        AUDITOR: _principal(server, home, AUDITOR, "auditor", create_keys=False),
+        "kmip-admin": _principal(server, home, "kmip-admin", "admin", create_keys=False),
+    }
+    config = home / "pykmip.conf"
+    config.write_text("[client]\n")
+    return KmipServer(server, port, certs, config)
+
+
 @pytest.fixture(scope="session")
-def kmip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
-    """One spawned server with KMIP on, its principals (:data:`OWNER`, :data:`STRANGER`, the admin's
-    certificate ``kmip-admin``, :data:`AUDITOR`)."""
-    home = tmp_path_factory.mktemp("kmip-server")
-    port = free_port()
-    settings = {"KM_KMIP_PORT": str(port), "KM_HEADER_TIMEOUT_SECONDS": "2", "KM_MIN_PENDING_DAYS": "0"}
-    with running_server(home, workers=1, **settings) as server:
-        certs = {
-            OWNER: _principal(server, home, OWNER, "app", create_keys=True),
-            STRANGER: _principal(server, home, STRANGER, "app", create_keys=False),
-            AUDITOR: _principal(server, home, AUDITOR, "auditor", create_keys=False),
-            "kmip-admin": _principal(server, home, "kmip-admin", "admin", create_keys=False),
-        }
-        config = home / "pykmip.conf"
-        config.write_text("[client]\n")
-        yield KmipServer(server, port, certs, config)
+def kmip_server(kmip_door_server: KmipServer) -> KmipServer:
+    """The run's spawned server with KMIP on and its principals (see :func:`with_principals`);
+    every module importing this fixture gets the same one."""
+    return kmip_door_server
 
 
 def request_message(
