@@ -10,15 +10,20 @@ are made once for the run.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from kmip.core import enums, utils
 from kmip.core.messages import contents, messages
 from kmip.pie.client import ProxyKmipClient
@@ -86,7 +91,7 @@ class KmipServer:
         return [r for r in reversed(records) if r["action"] == action]
 
 
-def _principal(server: Server, home: Path, name: str, role: str, *, create_keys: bool) -> tuple[Path, Path]:
+def _principal(server: Server, home: Path, name: str, role: str, create_keys: bool) -> tuple[Path, Path]:
     made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=server.env, cwd=home)
     assert made.returncode == 0, made.stderr
     subject = next(line.split(":", 1)[1].strip() for line in made.stdout.splitlines() if line.startswith("subject:"))
@@ -97,18 +102,34 @@ def _principal(server: Server, home: Path, name: str, role: str, *, create_keys:
     return home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"
 
 
-def with_principals(server: Server, port: int, home: Path) -> KmipServer:
-    """The spawned ``server`` (KMIP on ``port``, its home ``home``) with its principals made:
-    :data:`OWNER`, :data:`STRANGER`, :data:`AUDITOR` and the admin's certificate ``kmip-admin``."""
-    certs = {
-        OWNER: _principal(server, home, OWNER, "app", create_keys=True),
-        STRANGER: _principal(server, home, STRANGER, "app", create_keys=False),
-        AUDITOR: _principal(server, home, AUDITOR, "auditor", create_keys=False),
-        "kmip-admin": _principal(server, home, "kmip-admin", "admin", create_keys=False),
-    }
+PRINCIPALS = {
+    OWNER: ("app", True),
+    STRANGER: ("app", False),
+    AUDITOR: ("auditor", False),
+    "kmip-admin": ("admin", False),
+}
+"""Each principal of :func:`with_principals`: its role and whether it may create keys."""
+
+
+def with_principals(server: Server, port: int, home: Path, names: Iterable[str] = PRINCIPALS) -> KmipServer:
+    """The spawned ``server`` (KMIP on ``port``, its home ``home``) with the principals ``names`` of
+    :data:`PRINCIPALS` made (all of them unless told), each bound to a certificate of its own."""
+    certs = {name: _principal(server, home, name, *PRINCIPALS[name]) for name in names}
     config = home / "pykmip.conf"
     config.write_text("[client]\n")
     return KmipServer(server, port, certs, config)
+
+
+def unbound(kmip_server: KmipServer, name: str) -> KmipServer:
+    """``kmip_server`` with one more certificate, ``name``'s, from the server's CA but bound to no principal."""
+    home = kmip_server.server.var_dir.parent
+    made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=kmip_server.server.env, cwd=home)
+    assert made.returncode == 0, made.stderr
+    certs = {
+        **kmip_server.certs,
+        name: (home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"),
+    }
+    return KmipServer(kmip_server.server, kmip_server.port, certs, kmip_server.config)
 
 
 @pytest.fixture(scope="session")
@@ -171,3 +192,30 @@ def _read_exactly(connection: ssl.SSLSocket, size: int) -> bytes:
             raise ConnectionError("the server closed the connection")
         data += chunk
     return data
+
+
+def foreign_certificate(directory: Path) -> tuple[Path, Path]:
+    """A client certificate for ``CN=kmip-owner,O=keymanager`` issued by a CA the server does not trust."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "another CA")])
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "keymanager"), x509.NameAttribute(NameOID.COMMON_NAME, OWNER)]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "foreign.pem", directory / "foreign-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path
