@@ -7,6 +7,12 @@ whose objects the tests may create and destroy) and ``KM_TEST_PKCS11_PIN`` or
 
 SoftHSM reads SOFTHSM2_CONF once per process, when the library is initialised, so the
 token directory of the run is chosen here, at import, before any test touches PKCS#11.
+
+``server`` is the session's one real two-worker ``keymanager serve`` over TLS (``tests/e2e/conftest.py``
+says how it runs), shared by ``tests/e2e``, ``tests/sdk`` and ``tests/security``: one start-up for the
+three. ``kms_server`` is the one of the AWS doors' tests (``tests/kms_api``, ``tests/xks``, and the KMS
+door's attacks of ``tests/security``), with the settings :data:`DOOR_SETTINGS`. A test that needs
+settings of its own starts a server of its own.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 from fastapi.testclient import TestClient
@@ -27,6 +34,9 @@ from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token, write_softhsm_conf
 from keymanager.services.container import Services
+
+if TYPE_CHECKING:
+    from tests.e2e.conftest import Server
 
 
 def _test_pin() -> str:
@@ -116,3 +126,31 @@ def admin_token(services: Services) -> str:
 
 def auth(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real two-worker server over TLS (client certificates from the dev CA) for the session."""
+    from tests.e2e.conftest import running_server  # it imports this module: not at import time
+
+    with running_server(tmp_path_factory.mktemp("e2e")) as started:
+        yield started
+
+
+DOOR_SETTINGS = {
+    # The refusal tests fail authentication many times from 127.0.0.1: a burst they never spend (the
+    # throttle itself is tested in tests/kms_api/test_throttle.py on a server of its own).
+    "KM_AUTH_FAILURE_BURST": "10000",
+    "KM_MIN_PENDING_DAYS": "0",
+    "KM_MAINTENANCE_INTERVAL_SECONDS": "1",  # keys pending deletion for 0 days are destroyed within a second
+}
+"""The settings of ``kms_server``, on top of ``running_server``'s."""
+
+
+@pytest.fixture(scope="session")
+def kms_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """One real two-worker server for the AWS KMS API's and the XKS proxy's tests (:data:`DOOR_SETTINGS`)."""
+    from tests.e2e.conftest import running_server
+
+    with running_server(tmp_path_factory.mktemp("doors"), **DOOR_SETTINGS) as started:
+        yield started

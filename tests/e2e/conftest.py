@@ -1,7 +1,8 @@
 """A real ``keymanager`` installation: ``keymanager init`` then ``keymanager serve`` over TLS.
 
 The server runs as a subprocess with its own var dir (its own SoftHSM token directory, SQLite
-file, development CA) and two workers, with client certificates accepted from the dev CA.
+file, development CA) and two workers, with client certificates accepted from the dev CA. The
+session's ``server`` (in ``tests/conftest.py``, shared with ``tests/sdk`` and ``tests/security``) is one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
-import pytest
 
 from tests.conftest import ON_SOFTHSM, TEST_PIN, TEST_PKCS11_MODULE, TEST_TOKEN_LABEL
 
@@ -153,10 +153,3 @@ def running_server(
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-@pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One real two-worker server over TLS (client certificates from the dev CA) for the session."""
-    with running_server(tmp_path_factory.mktemp("e2e")) as started:
-        yield started

@@ -7,9 +7,13 @@ required from the development CA. ``KmipServer.principal(name)`` issues a client
 KMIP client presenting it is that principal. ``KmipServer.pykmip_conf`` writes the client section
 PyKMIP's clients read (``KMIPProxy`` and ``ProxyKmipClient``, ``config=<section>``).
 
+The same server is the one behind ``server_fixtures.py``'s ``kmip_server`` (``kmip_door_server``
+below, with that module's principals): ``tests/kmip`` starts one server.
+
 With ``KM_TEST_KMIP_REFERENCE=pykmip`` the same fixture is PyKMIP's own server (``pykmip-server``,
 configured in a temporary directory with certificates from a development CA made as ``keymanager
-init`` makes it), to tell a fault of the harness from a fault of ours.
+init`` makes it), to tell a fault of the harness from a fault of ours; ``server_fixtures.py``'s
+tests still run against ours, which then starts for them.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from pathlib import Path
 import pytest
 
 from tests.e2e.conftest import Server, free_port, keymanager, running_server, server_env
+from tests.kmip import server_fixtures
 
 HOST = "127.0.0.1"
 REFERENCE = os.environ.get("KM_TEST_KMIP_REFERENCE") == "pykmip"
@@ -116,12 +121,19 @@ def wait_listening(port: int, process: subprocess.Popen[bytes], log: Path) -> No
     raise AssertionError(f"KMIP server not listening in 60 s: {log.read_text()[-2000:]}")
 
 
+OURS = {
+    "KM_MIN_PENDING_DAYS": "0",  # deletion without a waiting period
+    "KM_AUTH_FAILURE_BURST": "10000",  # an authentication-failure burst the refusal tests never spend
+    "KM_HEADER_TIMEOUT_SECONDS": "2",  # the deadline tests of test_server_bad_input.py wait for it
+}
+"""The settings of our KMIP server, on top of ``running_server``'s."""
+
+
 @contextlib.contextmanager
 def our_kmip_server(home: Path) -> Iterator[KmipServer]:
-    """``keymanager serve`` with KMIP on a free port (deletion without a waiting period, and an
-    authentication-failure burst the refusal tests never spend)."""
+    """``keymanager serve`` with KMIP on a free port and the settings :data:`OURS`."""
     port = free_port()
-    with running_server(home, KM_KMIP_PORT=str(port), KM_MIN_PENDING_DAYS="0", KM_AUTH_FAILURE_BURST="10000") as https:
+    with running_server(home, KM_KMIP_PORT=str(port), **OURS) as https:
         yield KmipServer(HOST, port, https.ca, home, https.env, https)
 
 
@@ -166,8 +178,24 @@ def reference_kmip_server(home: Path) -> Iterator[KmipServer]:
 
 
 @pytest.fixture(scope="session")
-def kmip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
-    """The run's one KMIP server (ours, or PyKMIP's with ``KM_TEST_KMIP_REFERENCE=pykmip``)."""
-    start = reference_kmip_server if REFERENCE else our_kmip_server
-    with start(tmp_path_factory.mktemp("kmip")) as started:
+def kmip_ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
+    """Our KMIP server, started once for the run."""
+    with our_kmip_server(tmp_path_factory.mktemp("kmip")) as started:
         yield started
+
+
+@pytest.fixture(scope="session")
+def kmip_server(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
+    """The run's one KMIP server (ours, or PyKMIP's with ``KM_TEST_KMIP_REFERENCE=pykmip``)."""
+    if not REFERENCE:
+        yield request.getfixturevalue("kmip_ours")
+        return
+    with reference_kmip_server(tmp_path_factory.mktemp("kmip-reference")) as started:
+        yield started
+
+
+@pytest.fixture(scope="session")
+def kmip_door_server(kmip_ours: KmipServer) -> server_fixtures.KmipServer:
+    """Our KMIP server as ``server_fixtures.py`` presents it, with its principals (made once)."""
+    assert kmip_ours.https is not None
+    return server_fixtures.with_principals(kmip_ours.https, kmip_ours.port, kmip_ours.home)

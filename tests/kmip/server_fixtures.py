@@ -1,27 +1,34 @@
 """A real ``keymanager serve`` with KMIP on a free port, principals bound to client certificates
 made with ``keymanager dev-cert``, and PyKMIP's ``ProxyKmipClient`` connected to it over mTLS.
 
-The test modules ``tests/kmip/test_server_*.py`` import these fixtures (kmip-proofs owns
-``tests/kmip/conftest.py``; these stay self-contained). One server per test session, one worker.
+The test modules ``tests/kmip/test_server_*.py`` import ``kmip_server`` from here: each module's
+copy of the fixture hands out the one server of ``tests/kmip/conftest.py`` (``kmip_door_server``:
+two workers, the settings ``OURS`` there, among them a header deadline of 2 s), whose principals
+are made once for the run.
 """
 
 from __future__ import annotations
 
 import contextlib
+import datetime
 import socket
 import ssl
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 from kmip.core import enums, utils
 from kmip.core.messages import contents, messages
 from kmip.pie.client import ProxyKmipClient
 
-from tests.e2e.conftest import Server, free_port, keymanager, running_server
+from tests.e2e.conftest import Server, keymanager
 
 OWNER = "kmip-owner"
 """An app given ``create_keys``: it creates keys and owns them."""
@@ -76,14 +83,15 @@ class KmipServer:
         return self.server.client(self.server.admin_token)
 
     def audit(self, action: str) -> list[dict[str, Any]]:
-        """The audit records of ``action``, as an admin reads them."""
+        """The newest 1,000 audit records of ``action``, oldest first, as an admin reads them (the
+        server is shared by every KMIP test: the run's first 1,000 records may hold none of a test's)."""
         with self.admin() as admin:
-            found = admin.get("/v1/audit", params={"limit": 1000}).json()
+            found = admin.get("/v1/audit", params={"action": action, "order": "desc", "limit": 1000}).json()
         records = found["records"] if isinstance(found, dict) else found
-        return [r for r in records if r["action"] == action]
+        return [r for r in reversed(records) if r["action"] == action]
 
 
-def _principal(server: Server, home: Path, name: str, role: str, *, create_keys: bool) -> tuple[Path, Path]:
+def _principal(server: Server, home: Path, name: str, role: str, create_keys: bool) -> tuple[Path, Path]:
     made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=server.env, cwd=home)
     assert made.returncode == 0, made.stderr
     subject = next(line.split(":", 1)[1].strip() for line in made.stdout.splitlines() if line.startswith("subject:"))
@@ -94,23 +102,41 @@ def _principal(server: Server, home: Path, name: str, role: str, *, create_keys:
     return home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"
 
 
+PRINCIPALS = {
+    OWNER: ("app", True),
+    STRANGER: ("app", False),
+    AUDITOR: ("auditor", False),
+    "kmip-admin": ("admin", False),
+}
+"""Each principal of :func:`with_principals`: its role and whether it may create keys."""
+
+
+def with_principals(server: Server, port: int, home: Path, names: Iterable[str] = PRINCIPALS) -> KmipServer:
+    """The spawned ``server`` (KMIP on ``port``, its home ``home``) with the principals ``names`` of
+    :data:`PRINCIPALS` made (all of them unless told), each bound to a certificate of its own."""
+    certs = {name: _principal(server, home, name, *PRINCIPALS[name]) for name in names}
+    config = home / "pykmip.conf"
+    config.write_text("[client]\n")
+    return KmipServer(server, port, certs, config)
+
+
+def unbound(kmip_server: KmipServer, name: str) -> KmipServer:
+    """``kmip_server`` with one more certificate, ``name``'s, from the server's CA but bound to no principal."""
+    home = kmip_server.server.var_dir.parent
+    made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=kmip_server.server.env, cwd=home)
+    assert made.returncode == 0, made.stderr
+    certs = {
+        **kmip_server.certs,
+        name: (home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"),
+    }
+    return KmipServer(kmip_server.server, kmip_server.port, certs, kmip_server.config)
+
+
 @pytest.fixture(scope="session")
-def kmip_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
-    """One spawned server with KMIP on, its principals (:data:`OWNER`, :data:`STRANGER`, the admin's
-    certificate ``kmip-admin``, :data:`AUDITOR`)."""
-    home = tmp_path_factory.mktemp("kmip-server")
-    port = free_port()
-    settings = {"KM_KMIP_PORT": str(port), "KM_HEADER_TIMEOUT_SECONDS": "2", "KM_MIN_PENDING_DAYS": "0"}
-    with running_server(home, workers=1, **settings) as server:
-        certs = {
-            OWNER: _principal(server, home, OWNER, "app", create_keys=True),
-            STRANGER: _principal(server, home, STRANGER, "app", create_keys=False),
-            AUDITOR: _principal(server, home, AUDITOR, "auditor", create_keys=False),
-            "kmip-admin": _principal(server, home, "kmip-admin", "admin", create_keys=False),
-        }
-        config = home / "pykmip.conf"
-        config.write_text("[client]\n")
-        yield KmipServer(server, port, certs, config)
+def kmip_server(kmip_door_server: KmipServer) -> KmipServer:
+    """The run's spawned server with KMIP on and its principals (see :func:`with_principals`);
+    every module importing this fixture gets the same one."""
+    return kmip_door_server
 
 
 def request_message(
@@ -166,3 +192,30 @@ def _read_exactly(connection: ssl.SSLSocket, size: int) -> bytes:
             raise ConnectionError("the server closed the connection")
         data += chunk
     return data
+
+
+def foreign_certificate(directory: Path) -> tuple[Path, Path]:
+    """A client certificate for ``CN=kmip-owner,O=keymanager`` issued by a CA the server does not trust."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "another CA")])
+    key = ec.generate_private_key(ec.SECP256R1())
+    subject = x509.Name(
+        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "keymanager"), x509.NameAttribute(NameOID.COMMON_NAME, OWNER)]
+    )
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .sign(ca_key, hashes.SHA256())
+    )
+    cert_path, key_path = directory / "foreign.pem", directory / "foreign-key.pem"
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_path.write_bytes(
+        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    )
+    return cert_path, key_path

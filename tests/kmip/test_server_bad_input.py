@@ -6,22 +6,25 @@ bounded details."""
 
 from __future__ import annotations
 
-import datetime
 import socket
 import ssl
 import time
 from pathlib import Path
 
 import pytest
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 from kmip import enums
 from kmip.core.messages import payloads
 
-from tests.e2e.conftest import keymanager
-from tests.kmip.server_fixtures import OWNER, KmipServer, closed, kmip_server, read_response, request_message
+from tests.kmip.server_fixtures import (
+    OWNER,
+    KmipServer,
+    closed,
+    foreign_certificate,
+    kmip_server,
+    read_response,
+    request_message,
+    unbound,
+)
 
 __all__ = ["kmip_server"]
 
@@ -140,7 +143,7 @@ def test_a_connection_without_a_client_certificate_is_refused_at_the_handshake(k
 
 
 def test_a_certificate_of_another_ca_is_refused_at_the_handshake(kmip_server: KmipServer, tmp_path: Path) -> None:
-    cert, key = _foreign_certificate(tmp_path)
+    cert, key = foreign_certificate(tmp_path)
     context = ssl.create_default_context(cafile=str(kmip_server.server.ca))
     context.check_hostname = False
     context.load_cert_chain(str(cert), str(key))
@@ -151,43 +154,8 @@ def test_a_certificate_of_another_ca_is_refused_at_the_handshake(kmip_server: Km
 
 
 def test_a_certificate_bound_to_no_principal_is_refused_and_summarised(kmip_server: KmipServer) -> None:
-    home = kmip_server.server.var_dir.parent
-    made = keymanager("dev-cert", "kmip-nobody", "--out", str(home / "certs"), env=kmip_server.server.env, cwd=home)
-    assert made.returncode == 0, made.stderr
-    certs = {
-        **kmip_server.certs,
-        "kmip-nobody": (home / "certs" / "client-kmip-nobody.pem", home / "certs" / "client-kmip-nobody-key.pem"),
-    }
-    stranger = KmipServer(kmip_server.server, kmip_server.port, certs, kmip_server.config)
-    with stranger.tls("kmip-nobody") as connection:
+    with unbound(kmip_server, "kmip-nobody").tls("kmip-nobody") as connection:
         connection.sendall(DISCOVER)
         item = read_response(connection).batch_items[0]
         assert item.result_reason.value == enums.ResultReason.AUTHENTICATION_NOT_SUCCESSFUL
         assert closed(connection)
-
-
-def _foreign_certificate(directory: Path) -> tuple[Path, Path]:
-    """A client certificate for ``CN=kmip-owner,O=keymanager`` issued by a CA the server does not trust."""
-    now = datetime.datetime.now(datetime.UTC)
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "another CA")])
-    key = ec.generate_private_key(ec.SECP256R1())
-    subject = x509.Name(
-        [x509.NameAttribute(NameOID.ORGANIZATION_NAME, "keymanager"), x509.NameAttribute(NameOID.COMMON_NAME, OWNER)]
-    )
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(days=1))
-        .sign(ca_key, hashes.SHA256())
-    )
-    cert_path, key_path = directory / "foreign.pem", directory / "foreign-key.pem"
-    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    key_path.write_bytes(
-        key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
-    )
-    return cert_path, key_path

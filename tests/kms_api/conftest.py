@@ -1,8 +1,8 @@
-"""A real two-worker server over TLS, an app principal with an access key, and boto3 clients of it."""
+"""An app principal with an access key on the session's ``kms_server`` (``tests/conftest.py``), boto3 clients of it."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +10,7 @@ import boto3
 import pytest
 from botocore.config import Config
 
-from tests.e2e.conftest import Server, running_server
+from tests.e2e.conftest import Server
 
 REGION = "eu-west-1"
 ACCOUNT = "111122223333"
@@ -21,16 +21,6 @@ class Pair:
     principal: str
     access_key_id: str
     secret_access_key: str
-
-
-@pytest.fixture(scope="session")
-def kms_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    # The refusal tests fail authentication many times from 127.0.0.1: a burst they never spend
-    # (the throttle itself is tested in tests/kms_api/test_throttle.py on a server of its own).
-    with running_server(
-        tmp_path_factory.mktemp("kms"), KM_MIN_PENDING_DAYS="0", KM_AUTH_FAILURE_BURST="10000"
-    ) as started:
-        yield started
 
 
 def new_pair(server: Server, name: str, role: str) -> Pair:

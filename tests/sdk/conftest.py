@@ -1,4 +1,4 @@
-"""Fixtures of the SDK tests: a real ``keymanager serve`` over TLS (the e2e fixture), admin and app clients.
+"""Fixtures of the SDK tests: a real ``keymanager serve`` over TLS (the session's ``server``), admin and app clients.
 
 Each test makes its own keys and principals with unique names, so tests do not depend on one another.
 """
@@ -12,9 +12,7 @@ from dataclasses import dataclass
 import pytest
 from keymanager_sdk import Key, KeyManager, Policy
 
-from tests.e2e.conftest import Server, server
-
-__all__ = ["server"]
+from tests.e2e.conftest import Server
 
 
 def unique(prefix: str) -> str:

@@ -29,7 +29,7 @@ from keymanager_sdk import (
     VersionBelowMinimum,
 )
 
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, keymanager
 from tests.sdk.conftest import App, unique
 
 CARD = "4111111111111111"
@@ -101,12 +101,15 @@ def test_encrypt_decrypt(app: KeyManager, make_key: MakeKey, algorithm: str) -> 
     assert isinstance(result, Encrypted) and (result.key_id, result.key_version) == (key.id, 1)
 
 
-def test_mtls_client_certificate(server: Server, admin: KeyManager, make_key: MakeKey) -> None:
-    tls = server.var_dir / "tls"
-    admin.create_principal(unique("sdk-mtls"), "app", cert_subject="CN=billing,O=keymanager")
+def test_mtls_client_certificate(server: Server, admin: KeyManager, make_key: MakeKey, tmp_path: Path) -> None:
+    name = unique("sdk-mtls")  # a certificate of its own: the session's server is shared (tests/conftest.py)
+    made = keymanager("dev-cert", name, "--out", str(tmp_path), env=server.env, cwd=server.var_dir.parent)
+    assert made.returncode == 0, made.stderr
+    subject = next(line.split(":", 1)[1].strip() for line in made.stdout.splitlines() if line.startswith("subject:"))
+    admin.create_principal(name, "app", cert_subject=subject)
     with KeyManager(
-        server.url, ca=str(tls / "ca.pem"), client_cert=str(tls / "client-billing.pem"),
-        client_key=str(tls / "client-billing-key.pem"),
+        server.url, ca=str(server.var_dir / "tls" / "ca.pem"), client_cert=str(tmp_path / f"client-{name}.pem"),
+        client_key=str(tmp_path / f"client-{name}-key.pem"),
     ) as client:  # fmt: skip
         assert isinstance(client.list_keys(), list)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import ssl
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
 
-from tests.e2e.conftest import Server, running_server
+from tests.e2e.conftest import Server
 
 REGION = "eu-west-1"
 SERVICE = "kms-xks-proxy"
@@ -69,12 +69,10 @@ def health_path(store: KeyStore) -> str:
 
 
 @pytest.fixture(scope="session")
-def xks_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    # The refusal tests fail authentication many times from 127.0.0.1: a burst they never spend.
-    with running_server(
-        tmp_path_factory.mktemp("xks"), KM_MIN_PENDING_DAYS="0", KM_AUTH_FAILURE_BURST="10000"
-    ) as started:
-        yield started
+def xks_server(kms_server: Server) -> Server:
+    """The session's server of the AWS doors (``tests/conftest.py``: a failed-authentication burst the
+    refusal tests never spend)."""
+    return kms_server
 
 
 def new_store(server: Server, name: str, prefix: str, region: str | None = REGION) -> KeyStore:
