@@ -134,6 +134,7 @@ def test_every_decryption_failure_answers_and_is_audited_alike(kmip_server: Kmip
             "GCM AAD left out": (sealed, nonce, b"", tag),
             "GCM wrong IV": (sealed, _flip(nonce, 0, 0x01), aad, tag),
             "GCM cut by a byte": (sealed[:-1], nonce, aad, tag),
+            "GCM tag cut to 12 bytes": (sealed, nonce, aad, tag[:12]),
         }
         other_sealed, other_tag = _encrypt(raw, other, True, text, nonce, aad)
         gcm["GCM another key's"] = (other_sealed, nonce, aad, other_tag)

@@ -4,7 +4,8 @@ KMIP names the mode, the IV and the AAD, and gets the block cipher's output as i
 the HSM's AES in that mode on the key's AES object (``hsm/block_cipher.py``), not our ciphertext
 format. Modes: AES-CBC with PKCS5 padding (an IV of 16 bytes; none given: the server makes one
 and answers it, as libmongocrypt's delegated mode expects) and AES-GCM (an IV of 12 bytes, made
-when none is given; the AAD; a tag of 12 to 16 bytes). The key must be Active, of an AES-GCM type
+when none is given; the AAD; a tag of 12 to 16 bytes, as long on decryption as its Tag Length says,
+16 when it says none). The key must be Active, of an AES-GCM type
 of the table (``AES_128_GCM``, ``AES_192_GCM``, ``AES_256_GCM``: what KMIP's Create makes), its
 policy naming the caller for ``encrypt`` or ``decrypt`` (``services/key_use.py`` ``usable``), and
 its Cryptographic Usage Mask, when a client
@@ -26,7 +27,7 @@ from kmip.core.messages import payloads
 
 from keymanager.domain.models import HMAC_KEY_BITS, Key, KmipState
 from keymanager.domain.policy import Operation
-from keymanager.errors import Forbidden, KeyDisabled, KeyNotFound
+from keymanager.errors import DecryptionFailed, Forbidden, KeyDisabled, KeyNotFound
 from keymanager.hsm import Hsm, block_cipher
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
@@ -103,6 +104,8 @@ class KmipCrypto:
 
         async def attempt(snapshot: Snapshot) -> bytes:
             label = await self._label(snapshot, call, uid, Operation.DECRYPT)
+            if mode.gcm and len(tag) != mode.tag_bytes:  # a tag cut short is a forgery's shortcut: as a bad tag
+                raise DecryptionFailed()
             if mode.gcm:
                 opened: bytes = await self._hsm.acall(block_cipher.gcm_decrypt, label, iv, data, aad, tag)
                 return opened
