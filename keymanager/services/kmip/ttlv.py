@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 import struct
+from typing import NoReturn
 
 HEADER_BYTES = 8
 REQUEST_MESSAGE = 0x420078
@@ -75,31 +76,50 @@ def check(message: bytes, max_depth: int) -> None:
     _, _, length = _item_header(message, 0)
     if HEADER_BYTES + length != len(message):
         raise Malformed("the message's length disagrees with its data")
+    unpack, sizes = _HEADER.unpack_from, _SIZES
     ends = [len(message)]
     """The end of each open structure, innermost last."""
+    end = ends[-1]
     offset = 0
     while offset < len(message):
-        while offset == ends[-1]:
+        while offset == end:
             ends.pop()
-        if offset + HEADER_BYTES > ends[-1]:
+            end = ends[-1]
+        if offset + HEADER_BYTES > end:
             raise Malformed("an item's header runs past its structure")
-        tag, kind, length = _item_header(message, offset)
-        _check_item(tag, kind, length)
+        tag_and_type, length = unpack(message, offset)
+        kind = tag_and_type & 0xFF
+        size = sizes.get(kind)
+        if (
+            tag_and_type >> 24 not in _TAG_RANGES
+            or size is None
+            or (size >= 0 and length != size)
+            or (size == _EIGHTS and length % 8)
+        ):
+            _refuse_item(tag_and_type >> 8, kind, length)
         start = offset + HEADER_BYTES
-        if kind == ItemType.STRUCTURE:
-            if start + length > ends[-1]:
+        if kind == _STRUCTURE:
+            if start + length > end:
                 raise Malformed("a structure's length runs past its parent")
             if len(ends) > max_depth:
                 raise Malformed(f"structures nest deeper than {max_depth} levels")
-            ends.append(start + length)
+            end = start + length
+            ends.append(end)
             offset = start
             continue
-        offset = start + _padded(length)
-        if offset > ends[-1]:
+        offset = start + (length + 7) // 8 * 8
+        if offset > end:
             raise Malformed("an item's value runs past its structure")
 
 
 _HEADER = struct.Struct(">II")
+_ANY, _EIGHTS = -1, -2
+_SIZES = {
+    int(kind): _FIXED.get(kind, _EIGHTS if kind in (ItemType.BIG_INTEGER, ItemType.STRUCTURE) else _ANY)
+    for kind in ItemType
+}
+"""Per item type (an int, as read): the length of its items, :data:`_ANY` or :data:`_EIGHTS` (a multiple of 8)."""
+_STRUCTURE = int(ItemType.STRUCTURE)
 
 
 def _item_header(data: bytes, offset: int) -> tuple[int, int, int]:
@@ -108,7 +128,8 @@ def _item_header(data: bytes, offset: int) -> tuple[int, int, int]:
     return tag_and_type >> 8, tag_and_type & 0xFF, length
 
 
-def _check_item(tag: int, kind: int, length: int) -> None:
+def _refuse_item(tag: int, kind: int, length: int) -> NoReturn:
+    """Malformed, saying why the item of ``tag``, ``kind`` and ``length`` is not one :func:`check` passes."""
     if tag >> 16 not in _TAG_RANGES:
         raise Malformed(f"unknown tag 0x{tag:06x}")
     if kind not in _TYPES:
@@ -117,24 +138,20 @@ def _check_item(tag: int, kind: int, length: int) -> None:
     fixed = _FIXED.get(item_type)
     if fixed is not None and length != fixed:
         raise Malformed(f"an item of type {item_type.name.lower()} has length {length}, not {fixed}")
-    if item_type in (ItemType.BIG_INTEGER, ItemType.STRUCTURE) and length % 8:
-        raise Malformed(f"an item of type {item_type.name.lower()} has a length that is not a multiple of 8")
-
-
-def _padded(length: int) -> int:
-    return (length + 7) // 8 * 8
+    raise Malformed(f"an item of type {item_type.name.lower()} has a length that is not a multiple of 8")
 
 
 def children(data: bytes, offset: int) -> list[tuple[int, int, int]]:
     """The items directly inside the structure at ``offset`` of ``data`` (checked by :func:`check`):
     each one's tag and the range of its bytes, header included."""
-    _, _, length = _item_header(data, offset)
+    unpack = _HEADER.unpack_from
+    _, length = unpack(data, offset)
     found = []
     position, end = offset + HEADER_BYTES, offset + HEADER_BYTES + length
     while position + HEADER_BYTES <= end:
-        tag, kind, size = _item_header(data, position)
-        stop = position + HEADER_BYTES + (size if kind == ItemType.STRUCTURE else _padded(size))
-        found.append((tag, position, min(stop, end)))
+        tag_and_type, size = unpack(data, position)
+        stop = position + HEADER_BYTES + (size if tag_and_type & 0xFF == _STRUCTURE else (size + 7) // 8 * 8)
+        found.append((tag_and_type >> 8, position, min(stop, end)))
         position = stop
     return found
 
