@@ -28,7 +28,7 @@ import ssl
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from cryptography import x509
 
@@ -39,6 +39,8 @@ from keymanager.serving.refusals import connection_refusals
 log = logging.getLogger(__name__)
 
 HEADER_BYTES = 8
+HELD_AT_MOST = 128 * 1024
+"""Bytes a connection holds unread while its message is answered (as asyncio's streams do) before reading pauses."""
 STOP_SECONDS = 5.0
 """How long a stopping worker waits for requests in flight before it drops their connections."""
 
@@ -111,21 +113,13 @@ class KmipListener:
         options = self._options
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            self._protocol,
+            lambda: _Connection(self, loop),
             options.host,
             options.port,
             ssl=tls_context(options),
             ssl_handshake_timeout=options.handshake_timeout,
             reuse_port=True,
         )
-
-    def _protocol(self) -> _Connection:
-        """A connection's protocol: asyncio's streams, told the client's address by the front
-        (``serving/front.py``: a trusted balancer's PROXY header) when there is one."""
-        reader = asyncio.StreamReader()
-        connection = _Connection(reader)
-        connection.on_connected = lambda r, w: self._connected(r, w, connection.announced_client)
-        return connection
 
     async def stop(self) -> None:
         """Stop listening; requests in flight get :data:`STOP_SECONDS`, then their connections drop."""
@@ -136,81 +130,178 @@ class KmipListener:
         for task in self._connections:
             task.cancel()
 
-    async def _connected(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, announced: tuple[str, int] | None
-    ) -> None:
-        task = asyncio.current_task()
-        assert task is not None
+    def _open(self, connection: _Connection) -> None:
+        """Serve ``connection`` (its TLS handshake done) in a task of its own until it closes."""
+        task = asyncio.get_running_loop().create_task(self._connected(connection))
         self._connections.add(task)
-        peer = announced or writer.get_extra_info("peername")
-        client = str(peer[0]) if isinstance(peer, tuple) else ""
+        task.add_done_callback(self._connections.discard)
+
+    async def _connected(self, connection: _Connection) -> None:
+        client = connection.client
         try:
-            await self._serve(reader, writer, _subject(writer), client)
-        except (ConnectionError, asyncio.IncompleteReadError, ssl.SSLError):
+            while (message := await connection.message()) is not None:
+                answer = await self._door.exchange(message, connection.subject, client)
+                await connection.answer(answer.response)
+                if answer.close:
+                    return
+        except (ConnectionError, ssl.SSLError):
             pass
         except TimeoutError:
             connection_refusals().refused(client, "kmip_timeout")
         except Exception as exc:  # a fault of ours: the connection closes, the class name to the log
             log.error("KMIP connection ended by %s", type(exc).__name__)
         finally:
-            self._connections.discard(task)
-            writer.transport.abort()
-
-    async def _serve(
-        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, subject: str | None, client: str
-    ) -> None:
-        options = self._options
-        loop = asyncio.get_running_loop()
-        while True:
-            started = False
-            try:
-                async with asyncio.timeout(options.idle_timeout) as deadline:  # (no task per read, as wait_for makes)
-                    first = await reader.readexactly(1)
-                    started = True
-                    deadline.reschedule(loop.time() + options.header_timeout)
-                    message = await self._message(reader, first, client)
-            except asyncio.IncompleteReadError:
-                return  # the client closed (or stopped mid-message, then closed)
-            except TimeoutError:
-                if not started:
-                    return  # idle: nothing to count
-                raise
-            if message is None:
-                return
-            answer = await self._door.exchange(message, subject, client)
-            async with asyncio.timeout(options.header_timeout):
-                writer.write(answer.response)
-                await writer.drain()
-            if answer.close:
-                return
-
-    async def _message(self, reader: asyncio.StreamReader, first: bytes, client: str) -> bytes | None:
-        """The rest of a request message after its ``first`` byte; None (counted) when its header
-        is not a request message's or its length is over the limit."""
-        header = first + await reader.readexactly(HEADER_BYTES - 1)
-        length = self._door.message_length(header)
-        if length is None:
-            connection_refusals().refused(client, "kmip_header")
-            return None
-        return header + await reader.readexactly(length)
+            connection.abort()
 
 
-class _Connection(asyncio.StreamReaderProtocol):
-    """asyncio's stream protocol with the address the connection's front announces."""
+class _Connection(asyncio.Protocol):
+    """One connection's bytes framed into request messages, within its deadlines (module docstring, 2
+    and 3), for the listener's task of that connection: :meth:`message`, then :meth:`answer`, in turn.
+
+    Told the client's address by the front (``serving/front.py``: a trusted balancer's PROXY header)
+    when there is one. What arrives while a message is being answered waits in the buffer; past
+    :data:`HELD_AT_MOST` bytes, reading pauses until the next message is asked for.
+    """
 
     announced_client: tuple[str, int] | None = None
 
-    def __init__(self, reader: asyncio.StreamReader) -> None:
-        super().__init__(reader, self._started)
-        self.on_connected: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]] | None = None
+    def __init__(self, listener: KmipListener, loop: asyncio.AbstractEventLoop) -> None:
+        self._listener = listener
+        self._options = listener._options
+        self._message_length = listener._door.message_length
+        self._loop = loop
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[bytes | None] | None = None
+        """The listener's wait for the next message (None: it is answering one)."""
+        self._started = False
+        """Whether the first byte of the message being read has arrived (its deadline runs)."""
+        self._length: int | None = None
+        """The length the header of the message being read announces."""
+        self._timer: asyncio.TimerHandle | None = None
+        self._lost = False
+        self._reading_paused = False
+        self._writable: asyncio.Future[None] | None = None
+        self.client = ""
+        self.subject: str | None = None
 
-    def _started(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> Awaitable[None] | None:
-        return None if self.on_connected is None else self.on_connected(reader, writer)
+    # -- the listener's side -------------------------------------------------------------
+    def message(self) -> asyncio.Future[bytes | None]:
+        """The next request message; None (refusals counted) when the connection is to close: the
+        client closed it or was idle, or the message's header is not a request message's or its
+        length over the limit. TimeoutError when the message did not arrive within its deadline."""
+        waiter = self._waiter = self._loop.create_future()
+        if self._lost:
+            waiter.set_result(None)
+            return waiter
+        if self._reading_paused:
+            self._reading_paused = False
+            assert self._transport is not None
+            self._transport.resume_reading()
+        if self._buffer:
+            self._frame()
+        else:
+            self._timer = self._loop.call_later(self._options.idle_timeout, self._settle, None)
+        return waiter
+
+    async def answer(self, response: bytes) -> None:
+        """Send ``response``; TimeoutError when a client that stopped reading does not take it within
+        the header deadline, ConnectionResetError when the connection was lost."""
+        if self._lost or self._transport is None:
+            raise ConnectionResetError("the KMIP connection was lost")
+        self._transport.write(response)
+        if self._writable is not None:  # the transport holds too much: wait until the client reads
+            async with asyncio.timeout(self._options.header_timeout):
+                await self._writable
+
+    def abort(self) -> None:
+        self._cancel_timer()
+        if self._transport is not None:
+            self._transport.abort()
+
+    # -- the transport's side ------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)
+        peer = self.announced_client or transport.get_extra_info("peername")
+        self.client = str(peer[0]) if isinstance(peer, tuple) else ""
+        self.subject = _subject(transport.get_extra_info("ssl_object"))
+        self._listener._open(self)
+
+    def data_received(self, data: bytes) -> None:
+        self._buffer += data
+        if self._waiter is not None:
+            self._frame()
+        elif len(self._buffer) > HELD_AT_MOST and not self._reading_paused:
+            self._reading_paused = True
+            assert self._transport is not None
+            self._transport.pause_reading()
+
+    def eof_received(self) -> bool:
+        self._closed()
+        return False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closed()
+        if self._writable is not None and not self._writable.done():
+            self._writable.set_exception(ConnectionResetError("the KMIP connection was lost"))
+
+    def pause_writing(self) -> None:
+        self._writable = self._loop.create_future()
+
+    def resume_writing(self) -> None:
+        writable, self._writable = self._writable, None
+        if writable is not None and not writable.done():
+            writable.set_result(None)
+
+    # -- framing ---------------------------------------------------------------------------
+    def _frame(self) -> None:
+        """Hand the waiting listener the message in the buffer once it is whole (its deadline runs
+        from its first byte); refuse its header as soon as it has one."""
+        buffer = self._buffer
+        if self._length is None:
+            if not self._started:  # its first byte: the message's deadline starts
+                self._started = True
+                self._cancel_timer()
+                self._timer = self._loop.call_later(self._options.header_timeout, self._timed_out)
+            if len(buffer) < HEADER_BYTES:
+                return
+            self._length = self._message_length(bytes(buffer[:HEADER_BYTES]))
+            if self._length is None:
+                connection_refusals().refused(self.client, "kmip_header")
+                self._settle(None)
+                return
+        end = HEADER_BYTES + self._length
+        if len(buffer) >= end:
+            message = bytes(buffer[:end])
+            del buffer[:end]
+            self._length = None
+            self._settle(message)
+
+    def _settle(self, message: bytes | None) -> None:
+        self._cancel_timer()
+        self._started = False
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_result(message)
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        waiter, self._waiter = self._waiter, None
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(TimeoutError())
+
+    def _closed(self) -> None:
+        self._lost = True
+        self._settle(None)  # the client closed (or stopped mid-message, then closed)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
-def _subject(writer: asyncio.StreamWriter) -> str | None:
+def _subject(ssl_object: ssl.SSLObject | None) -> str | None:
     """The RFC 4514 subject of the client's verified certificate."""
-    ssl_object = writer.get_extra_info("ssl_object")
     der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
     return x509.load_der_x509_certificate(der).subject.rfc4514_string() if der else None
 
