@@ -3,6 +3,9 @@ a result per item, Operation Not Supported, AES-GCM, and the refusals, each audi
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import pytest
 from kmip import enums
 from kmip.core import attributes, objects
@@ -14,6 +17,7 @@ from tests.kmip.server_fixtures import (
     AUDITOR,
     OWNER,
     KmipServer,
+    closed,
     kmip_server,
     read_response,
     request_message,
@@ -162,3 +166,32 @@ def test_refusals_are_audited_with_their_reason(kmip_server: KmipServer) -> None
     records = [r for r in kmip_server.audit("kmip.Create") if r["principal"] == AUDITOR]
     assert records and records[-1]["outcome"] == "denied"
     assert records[-1]["details"]["error"] == "PERMISSION_DENIED"
+
+
+_DISCOVER = request_message([(enums.Operation.DISCOVER_VERSIONS, payloads.DiscoverVersionsRequestPayload())])
+
+
+def _answered(response: Any) -> bool:
+    return [item.result_status.value for item in response.batch_items] == [enums.ResultStatus.SUCCESS]
+
+
+def test_messages_sent_together_are_each_answered_in_turn(kmip_server: KmipServer) -> None:
+    """Three messages in one write (read ahead while the first is answered), then one in pieces that
+    split its header: four answers, the connection still open."""
+    with kmip_server.tls(OWNER) as raw:
+        raw.sendall(_DISCOVER * 3)
+        together = [read_response(raw) for _ in range(3)]
+        for piece in (_DISCOVER[:3], _DISCOVER[3:11], _DISCOVER[11:]):
+            raw.sendall(piece)
+            time.sleep(0.05)
+        apart = read_response(raw)
+        raw.sendall(_DISCOVER)
+        assert _answered(read_response(raw))
+    assert all(_answered(response) for response in [*together, apart])
+
+
+def test_a_bad_header_behind_a_good_message_is_answered_then_closed(kmip_server: KmipServer) -> None:
+    with kmip_server.tls(OWNER) as raw:
+        raw.sendall(_DISCOVER + b"\x42\x00\x7b\x01" + bytes(4))  # a response message's header
+        assert _answered(read_response(raw))
+        assert closed(raw)
