@@ -39,8 +39,8 @@ from keymanager.serving.refusals import connection_refusals
 log = logging.getLogger(__name__)
 
 HEADER_BYTES = 8
-HELD_AT_MOST = 128 * 1024
-"""Bytes a connection holds unread while its message is answered (as asyncio's streams do) before reading pauses."""
+READ_AHEAD_BYTES = 128 * 1024
+"""Bytes a connection holds, read ahead while its message is answered, before reading pauses (as asyncio's streams)."""
 STOP_SECONDS = 5.0
 """How long a stopping worker waits for requests in flight before it drops their connections."""
 
@@ -113,7 +113,7 @@ class KmipListener:
         options = self._options
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self, loop),
+            lambda: _Connection(self._door.message_length, options, self._open, loop),
             options.host,
             options.port,
             ssl=tls_context(options),
@@ -160,15 +160,21 @@ class _Connection(asyncio.Protocol):
 
     Told the client's address by the front (``serving/front.py``: a trusted balancer's PROXY header)
     when there is one. What arrives while a message is being answered waits in the buffer; past
-    :data:`HELD_AT_MOST` bytes, reading pauses until the next message is asked for.
+    :data:`READ_AHEAD_BYTES`, reading pauses until the next message is asked for.
     """
 
     announced_client: tuple[str, int] | None = None
 
-    def __init__(self, listener: KmipListener, loop: asyncio.AbstractEventLoop) -> None:
-        self._listener = listener
-        self._options = listener._options
-        self._message_length = listener._door.message_length
+    def __init__(
+        self,
+        message_length: Callable[[bytes], int | None],
+        options: KmipOptions,
+        opened: Callable[[_Connection], None],
+        loop: asyncio.AbstractEventLoop,
+    ) -> None:
+        self._message_length = message_length
+        self._options = options
+        self._opened = opened
         self._loop = loop
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
@@ -225,13 +231,13 @@ class _Connection(asyncio.Protocol):
         peer = self.announced_client or transport.get_extra_info("peername")
         self.client = str(peer[0]) if isinstance(peer, tuple) else ""
         self.subject = _subject(transport.get_extra_info("ssl_object"))
-        self._listener._open(self)
+        self._opened(self)
 
     def data_received(self, data: bytes) -> None:
         self._buffer += data
         if self._waiter is not None:
             self._frame()
-        elif len(self._buffer) > HELD_AT_MOST and not self._reading_paused:
+        elif len(self._buffer) > READ_AHEAD_BYTES and not self._reading_paused:
             self._reading_paused = True
             assert self._transport is not None
             self._transport.pause_reading()
