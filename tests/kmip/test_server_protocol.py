@@ -3,6 +3,7 @@ a result per item, Operation Not Supported, AES-GCM, and the refusals, each audi
 
 from __future__ import annotations
 
+import ssl
 import time
 from typing import Any
 
@@ -195,3 +196,38 @@ def test_a_bad_header_behind_a_good_message_is_answered_then_closed(kmip_server:
         raw.sendall(_DISCOVER + b"\x42\x00\x7b\x01" + bytes(4))  # a response message's header
         assert _answered(read_response(raw))
         assert closed(raw)
+
+
+def test_a_client_that_stops_reading_is_closed_at_the_write_deadline(kmip_server: KmipServer) -> None:
+    """Encrypts of 64 KiB sent without reading a single answer: the answers fill the buffers, the
+    server stops reading, and closes the connection once an answer waited its header deadline."""
+    with kmip_server.connected(OWNER) as client:
+        uid = client.create(enums.CryptographicAlgorithm.AES, 256)
+        client.activate(uid)
+    encrypt = request_message(
+        [(enums.Operation.ENCRYPT, payloads.EncryptRequestPayload(unique_identifier=uid, data=bytes(60_000)))]
+    )
+    timed_out = _refusals(kmip_server, "kmip_timeout")
+    with kmip_server.tls(OWNER) as raw:
+        raw.settimeout(30)
+        closed_by_server = False
+        for _ in range(2_000):  # ~120 MB: far more than any buffer on the way holds
+            try:
+                raw.sendall(encrypt)
+            except (ConnectionError, ssl.SSLError):
+                closed_by_server = True
+                break
+        assert closed_by_server
+    assert _refusals(kmip_server, "kmip_timeout") == timed_out + 1
+
+
+def _refusals(kmip_server: KmipServer, reason: str) -> float:
+    """``km_connections_refused_total`` of ``reason``, as an admin reads it."""
+    with kmip_server.admin() as admin:
+        text = admin.get("/metrics").text
+    label = f'reason="{reason}"'
+    return sum(
+        float(line.split()[-1])
+        for line in text.splitlines()
+        if line.startswith("km_connections_refused_total") and label in line
+    )
