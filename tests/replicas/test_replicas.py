@@ -485,9 +485,10 @@ def test_every_audit_chain_verifies_with_both_writing_under_load(cluster: Cluste
         thread.join(timeout=120)
     busy = {pid: cpu_seconds(pid) - spent for pid, spent in before.items()}
     # A share, not a figure in seconds (the CPU a request costs changes with the code and the host):
-    # an idle worker spends a few hundredths of what the one serving everything does.
+    # an idle worker spends a few hundredths of what the one serving everything does; on a loaded host the
+    # kernel's SO_REUSEPORT split of a few dozen connections may be 80/20 (seen: 0.18 s against 0.75 s).
     total = sum(busy.values())
-    assert all(seconds >= 0.2 * total for seconds in busy.values()), f"not every worker of B took a share: {busy}"
+    assert all(seconds >= 0.1 * total for seconds in busy.values()), f"not every worker of B took a share: {busy}"
     assert not failures
     assert len(sent) == threads_count * per_thread
 
