@@ -107,12 +107,12 @@ def test_a_guard_of_the_router_or_inside_a_dependency_keeps_a_route_off_the_fast
         return None
 
     original = encrypt_route()
-    assert [fast.route.path for fast in fast_routes(_router_of(original), [original.endpoint])] == [original.path]
+    assert [fast.route.path for fast in fast_routes([_router_of(original)], [original.endpoint])] == [original.path]
     for route in (
         guarded(original, on_router=[Depends(refuse_everyone)]),
         guarded(original, on_route=[Depends(inner_guard)]),
     ):
-        assert fast_routes(_router_of(route), [route.endpoint]) == []
+        assert fast_routes([_router_of(route)], [route.endpoint]) == []
 
 
 def _router_of(route: APIRoute) -> APIRouter:
