@@ -1,6 +1,6 @@
 """The hot routes without FastAPI.
 
-Encrypt and decrypt requests are most of the traffic, and FastAPI's per-request machinery
+Encrypt, decrypt and sign requests are most of the traffic, and FastAPI's per-request machinery
 (its middleware, route matching through every router, dependency solving, response validation)
 costs more CPU than the cryptography. The gateway (``api/gateway.py``) has :class:`FastPath`
 recognise those few routes, decode the JSON body as FastAPI would (strict: ``api/json_bodies.py``),
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,14 +49,15 @@ class FastRoute:
     route: APIRoute
 
 
-def fast_routes(router: APIRouter, endpoints: Sequence[Callable[..., Any]]) -> list[FastRoute]:
-    """The routes of ``router`` whose endpoints are among ``endpoints``, with a pattern for their path,
+def fast_routes(routers: Iterable[APIRouter], endpoints: Sequence[Callable[..., Any]]) -> list[FastRoute]:
+    """The routes of ``routers`` whose endpoints are among ``endpoints``, with a pattern for their path,
     less those with a dependency the fast path would not run (:func:`runs_dependencies`).
 
     Each must be an async POST endpoint taking exactly ``body`` (a pydantic model), ``request``,
     ``trail`` and its path parameters, since :class:`FastPath` calls it so; TypeError otherwise."""
     return [
         _fast(route)
+        for router in routers
         for route in router.routes
         if isinstance(route, APIRoute) and route.endpoint in endpoints and not runs_dependencies(route)
     ]

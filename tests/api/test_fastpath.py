@@ -10,6 +10,7 @@ served by FastAPI).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Iterator
@@ -46,9 +47,12 @@ HOT = {
     ("POST", "/v1/keys/{key}/datakey"),
     ("POST", "/v1/keys/{key}/mac"),
     ("POST", "/v1/keys/{key}/mac/verify"),
+    ("POST", "/v1/keys/{key}/sign"),
+    ("POST", "/v1/keys/{key}/verify"),
 }
 """The hot routes, by method and path template."""
 MAX_PLAINTEXT, MAX_REQUEST, MAX_BATCH_REQUEST = 1024, 8192, 16384
+ECDSA = "ECDSA_SHA_256"
 CIPHERTEXT = re.compile(r"km:1:([0-9a-f]{32}):([0-9]+):([A-Za-z0-9+/]+={0,2})")
 
 
@@ -122,7 +126,8 @@ def pair(tmp_path: Path, hsm: Hsm, database_url: str | None) -> Iterator[Pair]:
 
 
 def setup_keys(pair: Pair) -> None:
-    """Principals billing (allowed) and intruder (not); keys of each algorithm; a disabled key of each kind."""
+    """Principals billing (allowed) and intruder (not); keys of each algorithm, an ECDSA P-256 signing key;
+    a disabled key of each kind."""
     client, admin = pair.slow.client, auth(pair.tokens["admin"])
     for name in ("billing", "intruder"):
         made = client.post("/v1/principals", json={"name": name, "role": "app"}, headers=admin)
@@ -137,6 +142,12 @@ def setup_keys(pair: Pair) -> None:
     ]:
         made = client.post("/v1/keys", json={"name": name, "algorithm": algorithm, "policy": everything}, headers=admin)
         assert made.status_code == 201, made.text
+    signing = {op: ["billing"] for op in ("sign", "verify")}
+    for name in ("signer", "signer-off"):
+        made = client.post(
+            "/v1/keys", json={"name": name, "algorithm": "ECC_NIST_P256", "policy": signing}, headers=admin
+        )
+        assert made.status_code == 201, made.text
     billing = auth(pair.tokens["billing"])
     for key in ("cards", "gcm", "off"):
         answer = client.post(f"/v1/keys/{key}/encrypt", json={"plaintext": b64(b"4111")}, headers=billing)
@@ -148,7 +159,12 @@ def setup_keys(pair: Pair) -> None:
         pair.samples[key] = client.post(f"/v1/keys/{key}/mac", json={"data": b64(b"4111")}, headers=billing).json()[
             "mac"
         ]
-    for key in ("off", "blind-off"):
+    for key in ("signer", "signer-off"):
+        signed = client.post(
+            f"/v1/keys/{key}/sign", json={"message": b64(b"4111"), "algorithm": ECDSA}, headers=billing
+        )
+        pair.samples[key] = signed.json()["signature"]
+    for key in ("off", "blind-off", "signer-off"):
         assert client.patch(f"/v1/keys/{key}", json={"enabled": False}, headers=admin).status_code == 200
 
 
@@ -177,6 +193,11 @@ def example_requests(pair: Pair) -> dict[tuple[str, str], tuple[str, dict[str, A
         ("POST", "/v1/keys/{key}/mac/verify"): (
             "/v1/keys/blind/mac/verify",
             {"data": b64(b"4111"), "mac": pair.samples["blind"]},
+        ),
+        ("POST", "/v1/keys/{key}/sign"): ("/v1/keys/signer/sign", {"message": b64(b"4111"), "algorithm": ECDSA}),
+        ("POST", "/v1/keys/{key}/verify"): (
+            "/v1/keys/signer/verify",
+            {"message": b64(b"4111"), "signature": pair.samples["signer"], "algorithm": ECDSA},
         ),
     }
 
@@ -220,19 +241,22 @@ def route_cases(pair: Pair) -> list[Case]:
     """Success and every error class of each hot route."""
     s = pair.samples
     cases = []
-    routes: list[tuple[str, str, dict[str, Any], str | None]] = [
-        # (name, path with {key}, a good body for the key, the disabled key of its kind)
-        ("encrypt", "/v1/keys/{key}/encrypt", {"plaintext": b64(b"x")}, "off"),
-        ("decrypt", "/v1/keys/{key}/decrypt", {"ciphertext": s["cards"]}, "off"),
-        ("keyless decrypt", "/v1/decrypt", {"ciphertext": s["cards"]}, None),
-        ("encrypt batch", "/v1/keys/{key}/encrypt/batch", {"items": [{"plaintext": "eA=="}]}, "off"),
-        ("decrypt batch", "/v1/keys/{key}/decrypt/batch", {"items": [{"ciphertext": s["cards"]}]}, "off"),
-        ("data key", "/v1/keys/{key}/datakey", {"bits": 256}, "off"),
-        ("mac", "/v1/keys/{key}/mac", {"data": b64(b"4111")}, "blind-off"),
-        ("mac verify", "/v1/keys/{key}/mac/verify", {"data": b64(b"4111"), "mac": s["blind"]}, "blind-off"),
+    message = b64(b"4111")
+    signed = {"message": message, "signature": s["signer"], "algorithm": ECDSA}
+    routes: list[tuple[str, str, dict[str, Any], str, str | None]] = [
+        # (name, path with {key}, a good body for the key, the key, the disabled key of its kind)
+        ("encrypt", "/v1/keys/{key}/encrypt", {"plaintext": b64(b"x")}, "cards", "off"),
+        ("decrypt", "/v1/keys/{key}/decrypt", {"ciphertext": s["cards"]}, "cards", "off"),
+        ("keyless decrypt", "/v1/decrypt", {"ciphertext": s["cards"]}, "cards", None),
+        ("encrypt batch", "/v1/keys/{key}/encrypt/batch", {"items": [{"plaintext": "eA=="}]}, "cards", "off"),
+        ("decrypt batch", "/v1/keys/{key}/decrypt/batch", {"items": [{"ciphertext": s["cards"]}]}, "cards", "off"),
+        ("data key", "/v1/keys/{key}/datakey", {"bits": 256}, "cards", "off"),
+        ("mac", "/v1/keys/{key}/mac", {"data": message}, "blind", "blind-off"),
+        ("mac verify", "/v1/keys/{key}/mac/verify", {"data": message, "mac": s["blind"]}, "blind", "blind-off"),
+        ("sign", "/v1/keys/{key}/sign", {"message": message, "algorithm": ECDSA}, "signer", "signer-off"),
+        ("verify", "/v1/keys/{key}/verify", signed, "signer", "signer-off"),
     ]
-    for name, template, body, disabled in routes:
-        key = "blind" if "mac" in name else "cards"
+    for name, template, body, key, disabled in routes:
         path = template.format(key=key)
         limit = MAX_BATCH_REQUEST if "batch" in name else MAX_REQUEST
         cases += [
@@ -254,8 +278,10 @@ def route_cases(pair: Pair) -> list[Case]:
 
 
 def _for_disabled(body: dict[str, Any], samples: dict[str, str]) -> dict[str, Any]:
-    """``body`` with the ciphertext or MAC of the disabled key of its kind."""
+    """``body`` with the ciphertext, MAC or signature of the disabled key of its kind."""
     swapped = {**body}
+    if "signature" in swapped:
+        swapped["signature"] = samples["signer-off"]
     if "ciphertext" in swapped:
         swapped["ciphertext"] = samples["off"]
     if "mac" in swapped:
@@ -302,7 +328,27 @@ def specific_cases(pair: Pair) -> list[Case]:
         Case("mac verify: invalid", "/v1/keys/blind/mac/verify", {"data": "eQ==", "mac": s["blind"]}, 200),
         Case("mac verify: 400 base64", "/v1/keys/blind/mac/verify", {"data": "eQ==", "mac": "?"}, 400),
         Case("mac verify: version", "/v1/keys/blind/mac/verify", {"data": "", "mac": "", "key_version": 9}, 400),
+        *sign_cases(pair),
     ] + [Case(f"odd JSON: {raw!r}", path, None, None, raw=raw, fast=None) for path, raw in ODD_JSON]
+
+
+def sign_cases(pair: Pair) -> list[Case]:
+    s, sign, verify = pair.samples, "/v1/keys/signer/sign", "/v1/keys/signer/verify"
+    digest, message = b64(hashlib.sha256(b"4111").digest()), b64(b"4111")
+    other = {"message": b64(b"4112"), "signature": s["signer"], "algorithm": ECDSA}
+    return [
+        Case("sign: ok, DIGEST", sign, {"message": digest, "message_type": "DIGEST", "algorithm": ECDSA}, 200),
+        Case("sign: 400 base64", sign, {"message": "not base64!", "algorithm": ECDSA}, 400),
+        Case("sign: 400 digest length", sign, {"message": message, "message_type": "DIGEST", "algorithm": ECDSA}, 400),
+        Case("sign: 400 RAW too long", sign, {"message": b64(bytes(4097)), "algorithm": ECDSA}, 400),
+        Case("sign: 400 RSA algorithm", sign, {"message": message, "algorithm": "RSASSA_PSS_SHA_256"}, 400),
+        Case("sign: 422 algorithm", sign, {"message": message, "algorithm": "ECDSA_MD5"}, 422, fast=False),
+        Case("sign: 422 no algorithm", sign, {"message": message}, 422, fast=False),
+        Case("verify: invalid", verify, other, 200),
+        Case("verify: not a signature", verify, {**other, "signature": b64(b"xx")}, 200),
+        Case("verify: 400 base64", verify, {**other, "signature": "?"}, 400),
+        Case("verify: 422 no signature", verify, {"message": message, "algorithm": ECDSA}, 422, fast=False),
+    ]
 
 
 CHARSET = "application/json; charset=utf-8"
@@ -326,6 +372,12 @@ ODD_JSON: list[tuple[str, bytes]] = [
     ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": NaN}'),
     ("/v1/keys/blind/mac/verify", b'{"data": "", "mac": "", "key_version": 1e400}'),
     ("/v1/keys/gcm/encrypt/batch", b'{"items": [{"plaintext": "eA==", "context": {"a": "b"}}, {}]}'),
+    ("/v1/keys/signer/sign", b'{"message": "eA==", "algorithm": "ECDSA_SHA_256", "algorithm": "ECDSA_SHA_384"}'),
+    ("/v1/keys/signer/sign", b'{"message": "eA==", "algorithm": "ecdsa_sha_256"}'),
+    ("/v1/keys/signer/sign", b'{"message": "eA==", "algorithm": "ECDSA_SHA_256", "message_type": null}'),
+    ("/v1/keys/signer/sign", b'{"message": "eA==", "algorithm": "ECDSA_SHA_256", "message_type": "raw"}'),
+    ("/v1/keys/signer/sign", b'{"message": "eA==", "algorithm": 1}'),
+    ("/v1/keys/signer/verify", b'{"message": "eA==", "signature": "eA==", "algorithm": "ECDSA_SHA_256", "x": 1}'),
 ]
 BATCH_ITEMS = [{"plaintext": "eA=="}, {"plaintext": "!"}, {"plaintext": "eQ==", "context": {"t": "c"}}]
 
@@ -371,11 +423,13 @@ def ask(pair: Pair, side: Side, case: Case) -> Answer:
 
 
 def shape(value: Any) -> Any:
-    """``value`` with ciphertexts and data keys (fresh in every answer) replaced by their shape."""
+    """``value`` with ciphertexts, data keys and ECDSA signatures (fresh in every answer) replaced by their shape."""
     if isinstance(value, dict):
         shaped = {name: shape(item) for name, item in value.items()}
         if "ciphertext" in value and "key_id" in value and isinstance(value.get("plaintext"), str):
             shaped["plaintext"] = f"<{len(unb64(value['plaintext']))} bytes>"  # a data key
+        if "signature" in value and "key_id" in value:
+            shaped["signature"] = "<a signature>"  # checked by assert_round_trip
         return shaped
     if isinstance(value, list):
         return [shape(item) for item in value]
@@ -412,9 +466,13 @@ def assert_response_model(path: str, body: dict[str, Any]) -> None:
 
 
 def assert_round_trip(pair: Pair, case: Case, body: dict[str, Any]) -> None:
-    """Ciphertexts the fast path made open through FastAPI to what was sealed."""
+    """Ciphertexts the fast path made open through FastAPI to what was sealed; its signatures verify there."""
     billing = auth(pair.tokens["billing"])
     sent = case.body if case.raw is None else json.loads(case.raw)
+    if "signature" in body:
+        check = {**sent, "signature": body["signature"]}
+        verified = pair.slow.client.post(case.path.removesuffix("/sign") + "/verify", json=check, headers=billing)
+        assert verified.json().get("valid") is True, (case.name, verified.text)
     sealed: list[tuple[str, Any, bytes | None]] = []
     if "ciphertext" in body:
         plaintext = sent.get("plaintext", body.get("plaintext"))  # encrypt's, else the data key's
@@ -462,10 +520,10 @@ def test_fast_routes_refuse_an_endpoint_fastpath_could_not_call() -> None:
     async def fine(name: str, body: Thing, request: Request, trail: AuditDep) -> JSONResponse:
         return JSONResponse({})
 
-    assert [f.endpoint for f in fast_routes(router, [fine])] == [fine]
+    assert [f.endpoint for f in fast_routes([router], [fine])] == [fine]
     for endpoint in (missing_trail, not_post, not_async):
         with pytest.raises(TypeError):
-            fast_routes(router, [endpoint])
+            fast_routes([router], [endpoint])
 
 
 class Thing(BaseModel):

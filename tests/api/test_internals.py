@@ -25,9 +25,8 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 from uvicorn.server import ServerState
 
 from keymanager import serving
-from keymanager.api.app import HOT_ENDPOINTS
+from keymanager.api.app import HOT_ENDPOINTS, ROUTERS
 from keymanager.api.fastpath import fast_routes
-from keymanager.api.routes import crypto
 from keymanager.serving.protocol import ClientCertProtocol
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -175,7 +174,7 @@ def test_fastapi_routes_expose_their_body_model_as_fastpath_reads_it() -> None:
 
 
 def test_fastpath_finds_every_hot_route_and_its_model() -> None:
-    found = fast_routes(crypto.router, HOT_ENDPOINTS)
+    found = fast_routes(ROUTERS, HOT_ENDPOINTS)
     assert sorted(f.endpoint.__name__ for f in found) == sorted(e.__name__ for e in HOT_ENDPOINTS), fastapi_says(
         "fast_routes no longer finds every hot route through route.body_field"
     )
