@@ -198,7 +198,7 @@ class Settings(BaseSettings):
 
     # -- the fast path (issue 11, item 3) ---------------------------------------------------
     fast_path: bool = True
-    """Serve the hot JSON routes (encrypt, decrypt, batches, data key, MAC) through
+    """Serve the hot JSON routes (encrypt, decrypt, batches, data key, MAC, sign, verify) through
     ``api/fastpath.py``, without FastAPI's routing and dependency solving; same answers, same
     audit records (tests/api/test_fastpath.py). ``false`` sends every request through FastAPI."""
     # -- operations (issue 13: logs and metrics operators can use) --
