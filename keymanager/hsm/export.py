@@ -36,7 +36,7 @@ def exportable_labels(key_id: str, version: int) -> HsmObjects:
     return HsmObjects(enc_label=f"km/{key_id}/v{version}.{secrets.token_hex(4)}{EXPORTABLE_SUFFIX}", mac_label=None)
 
 
-def generate(token: Token, key_id: str, version: int, algorithm: Algorithm = Algorithm.AES_256_GCM) -> HsmObjects:
+def generate(token: Token, key_id: str, version: int, algorithm: Algorithm) -> HsmObjects:
     """A new exportable key version of the AES-GCM spec ``algorithm``, read back against its template
     (TemplateNotHonoured otherwise)."""
     token.capabilities.require(algorithm.value)

@@ -21,7 +21,7 @@ from typing import Any
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import BlockMode, KeyUsage, choose_usage, spec_of
+from keymanager.domain.key_specs import SPECS, BlockMode, KeyUsage, choose_usage, spec_of
 from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import (
     Algorithm,
@@ -181,7 +181,8 @@ class KeyService:
             objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
         elif kmip is not None and kmip.exportable:
             if spec.mode is not BlockMode.GCM:
-                raise InvalidRequest("only AES-GCM keys (AES_128_GCM, AES_192_GCM, AES_256_GCM) are created exportable")
+                gcm = ", ".join(a for a, row in SPECS.items() if row.mode is BlockMode.GCM)
+                raise InvalidRequest(f"only AES-GCM keys ({gcm}) are created exportable")
             objects = self._hsm.generate_exportable(key_id, 1, algorithm)
         elif kmip is not None and kmip.material is not None:
             objects = self._hsm.import_aes(key_id, 1, kmip.material)

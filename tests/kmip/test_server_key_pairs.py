@@ -149,3 +149,40 @@ def test_an_ecdh_key_pair_is_for_key_agreement_only(kmip_server: KmipServer) -> 
     with kmip_server.admin() as rest:
         key = rest.get(f"/v1/keys/{private_uid}").json()
     assert (key["algorithm"], key["usage"]) == ("ECC_NIST_P256", "KEY_AGREEMENT")
+
+
+def test_a_digital_signature_algorithm_names_the_padding_and_hash_it_signs_with(kmip_server: KmipServer) -> None:
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    dsa = enums.DigitalSignatureAlgorithm
+    with kmip_server.connected(OWNER) as client:
+        rsa_public, rsa_private = client.create_key_pair(
+            enums.CryptographicAlgorithm.RSA, 2048, public_usage_mask=SIGN, private_usage_mask=SIGN
+        )
+        ec_public, ec_private = client.create_key_pair(
+            enums.CryptographicAlgorithm.EC, 256, public_usage_mask=SIGN, private_usage_mask=SIGN
+        )
+        client.activate(rsa_private)
+        client.activate(ec_private)
+        named = {"digital_signature_algorithm": dsa.SHA384_WITH_RSA_ENCRYPTION}
+        rsa_signature = client.sign(b"named", uid=rsa_private, cryptographic_parameters=named)
+        ec_signature = client.sign(
+            b"named", uid=ec_private, cryptographic_parameters={"digital_signature_algorithm": dsa.ECDSA_WITH_SHA256}
+        )
+        refusals = []
+        for uid, parameters in (
+            (rsa_private, {"digital_signature_algorithm": dsa.ECDSA_WITH_SHA256}),
+            (rsa_private, {"digital_signature_algorithm": dsa.SHA1_WITH_RSA_ENCRYPTION}),
+            (rsa_private, {**named, "hashing_algorithm": enums.HashingAlgorithm.SHA_256}),
+            (ec_private, {"digital_signature_algorithm": dsa.ECDSA_WITH_SHA384}),
+            (ec_private, {"digital_signature_algorithm": dsa.SHA256_WITH_RSA_ENCRYPTION}),
+        ):
+            with pytest.raises(KmipOperationFailure) as refused:
+                client.sign(b"x", uid=uid, cryptographic_parameters=parameters)
+            refusals.append(refused.value.reason)
+        rsa_key = serialization.load_der_public_key(client.get(rsa_public).value)
+        ec_key = serialization.load_der_public_key(client.get(ec_public).value)
+    assert isinstance(rsa_key, rsa.RSAPublicKey) and isinstance(ec_key, ec.EllipticCurvePublicKey)
+    rsa_key.verify(rsa_signature, b"named", padding.PKCS1v15(), hashes.SHA384())  # the hash it named, not SHA-256
+    ec_key.verify(ec_signature, b"named", ec.ECDSA(hashes.SHA256()))
+    assert refusals == [enums.ResultReason.INVALID_FIELD] * 5

@@ -87,9 +87,7 @@ def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
 
 KEY_TYPES = _key_types()
 """KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
-KMIP_ALGORITHMS = {algorithm: kmip for algorithm, (kmip, _) in KMIP_NAMES.items()}
-"""Each key type's KMIP algorithm (what GetAttributes answers)."""
-KMIP_AES = frozenset(a for a in KMIP_ALGORITHMS if spec_of(a).mode is BlockMode.GCM)
+KMIP_AES = frozenset(a for a in KMIP_NAMES if spec_of(a).mode is BlockMode.GCM)
 """The key types of KMIP's AES keys (what Create and Register make, what Encrypt and Decrypt use)."""
 OWNER_USES = {
     KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
@@ -295,8 +293,8 @@ def _key_type(server: dict[str, Any]) -> Algorithm:
     length = server.get(enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value)
     if algorithm is None or length is None:
         raise invalid("Create needs the Cryptographic Algorithm and Cryptographic Length attributes")
-    name = enums.CryptographicAlgorithm(algorithm).name if algorithm in _ALGORITHMS else str(algorithm)
-    found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in _ALGORITHMS else None
+    name = enums.CryptographicAlgorithm(algorithm).name if algorithm in KNOWN_ALGORITHMS else str(algorithm)
+    found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length)) if algorithm in KNOWN_ALGORITHMS else None
     if found is None or spec_of(found).asymmetric:
         offered = ", ".join(
             f"AES-{bits}"
@@ -311,7 +309,8 @@ def _key_type(server: dict[str, Any]) -> Algorithm:
 
 
 _FACTORY = pie_factory.ObjectFactory()
-_ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
+KNOWN_ALGORITHMS = frozenset(member.value for member in enums.CryptographicAlgorithm)
+"""The Cryptographic Algorithm numbers PyKMIP names (a client may send any other)."""
 
 
 def _words(state: KmipState) -> str:

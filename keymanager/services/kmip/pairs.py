@@ -50,6 +50,7 @@ from keymanager.services.kmip.keys import (
     KEY_TYPES,
     KMIP_NAME_PREFIX,
     KMIP_NAMES,
+    KNOWN_ALGORITHMS,
     OWNER_USES,
     KmipKeys,
     kmip_type,
@@ -122,7 +123,7 @@ class KmipPairs:
         algorithm = server.get(A.CRYPTOGRAPHIC_ALGORITHM.value)
         length = server.get(A.CRYPTOGRAPHIC_LENGTH.value)
         found = None
-        if algorithm in _ALGORITHMS and isinstance(length, int):
+        if algorithm in KNOWN_ALGORITHMS and isinstance(length, int):
             found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length))
         if found is None or not spec_of(found).asymmetric:
             offered = ", ".join(
@@ -277,7 +278,6 @@ class KmipPairs:
         return await run_validated(self._cache, self._audit, attempt, lambda _: call.success())
 
 
-_ALGORITHMS = {member.value for member in enums.CryptographicAlgorithm}
 _AGREEMENT_BITS = enums.CryptographicUsageMask.KEY_AGREEMENT.value | enums.CryptographicUsageMask.DERIVE_KEY.value
 _CRYPT_BITS = enums.CryptographicUsageMask.ENCRYPT.value | enums.CryptographicUsageMask.DECRYPT.value
 
@@ -314,27 +314,45 @@ def _signing(parameters: Any, algorithm: Algorithm) -> SigningAlgorithm:
     an RSA key's by padding and hash (none named: PSS with SHA-256); an EC or Ed25519 key's is its
     spec's first algorithm (ECDSA with the curve's hash, pure Ed25519), whose hash a client may name
     (refused by name when it names another)."""
+    family, hashing = _named_signature(parameters)
     if spec_of(algorithm).key_type is HsmKeyType.RSA:
-        return _rsa_signing(parameters)
+        return _rsa_signing(parameters, family, hashing)
     own = SigningAlgorithm(spec_of(algorithm).algorithms(KeyUsage.SIGN_VERIFY)[0])
-    hashing = getattr(parameters, "hashing_algorithm", None)
-    named = getattr(parameters, "digital_signature_algorithm", None)
     wanted = SIGNING_HASHES[own].value.upper().replace("SHA", "SHA_")
-    asked = [h.name for h in (hashing,) if h is not None]
-    asked += [h.name for h in enums.HashingAlgorithm if named is not None and h.name.replace("_", "") in named.name]
-    if any(name != wanted for name in asked):
-        raise invalid(f"an {algorithm.value} key signs with {own.value} only, not with {', '.join(asked)}")
+    ecdsa = spec_of(algorithm).key_type is HsmKeyType.EC
+    if family not in ((None, "ECDSA") if ecdsa else (None,)) or (hashing is not None and hashing.name != wanted):
+        asked = ", ".join(n for n in (family, getattr(hashing, "name", None)) if n is not None)
+        raise invalid(f"an {algorithm.value} key signs with {own.value} only, not with {asked}")
     return own
 
 
-def _rsa_signing(parameters: Any) -> SigningAlgorithm:
-    padding = getattr(parameters, "padding_method", None) or enums.PaddingMethod.PSS
-    hashing = getattr(parameters, "hashing_algorithm", None) or enums.HashingAlgorithm.SHA_256
-    algorithm = getattr(parameters, "digital_signature_algorithm", None)
-    if algorithm is not None:
-        name = algorithm.name
-        padding = enums.PaddingMethod.PSS if "PSS" in name else enums.PaddingMethod.PKCS1v15
-        hashing = next((h for h in enums.HashingAlgorithm if h.name in name), hashing)
+def _named_signature(parameters: Any) -> tuple[str | None, enums.HashingAlgorithm | None]:
+    """The signature family (``PSS``, ``PKCS1v15``, ``ECDSA``, or another Digital Signature Algorithm's
+    name) and the hash the Cryptographic Parameters name, by Digital Signature Algorithm and by
+    Hashing Algorithm; Invalid Field when the two name different hashes."""
+    hashing = getattr(parameters, "hashing_algorithm", None)
+    named = getattr(parameters, "digital_signature_algorithm", None)
+    if named is None:
+        return None, hashing
+    family, _, digest = named.name.partition("_WITH_")  # ECDSA_WITH_SHA256, SHA256_WITH_RSA_ENCRYPTION
+    if named is enums.DigitalSignatureAlgorithm.RSASSA_PSS:
+        family, digest = "PSS", ""
+    elif digest == "RSA_ENCRYPTION":
+        family, digest = "PKCS1v15", family
+    by_name = next((h for h in enums.HashingAlgorithm if h.name.replace("_", "") == digest.replace("_", "")), None)
+    if digest and by_name is None:
+        raise invalid(f"the digital signature algorithm {named.name} is not offered")
+    if hashing is not None and by_name is not None and hashing is not by_name:
+        raise invalid(f"the digital signature algorithm {named.name} and the hash {hashing.name} disagree")
+    return family, by_name or hashing
+
+
+def _rsa_signing(parameters: Any, family: str | None, hashing: enums.HashingAlgorithm | None) -> SigningAlgorithm:
+    paddings = {"PSS": enums.PaddingMethod.PSS, "PKCS1v15": enums.PaddingMethod.PKCS1v15}
+    if family is not None and family not in paddings:
+        raise invalid(f"an RSA key does not sign with {family}: PSS or PKCS#1 v1.5")
+    padding = paddings.get(family or "") or getattr(parameters, "padding_method", None) or enums.PaddingMethod.PSS
+    hashing = hashing or enums.HashingAlgorithm.SHA_256
     found = _SIGNING.get((padding, hashing))
     if found is None:
         raise invalid(
