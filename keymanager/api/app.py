@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
+from keymanager.api.console import ConsoleDoor, console_files
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway
@@ -28,6 +29,7 @@ from keymanager.api.routes import (
     audit,
     crypto,
     health,
+    inventory,
     key_import,
     keys,
     principals,
@@ -44,7 +46,7 @@ from keymanager.services.throttle import AuthThrottle
 log = logging.getLogger(__name__)
 
 
-_MODULES = (health, principals, access_keys, keys, crypto, asymmetric, streams, audit, tokens, key_import)
+_MODULES = (health, principals, access_keys, keys, crypto, asymmetric, streams, audit, tokens, key_import, inventory)
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
@@ -143,6 +145,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
         kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
+        console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
     )
 
 

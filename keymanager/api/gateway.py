@@ -8,7 +8,8 @@ what uvicorn serves. Each HTTP request passes, in this order:
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
 2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
-   External Key Store door (``api/xks.py``); each answers it;
+   External Key Store door (``api/xks.py``), ``/ui`` and below to the web console's static files
+   (``api/console.py``, with ``KM_UI``); each answers it;
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;
 4. a JSON request to a hot route (``api/fastpath.py``; all of them go to FastAPI with
@@ -42,6 +43,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keymanager.api.audit_trail import CLIENT_CLOSED, AuditContext, AuditTrail
+from keymanager.api.console import is_console_path
 from keymanager.api.errors import render, unexpected
 from keymanager.api.fastpath import SERVED, FastPath, FastRoute, read_body, replay
 from keymanager.api.front_door import FrontDoor
@@ -68,6 +70,7 @@ class Gateway:
         fast: FastPath | None,
         access_log: bool,
         kmip: KmipDoor | None = None,
+        console: ASGIApp | None = None,
     ) -> None:
         self.app = app
         self.door = door
@@ -79,6 +82,8 @@ class Gateway:
         self.access_log = access_log
         self.kmip = kmip
         """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
+        self.console = console
+        """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
 
     @property
     def state(self) -> State:
@@ -125,6 +130,9 @@ class Gateway:
             return
         if XKS_MARK in scope["path"]:
             await self.xks(scope, exchange.receive, exchange.send)
+            return
+        if self.console is not None and is_console_path(scope["path"]):
+            await self.console(scope, exchange.receive, exchange.send)
             return
         try:
             exchange.limit = await self.door.admit(scope, headers)
