@@ -130,6 +130,11 @@ def sign_in(tab: Tab, token: str) -> None:
     page.get_by_role("heading", level=1, name="Keys").wait_for()
 
 
+def go(tab: Tab, section: str) -> None:
+    """Follow the navigation's link to ``section``."""
+    tab.page.get_by_role("navigation", name="Sections").get_by_role("link", name=section, exact=True).click()
+
+
 def shoot(tab: Tab, name: str) -> Path:
     """A full-page screenshot under ``var/ui-screenshots/``."""
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)

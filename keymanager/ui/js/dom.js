@@ -94,3 +94,11 @@ export function download(name, data) {
   link.remove();
   setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
+
+/** An ISO time as a datetime-local input's value, in the reader's time zone ("" for none). */
+export function localInput(iso) {
+  if (!iso) return "";
+  const at = new Date(iso);
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${at.getFullYear()}-${pad(at.getMonth() + 1)}-${pad(at.getDate())}T${pad(at.getHours())}:${pad(at.getMinutes())}`;
+}

@@ -3,7 +3,7 @@
 // plaintext, ciphertext or key material ever enters this page.
 
 import { call, get } from "../api.js";
-import { download, facts, field, h, notice, stateBadge, table, time } from "../dom.js";
+import { download, facts, field, h, localInput, notice, stateBadge, table, time } from "../dom.js";
 
 const TIMES = ["not_before", "not_after"];
 
@@ -143,7 +143,7 @@ function policySection(ctx, item, principals, etag, path, act) {
     for (const t of TIMES) if (times[t].value) next[t] = new Date(times[t].value).toISOString();
     return next;
   };
-  const times = Object.fromEntries(TIMES.map((t) => [t, h("input", { type: "datetime-local", id: `policy-${t}`, value: policy[t] ? policy[t].slice(0, 16) : "" })]));
+  const times = Object.fromEntries(TIMES.map((t) => [t, h("input", { type: "datetime-local", id: `policy-${t}`, value: localInput(policy[t]) })]));
   const update = () => previewHolder.replaceChildren(preview(draft()));
   const rows = names.map((name) =>
     [name, ...ops.map((op) => {

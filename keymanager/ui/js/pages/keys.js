@@ -105,6 +105,7 @@ function createKeyForm(ctx) {
     "form",
     {
       class: "inline",
+      "aria-label": "Create a key",
       onsubmit: async (event) => {
         event.preventDefault();
         const [algorithm, usage] = spec.value.split("|");

@@ -54,6 +54,7 @@ export async function principalsPage(ctx) {
       if (remove.dataset.armed !== "yes") {
         remove.dataset.armed = "yes";
         remove.textContent = `Confirm: delete ${p.name}`;
+        remove.setAttribute("aria-label", `Confirm deleting principal ${p.name}`);
         return;
       }
       call("DELETE", `/v1/principals/${encodeURIComponent(p.name)}`).then(() => refresh(notice(`Principal ${p.name} deleted: its credentials stopped working.`, "success")), failed);
@@ -78,7 +79,7 @@ function createPrincipalForm(refresh, failed) {
     "details",
     { id: "create-principal" },
     h("summary", {}, "Create a principal"),
-    h("form", { class: "inline", onsubmit: async (e) => {
+    h("form", { class: "inline", "aria-label": "Create a principal", onsubmit: async (e) => {
       e.preventDefault();
       const body = { name: name.value.trim(), role: role.value };
       if (subject.value.trim()) body.cert_subject = subject.value.trim();
