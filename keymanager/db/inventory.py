@@ -54,7 +54,8 @@ class Inventory:
         )
         statement = (
             select(newest.c.key_id, func.max(newest.c.time))
-            .where(newest.c.key_id.is_not(None), newest.c.outcome == Outcome.OK.value, newest.c.action.in_(sorted(actions)))
+            .where(newest.c.key_id.is_not(None), newest.c.outcome == Outcome.OK.value)
+            .where(newest.c.action.in_(sorted(actions)))
             .group_by(newest.c.key_id)
         )
         with connection_errors_as_unavailable(), self._engine.connect() as connection:

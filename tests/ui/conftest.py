@@ -4,7 +4,9 @@
 Chromium is ``/usr/bin/chromium`` (``apt-get install chromium``); Playwright never downloads a
 browser here. It trusts the server's certificate by its public key alone
 (``--ignore-certificate-errors-spki-list``: the SHA-256 of the development certificate's
-SubjectPublicKeyInfo), so the connection is real TLS to that one key. Each test gets a fresh
+SubjectPublicKeyInfo), so the connection is real TLS to that one key (a context given a client
+certificate connects through Playwright's driver, which verifies the server against the development
+CA: ``NODE_EXTRA_CA_CERTS``). Each test gets a fresh
 browser context (no storage shared) whose console errors, uncaught exceptions and failed requests
 are collected; a test fails on any it did not expect (:class:`Tab`). Screenshots go to
 ``var/ui-screenshots/``.
@@ -77,14 +79,18 @@ def ui_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
 def browser(ui_server: Server) -> Iterator[Any]:
     assert CHROMIUM.exists(), "Debian's chromium is needed: apt-get install -y chromium"
     pin = spki_pin(ui_server.var_dir / "tls" / "server.pem")
-    with playwright_api.sync_playwright() as playwright:
-        launched = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, f"--ignore-certificate-errors-spki-list={pin}"]
-        )
-        try:
-            yield launched
-        finally:
-            launched.close()
+    # Playwright's driver (Node) makes the TLS connections of contexts given client certificates:
+    # it verifies the server against the development CA.
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("NODE_EXTRA_CA_CERTS", str(ui_server.ca))
+        with playwright_api.sync_playwright() as playwright:
+            launched = playwright.chromium.launch(
+                executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, f"--ignore-certificate-errors-spki-list={pin}"]
+            )
+            try:
+                yield launched
+            finally:
+                launched.close()
 
 
 @pytest.fixture

@@ -48,8 +48,13 @@ def test_an_auditor_sees_every_page_read_only_and_the_api_refuses_anyway(
         """async (token) => {
             const headers = { Authorization: `Bearer ${token}`, "Content-Type": "application/json" };
             const answers = [];
-            for (const [method, path, body] of [["POST", "/v1/keys/watched/rotate"], ["PATCH", "/v1/keys/watched", "{}"],
-                                                 ["POST", "/v1/keys", '{"name": "sneaky", "policy": {}}'], ["GET", "/v1/principals"]]) {
+            const tries = [
+                ["POST", "/v1/keys/watched/rotate"],
+                ["PATCH", "/v1/keys/watched", "{}"],
+                ["POST", "/v1/keys", '{"name": "sneaky", "policy": {}}'],
+                ["GET", "/v1/principals"],
+            ];
+            for (const [method, path, body] of tries) {
                 const response = await fetch(path, { method, headers, body });
                 answers.push([response.status, (await response.json()).error.code]);
             }
@@ -110,7 +115,8 @@ def test_markup_in_descriptions_aliases_tags_and_audit_details_is_shown_as_text(
         config=Config(retries={"max_attempts": 1}),
     )
     kms.create_alias(AliasName="alias/marked-too", TargetKeyId=key["id"])
-    kms.tag_resource(KeyId=key["id"], Tags=[{"TagKey": MARKUP, "TagValue": MARKUP}, {"TagKey": "team", "TagValue": "cards"}])
+    tags = [{"TagKey": MARKUP, "TagValue": MARKUP}, {"TagKey": "team", "TagValue": "cards"}]
+    kms.tag_resource(KeyId=key["id"], Tags=tags)
     page = tab.page
     sign_in(tab, ui_server.admin_token)
     page.get_by_label("Tag").fill("team=cards")
@@ -146,7 +152,11 @@ def test_the_content_security_policy_holds_in_the_browser(tab: Tab, ui_server: S
         """() => {
             const tries = {
                 innerHTML: () => { document.body.innerHTML = "<b>markup</b>"; },
-                inlineScript: () => { const s = document.createElement("script"); s.textContent = "window.__ran = 1"; document.body.append(s); },
+                inlineScript: () => {
+                    const s = document.createElement("script");
+                    s.textContent = "window.__ran = 1";
+                    document.body.append(s);
+                },
             };
             const outcome = {};
             for (const [name, attempt] of Object.entries(tries)) {
