@@ -89,7 +89,7 @@ _REST_KEY_POLICY = (
     "key.derive_shared_secret",
     "key.datakey_pair",
 )
-_REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read", "key.inventory", "service.read")
+_REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read", "key.inventory", "key.hsm_objects", "service.read")
 _KMS_MANAGE = (
     "CreateKey",
     "EnableKey",

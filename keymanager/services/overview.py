@@ -1,8 +1,9 @@
 """What the web console reads that no other route gives: every key with its aliases, tags and
-last use, and the service's facts (the HSM token and its mechanisms, the database, the doors).
+last use, what the token says of a key version's objects (its attributes read back), and the
+service's facts (the HSM token and its mechanisms, the database, the doors).
 
 Read-only, for the principals whose role holds the right to read the log (auditors and admins,
-``services/authorization.py``: ``key.inventory``, ``service.read``). Nothing here is key material:
+``services/authorization.py``: ``key.inventory``, ``key.hsm_objects``, ``service.read``). Nothing here is key material:
 metadata, names, counts and what the token says of itself.
 
 A key's last use is the time of its newest successful record of a use (:data:`USES`: every
@@ -25,7 +26,7 @@ from keymanager.db.inventory import Inventory
 from keymanager.domain.key_specs import SPECS
 from keymanager.domain.models import Key
 from keymanager.domain.policy import Policy
-from keymanager.errors import KeyManagerError
+from keymanager.errors import KeyManagerError, NotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import Capabilities, feature
 from keymanager.services.audit_chain import AuditChain
@@ -119,6 +120,17 @@ class Overview:
             KeyFacts(k, p, aliases.get(k.id, []), tags.get(k.id, {}), used.get(k.id))
             for k, p in zip(found, policies, strict=True)
         ]
+
+    async def version_objects(self, ref: str, version: int | None) -> tuple[Key, int, list[dict[str, Any]]]:
+        """The key named or identified by ``ref``, the version asked for (None: its primary), and what
+        the token says of that version's objects (one HSM call, with its deadline). KeyNotFound;
+        NotFound for a version the key does not have (destroyed keys have none)."""
+        key = await asyncio.to_thread(self._keys.find, ref)
+        number = key.primary_version if version is None else version
+        found = key.versions.get(number)
+        if found is None:
+            raise NotFound(f"the key has no version {number}")
+        return key, number, await self._hsm.aversion_objects(found.hsm)
 
     async def service(self) -> ServiceFacts:
         """The token (label, module, manufacturer, model, serial) and every mechanism it lists by

@@ -52,6 +52,7 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int]]] = [
     ("GET", "/metrics", None, (403, 200, 200)),
     ("GET", "/v1/inventory/keys", None, (403, 200, 200)),
     ("GET", "/v1/inventory/keys?key=cards", None, (403, 200, 200)),
+    ("GET", "/v1/inventory/keys/cards/hsm-objects", None, (403, 200, 200)),
     ("GET", "/v1/inventory/service", None, (403, 200, 200)),
 ]
 

@@ -162,3 +162,43 @@ def test_the_audit_listing_filters_by_outcome(client: TestClient, roles: dict[st
     assert any(r["action"] == "principal.list" and r["principal"] == "billing" for r in listed)
     wrong = client.get("/v1/audit", params={"outcome": "maybe"}, headers=roles["auditor"])
     assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "invalid_request"
+
+
+def test_what_the_token_says_of_a_versions_objects(
+    client: TestClient, roles: dict[str, dict[str, str]], new_key: Callable[..., dict[str, Any]]
+) -> None:
+    key = new_key("attested", {})
+    assert client.post("/v1/keys/attested/rotate", headers=roles["admin"]).status_code == 200
+    answer = client.get("/v1/inventory/keys/attested/hsm-objects", headers=roles["auditor"])
+    assert answer.status_code == 200, answer.text
+    read = answer.json()
+    assert read["key_id"] == key["id"] and read["version"] == 2
+    roles_read = {o["role"]: o for o in read["objects"]}
+    assert set(roles_read) == {"encryption key", "MAC key"}  # AES_256_CBC_HMAC_SHA256: two secret keys
+    for found in roles_read.values():
+        attributes = found["attributes"]
+        assert found["missing"] is False and found["class"] == "CKO_SECRET_KEY"
+        assert attributes["CKA_TOKEN"] is True and attributes["CKA_SENSITIVE"] is True
+        assert attributes["CKA_EXTRACTABLE"] is False and attributes["CKA_NEVER_EXTRACTABLE"] is True
+        assert "CKA_VALUE" not in attributes
+    assert roles_read["encryption key"]["key_type"] == "CKK_AES" and roles_read["encryption key"]["value_len"] == 32
+    first = client.get("/v1/inventory/keys/attested/hsm-objects", params={"version": "1"}, headers=roles["admin"])
+    assert first.status_code == 200 and first.json()["version"] == 1
+    missing = client.get("/v1/inventory/keys/attested/hsm-objects", params={"version": "9"}, headers=roles["admin"])
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    assert client.get("/v1/inventory/keys/nothing/hsm-objects", headers=roles["admin"]).status_code == 404
+    assert client.get("/v1/inventory/keys/%3Cb%3E/hsm-objects", headers=roles["admin"]).status_code == 400
+    assert client.get("/v1/inventory/keys/attested/hsm-objects", headers=roles["app"]).status_code == 403
+    records = client.get("/v1/audit", params={"action": "key.hsm_objects"}, headers=roles["admin"]).json()["records"]
+    assert [(r["key_version"], r["status"]) for r in records][:2] == [(2, 200), (1, 200)]
+
+
+def test_a_version_in_use_is_read_from_its_token_object(
+    client: TestClient, roles: dict[str, dict[str, str]], new_key: Callable[..., dict[str, Any]]
+) -> None:
+    """A key used since the session opened has a session copy under the same label: the token object is read."""
+    new_key("busy", {"encrypt": ["billing"]})
+    assert client.post("/v1/keys/busy/encrypt", json={"plaintext": PLAINTEXT}, headers=roles["app"]).status_code == 200
+    read = client.get("/v1/inventory/keys/busy/hsm-objects", headers=roles["auditor"])
+    assert read.status_code == 200, read.text
+    assert {o["attributes"]["CKA_TOKEN"] for o in read.json()["objects"]} == {True}

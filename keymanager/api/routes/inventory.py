@@ -2,8 +2,10 @@
 
 Read-only, for the roles that read the log (auditors and admins: ``services/authorization.py``).
 ``GET /v1/inventory/keys`` lists every key with its aliases, tags and last use (audited as
-``key.inventory``); ``GET /v1/inventory/service`` tells the HSM token and its mechanisms, the
-database, the doors and their ports (``service.read``, not audited, as ``/metrics``).
+``key.inventory``); ``GET /v1/inventory/keys/{key}/hsm-objects`` reads back from the token the
+attributes of a version's objects (``key.hsm_objects``); ``GET /v1/inventory/service`` tells the
+HSM token and its mechanisms, the database, the doors and their ports (``service.read``, not
+audited, as ``/metrics``).
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from pydantic import BaseModel, Field
 from keymanager.api.audit_trail import audited, unaudited
 from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import ERROR_RESPONSES, KeyOut
+from keymanager.api.schemas import ERROR_RESPONSES, KeyOut, QueryInt
 from keymanager.domain.names import KEY_REF_RULE, is_key_ref
 from keymanager.errors import InvalidRequest
 from keymanager.services.overview import LAST_USE_WINDOW
@@ -83,6 +85,33 @@ async def key_inventory(
         )
         for f in facts
     ]
+
+
+class VersionObjectsOut(BaseModel):
+    key_id: str
+    version: int
+    objects: list[dict[str, Any]] = Field(
+        description="Each HSM object of the version: role, label, class, key_type, value_len (secret keys), "
+        "missing, and attributes (CKA_TOKEN, CKA_SENSITIVE, CKA_EXTRACTABLE, ... as the token reads them back; "
+        "null where the token gives none for the class). Never CKA_VALUE."
+    )
+
+
+@router.get("/keys/{key}/hsm-objects", response_model=VersionObjectsOut)
+@audited("key.hsm_objects")
+async def version_objects(
+    key: str,
+    svc: ServicesDep,
+    trail: AuditDep,
+    version: Annotated[QueryInt | None, Query(ge=1, description="A version of the key (default: the primary).")] = None,
+) -> VersionObjectsOut:
+    """What the HSM token says of the objects of one version of a key (one HSM call): its
+    attributes read back, so an auditor sees the key is sensitive, not extractable and never was."""
+    if not is_key_ref(key):
+        raise InvalidRequest(KEY_REF_RULE)
+    found, number, objects = await svc.overview.version_objects(key, version)
+    trail.key_id, trail.key_version = found.id, number
+    return VersionObjectsOut(key_id=found.id, version=number, objects=objects)
 
 
 @router.get("/service", response_model=ServiceOut)

@@ -3,7 +3,7 @@
 // plaintext, ciphertext or key material ever enters this page.
 
 import { call, get } from "../api.js";
-import { download, facts, field, h, localInput, notice, stateBadge, table, time } from "../dom.js";
+import { append, download, facts, field, h, localInput, notice, stateBadge, table, time } from "../dom.js";
 
 const TIMES = ["not_before", "not_after"];
 
@@ -32,6 +32,7 @@ function preview(policy) {
 
 export async function keyPage(ctx, ref) {
   const [item] = await get("/v1/inventory/keys", { key: ref });
+  const objects = item.versions.length ? await get(`/v1/inventory/keys/${encodeURIComponent(item.id)}/hsm-objects`) : null;
   const status = h("div", { "aria-live": "polite", id: "key-status" });
   let etag = null;
   let principals = [];
@@ -59,6 +60,7 @@ export async function keyPage(ctx, ref) {
     h("h1", { id: "key-title" }, item.name, " ", stateBadge(item.state)),
     status,
     details(item),
+    hsmObjects(item, objects),
     versions(ctx, item, path, act),
     names(item),
     policySection(ctx, item, principals, etag, path, act),
@@ -91,6 +93,28 @@ function details(item) {
       ["Algorithms", (item.signing_algorithms ?? item.encryption_algorithms ?? item.key_agreement_algorithms ?? []).join(", ") || null],
     ]),
   );
+}
+
+/** What the token says of the primary version's objects: its attributes, read back. */
+function hsmObjects(item, read) {
+  const section = h("section", { "aria-labelledby": "hsm-title" }, h("h2", { id: "hsm-title" }, "In the HSM"));
+  if (read === null) return append(section, [h("p", {}, "This key has no version in the HSM.")]);
+  const shown = (value) => (value === null || value === undefined ? "—" : value === true ? "true" : value === false ? "false" : String(value));
+  for (const object of read.objects) {
+    if (object.missing) {
+      section.append(notice(`The ${object.role} of version ${read.version} (${object.label}) is missing from the token.`, "error"));
+      continue;
+    }
+    const a = object.attributes;
+    const rows = Object.entries(a).map(([name, value]) => [{ cell: name, class: "mono" }, shown(value)]);
+    const gist = `sensitive ${shown(a.CKA_SENSITIVE)}, extractable ${shown(a.CKA_EXTRACTABLE)}, never extractable ${shown(a.CKA_NEVER_EXTRACTABLE)}, made in the token ${shown(a.CKA_LOCAL)}`;
+    section.append(
+      h("details", { class: "hsm-object" },
+        h("summary", {}, `Version ${read.version}, ${object.role} (${object.key_type}): ${gist}`),
+        table(`${object.class}, ${object.key_type}${object.value_len ? `, ${object.value_len} bytes` : ""}, label ${object.label}`, ["Attribute", "Value as the token reads it back"], rows)),
+    );
+  }
+  return section;
 }
 
 function versions(ctx, item, path, act) {
