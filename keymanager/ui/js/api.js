@@ -58,7 +58,11 @@ export async function call(method, path, { body, query, headers } = {}) {
       signal: controller.signal,
     });
   } catch (error) {
-    throw new ApiError(0, "unreachable", controller.signal.aborted ? "the service did not answer in time" : "the service cannot be reached");
+    throw new ApiError(
+      0,
+      "unreachable",
+      controller.signal.aborted ? "the service did not answer in time" : "the service cannot be reached",
+    );
   } finally {
     clearTimeout(timer);
   }

@@ -37,7 +37,9 @@ async function signIn(token) {
   } catch (error) {
     forget();
     if (error instanceof ApiError && error.status === 401) {
-      return token ? `The service refused this token (${error.code}: ${error.message}).` : `The service did not accept a client certificate from this browser (${error.code}).`;
+      return token
+        ? `The service refused this token (${error.code}: ${error.message}).`
+        : `The service did not accept a client certificate from this browser (${error.code}).`;
     }
     return `Sign-in failed: ${error.message}`;
   }
@@ -84,7 +86,9 @@ async function render() {
     main.querySelector("input, button")?.focus();
     return;
   }
-  const found = ROUTES.map(([pattern, section, page]) => [location.hash.match(pattern), section, page]).find(([m]) => m);
+  const found = ROUTES.map(([pattern, section, page]) => [location.hash.match(pattern), section, page]).find(
+    ([m]) => m,
+  );
   if (!found) {
     location.hash = "#/keys";
     return;

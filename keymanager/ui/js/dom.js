@@ -46,12 +46,24 @@ export function table(caption, headings, rows, className) {
       "table",
       { class: className },
       h("caption", {}, caption),
-      h("thead", {}, h("tr", {}, headings.map((name) => h("th", { scope: "col" }, name)))),
+      h(
+        "thead",
+        {},
+        h(
+          "tr",
+          {},
+          headings.map((name) => h("th", { scope: "col" }, name)),
+        ),
+      ),
       h(
         "tbody",
         {},
         rows.map((cells) =>
-          h("tr", {}, cells.map((cell) => (cell && cell.cell ? h("td", { class: cell.class }, cell.cell) : h("td", {}, cell)))),
+          h(
+            "tr",
+            {},
+            cells.map((cell) => (cell && cell.cell ? h("td", { class: cell.class }, cell.cell) : h("td", {}, cell))),
+          ),
         ),
       ),
     ),
@@ -63,7 +75,10 @@ export function facts(pairs) {
   return h(
     "dl",
     { class: "facts" },
-    pairs.map(([term, value]) => [h("dt", {}, term), h("dd", {}, value === null || value === undefined || value === "" ? "—" : value)]),
+    pairs.map(([term, value]) => [
+      h("dt", {}, term),
+      h("dd", {}, value === null || value === undefined || value === "" ? "—" : value),
+    ]),
   );
 }
 

@@ -3,41 +3,22 @@
 // plaintext, ciphertext or key material ever enters this page.
 
 import { call, get } from "../api.js";
-import { append, download, facts, field, h, localInput, notice, stateBadge, table, time } from "../dom.js";
-
-const TIMES = ["not_before", "not_after"];
-
-/** The operations of a policy object (every field but the two times), in the API's order. */
-function operations(policy) {
-  return Object.keys(policy).filter((name) => !TIMES.includes(name));
-}
-
-/** "Who can do what": each principal the policy names, with its operations. */
-function preview(policy) {
-  const who = new Map();
-  for (const operation of operations(policy)) {
-    for (const name of policy[operation]) who.set(name, [...(who.get(name) ?? []), operation]);
-  }
-  const window = TIMES.filter((t) => policy[t]).map((t) => `${t.replace("_", " ")} ${policy[t]}`).join(", ");
-  const items = [...who.entries()].sort().map(([name, ops]) => h("li", {}, h("strong", {}, name), `: ${ops.join(", ")}`));
-  return h(
-    "div",
-    { id: "policy-preview", "aria-live": "polite" },
-    h("h3", {}, "Who can do what"),
-    items.length ? h("ul", { class: "plain" }, items) : h("p", {}, "Nobody may use this key (its policy grants nothing)."),
-    window ? h("p", { class: "muted" }, `Only ${window}.`) : null,
-    h("p", { class: "muted" }, "Admins manage every key, but use one only where its policy names them."),
-  );
-}
+import { append, download, facts, field, h, notice, stateBadge, table, time } from "../dom.js";
+import { policySection } from "./policy.js";
 
 export async function keyPage(ctx, ref) {
   const [item] = await get("/v1/inventory/keys", { key: ref });
-  const objects = item.versions.length ? await get(`/v1/inventory/keys/${encodeURIComponent(item.id)}/hsm-objects`) : null;
+  const objects = item.versions.length
+    ? await get(`/v1/inventory/keys/${encodeURIComponent(item.id)}/hsm-objects`)
+    : null;
   const status = h("div", { "aria-live": "polite", id: "key-status" });
   let etag = null;
   let principals = [];
   if (ctx.admin) {
-    const [read, listed] = await Promise.all([call("GET", `/v1/keys/${encodeURIComponent(item.name)}`), get("/v1/principals")]);
+    const [read, listed] = await Promise.all([
+      call("GET", `/v1/keys/${encodeURIComponent(item.name)}`),
+      get("/v1/principals"),
+    ]);
     etag = read.headers.get("ETag");
     principals = listed.filter((p) => p.role !== "auditor").map((p) => p.name);
   }
@@ -80,7 +61,12 @@ function details(item) {
       ["Spec", item.algorithm],
       ["Usage", item.usage],
       ["Origin", item.origin],
-      ["Exportable", item.exportable ? "yes: its material may be fetched over KMIP by principals its policy names" : "no: the material never leaves the HSM"],
+      [
+        "Exportable",
+        item.exportable
+          ? "yes: its material may be fetched over KMIP by principals its policy names"
+          : "no: the material never leaves the HSM",
+      ],
       ["State", item.state],
       ["KMIP state", item.kmip_state],
       ["Description", item.description],
@@ -90,7 +76,11 @@ function details(item) {
       ["Last used", item.last_used ? time(item.last_used) : "not among the newest audit records"],
       ["Deletion date", item.deletion_date ? time(item.deletion_date) : null],
       ["Token format", token],
-      ["Algorithms", (item.signing_algorithms ?? item.encryption_algorithms ?? item.key_agreement_algorithms ?? []).join(", ") || null],
+      [
+        "Algorithms",
+        (item.signing_algorithms ?? item.encryption_algorithms ?? item.key_agreement_algorithms ?? []).join(", ") ||
+          null,
+      ],
     ]),
   );
 }
@@ -99,19 +89,29 @@ function details(item) {
 function hsmObjects(item, read) {
   const section = h("section", { "aria-labelledby": "hsm-title" }, h("h2", { id: "hsm-title" }, "In the HSM"));
   if (read === null) return append(section, [h("p", {}, "This key has no version in the HSM.")]);
-  const shown = (value) => (value === null || value === undefined ? "—" : value === true ? "true" : value === false ? "false" : String(value));
+  const shown = (value) =>
+    value === null || value === undefined ? "—" : value === true ? "true" : value === false ? "false" : String(value);
   for (const object of read.objects) {
     if (object.missing) {
-      section.append(notice(`The ${object.role} of version ${read.version} (${object.label}) is missing from the token.`, "error"));
+      section.append(
+        notice(`The ${object.role} of version ${read.version} (${object.label}) is missing from the token.`, "error"),
+      );
       continue;
     }
     const a = object.attributes;
     const rows = Object.entries(a).map(([name, value]) => [{ cell: name, class: "mono" }, shown(value)]);
     const gist = `sensitive ${shown(a.CKA_SENSITIVE)}, extractable ${shown(a.CKA_EXTRACTABLE)}, never extractable ${shown(a.CKA_NEVER_EXTRACTABLE)}, made in the token ${shown(a.CKA_LOCAL)}`;
     section.append(
-      h("details", { class: "hsm-object" },
+      h(
+        "details",
+        { class: "hsm-object" },
         h("summary", {}, `Version ${read.version}, ${object.role} (${object.key_type}): ${gist}`),
-        table(`${object.class}, ${object.key_type}${object.value_len ? `, ${object.value_len} bytes` : ""}, label ${object.label}`, ["Attribute", "Value as the token reads it back"], rows)),
+        table(
+          `${object.class}, ${object.key_type}${object.value_len ? `, ${object.value_len} bytes` : ""}, label ${object.label}`,
+          ["Attribute", "Value as the token reads it back"],
+          rows,
+        ),
+      ),
     );
   }
   return section;
@@ -123,17 +123,59 @@ function versions(ctx, item, path, act) {
     .map((v) => [
       String(v.version),
       time(v.created_at),
-      v.version === item.primary_version ? "primary" : v.version < item.min_decryption_version ? "below the minimum: no longer decrypts" : "decrypts",
+      v.version === item.primary_version
+        ? "primary"
+        : v.version < item.min_decryption_version
+          ? "below the minimum: no longer decrypts"
+          : "decrypts",
     ]);
-  const parts = [h("h2", { id: "versions-title" }, "Versions"), table(`Primary version ${item.primary_version}; minimum decryption version ${item.min_decryption_version}`, ["Version", "Created", "Use"], rows)];
+  const parts = [
+    h("h2", { id: "versions-title" }, "Versions"),
+    table(
+      `Primary version ${item.primary_version}; minimum decryption version ${item.min_decryption_version}`,
+      ["Version", "Created", "Use"],
+      rows,
+    ),
+  ];
   if (ctx.admin) {
-    const minimum = h("select", { id: "min-version" }, item.versions.map((v) => h("option", { value: String(v.version), selected: v.version === item.min_decryption_version }, String(v.version))));
+    const minimum = h(
+      "select",
+      { id: "min-version" },
+      item.versions.map((v) =>
+        h(
+          "option",
+          { value: String(v.version), selected: v.version === item.min_decryption_version },
+          String(v.version),
+        ),
+      ),
+    );
     parts.push(
-      h("div", { class: "toolbar" },
-        h("button", { type: "button", id: "rotate", onclick: () => act("Rotated: a new primary version.", "POST", `${path}/rotate`) }, "Rotate now"),
-        h("form", { class: "inline", onsubmit: (e) => { e.preventDefault(); act(`Minimum decryption version set to ${minimum.value}.`, "PATCH", path, { body: { min_decryption_version: Number(minimum.value) } }); } },
+      h(
+        "div",
+        { class: "toolbar" },
+        h(
+          "button",
+          {
+            type: "button",
+            id: "rotate",
+            onclick: () => act("Rotated: a new primary version.", "POST", `${path}/rotate`),
+          },
+          "Rotate now",
+        ),
+        h(
+          "form",
+          {
+            class: "inline",
+            onsubmit: (e) => {
+              e.preventDefault();
+              act(`Minimum decryption version set to ${minimum.value}.`, "PATCH", path, {
+                body: { min_decryption_version: Number(minimum.value) },
+              });
+            },
+          },
           field("Minimum decryption version", minimum),
-          h("button", { type: "submit", class: "secondary", id: "save-min-version" }, "Set minimum")),
+          h("button", { type: "submit", class: "secondary", id: "save-min-version" }, "Set minimum"),
+        ),
       ),
     );
   }
@@ -146,81 +188,97 @@ function names(item) {
     "section",
     { "aria-labelledby": "names-title" },
     h("h2", { id: "names-title" }, "Aliases and tags"),
-    item.aliases.length ? h("ul", { class: "plain", id: "aliases" }, item.aliases.map((a) => h("li", {}, `alias/${a}`))) : h("p", {}, "No aliases besides its name."),
-    tags.length ? table("Tags", ["Tag", "Value"], tags.map(([k, v]) => [k, v])) : h("p", {}, "No tags."),
+    item.aliases.length
+      ? h(
+          "ul",
+          { class: "plain", id: "aliases" },
+          item.aliases.map((a) => h("li", {}, `alias/${a}`)),
+        )
+      : h("p", {}, "No aliases besides its name."),
+    tags.length
+      ? table(
+          "Tags",
+          ["Tag", "Value"],
+          tags.map(([k, v]) => [k, v]),
+        )
+      : h("p", {}, "No tags."),
     h("p", { class: "muted" }, "Aliases and tags are set through the AWS KMS API (CreateAlias, TagResource)."),
   );
-}
-
-function policySection(ctx, item, principals, etag, path, act) {
-  const policy = item.policy;
-  const section = h("section", { "aria-labelledby": "policy-title" }, h("h2", { id: "policy-title" }, "Policy"));
-  const previewHolder = h("div", {}, preview(policy));
-  section.append(previewHolder);
-  if (!ctx.admin) return section;
-  const ops = operations(policy);
-  const names = [...new Set([...principals, ...ops.flatMap((op) => policy[op])])].sort();
-  const boxes = [];
-  const draft = () => {
-    const next = Object.fromEntries(ops.map((op) => [op, []]));
-    for (const box of boxes) if (box.checked) next[box.dataset.operation].push(box.dataset.principal);
-    for (const t of TIMES) if (times[t].value) next[t] = new Date(times[t].value).toISOString();
-    return next;
-  };
-  const times = Object.fromEntries(TIMES.map((t) => [t, h("input", { type: "datetime-local", id: `policy-${t}`, value: localInput(policy[t]) })]));
-  const update = () => previewHolder.replaceChildren(preview(draft()));
-  const rows = names.map((name) =>
-    [name, ...ops.map((op) => {
-      const box = h("input", { type: "checkbox", checked: policy[op].includes(name), "aria-label": `${name} may ${op.replace(/_/g, " ")}`, onchange: update });
-      box.dataset.operation = op;
-      box.dataset.principal = name;
-      boxes.push(box);
-      return box;
-    })],
-  );
-  section.append(
-    h("form", {
-      id: "policy-editor",
-      onsubmit: (e) => {
-        e.preventDefault();
-        act("Policy saved.", "PATCH", path, { body: { policy: draft() }, headers: etag ? { "If-Match": etag } : {} });
-      },
-    },
-      h("h3", {}, "Edit the policy"),
-      names.length ? table("Principals (rows) and the operations each may do (columns)", ["Principal", ...ops.map((op) => op.replace(/_/g, " "))], rows, "grid-check") : h("p", {}, "No app or admin principal exists yet."),
-      h("div", { class: "toolbar" }, field("Not before", times.not_before), field("Not after", times.not_after)),
-      h("p", {}, h("button", { type: "submit", id: "save-policy" }, "Save policy")),
-      h("p", { class: "muted" }, "The policy is replaced whole, only if nobody changed the key since this page was loaded."),
-    ),
-  );
-  for (const t of TIMES) times[t].addEventListener("input", update);
-  return section;
 }
 
 function stateSection(item, path, act) {
   const parts = [h("h2", { id: "state-title" }, "State")];
   const toolbar = h("div", { class: "toolbar" });
-  if (item.state === "enabled") toolbar.append(h("button", { type: "button", class: "secondary", id: "disable", onclick: () => act("Disabled.", "PATCH", path, { body: { enabled: false } }) }, "Disable"));
-  if (item.state === "disabled") toolbar.append(h("button", { type: "button", class: "secondary", id: "enable", onclick: () => act("Enabled.", "PATCH", path, { body: { enabled: true } }) }, "Enable"));
+  if (item.state === "enabled")
+    toolbar.append(
+      h(
+        "button",
+        {
+          type: "button",
+          class: "secondary",
+          id: "disable",
+          onclick: () => act("Disabled.", "PATCH", path, { body: { enabled: false } }),
+        },
+        "Disable",
+      ),
+    );
+  if (item.state === "disabled")
+    toolbar.append(
+      h(
+        "button",
+        {
+          type: "button",
+          class: "secondary",
+          id: "enable",
+          onclick: () => act("Enabled.", "PATCH", path, { body: { enabled: true } }),
+        },
+        "Enable",
+      ),
+    );
   if (item.state === "pending_deletion") {
-    toolbar.append(h("button", { type: "button", id: "cancel-deletion", onclick: () => act("Deletion cancelled: the key is disabled.", "POST", `${path}/cancel-deletion`) }, "Cancel deletion"));
-    parts.push(h("p", {}, "Deletion is scheduled for ", time(item.deletion_date), ": the HSM objects are destroyed then."));
+    toolbar.append(
+      h(
+        "button",
+        {
+          type: "button",
+          id: "cancel-deletion",
+          onclick: () => act("Deletion cancelled: the key is disabled.", "POST", `${path}/cancel-deletion`),
+        },
+        "Cancel deletion",
+      ),
+    );
+    parts.push(
+      h("p", {}, "Deletion is scheduled for ", time(item.deletion_date), ": the HSM objects are destroyed then."),
+    );
   }
   parts.push(toolbar);
   if (item.state === "enabled" || item.state === "disabled") {
     const days = h("input", { type: "number", id: "pending-days", value: "30", min: "0", inputmode: "numeric" });
     const confirmName = h("input", { type: "text", id: "confirm-name", autocomplete: "off", spellcheck: "false" });
-    const schedule = h("button", { type: "submit", class: "danger", id: "schedule-deletion", disabled: true }, "Schedule deletion");
-    confirmName.addEventListener("input", () => { schedule.disabled = confirmName.value !== item.name; });
+    const schedule = h(
+      "button",
+      { type: "submit", class: "danger", id: "schedule-deletion", disabled: true },
+      "Schedule deletion",
+    );
+    confirmName.addEventListener("input", () => {
+      schedule.disabled = confirmName.value !== item.name;
+    });
     parts.push(
-      h("form", { class: "inline", id: "deletion-form", onsubmit: (e) => {
-        e.preventDefault();
-        if (confirmName.value !== item.name) return;
-        act(`Deletion scheduled in ${days.value} days.`, "DELETE", path, { query: { pending_days: days.value } });
-      } },
+      h(
+        "form",
+        {
+          class: "inline",
+          id: "deletion-form",
+          onsubmit: (e) => {
+            e.preventDefault();
+            if (confirmName.value !== item.name) return;
+            act(`Deletion scheduled in ${days.value} days.`, "DELETE", path, { query: { pending_days: days.value } });
+          },
+        },
         field("Waiting period (days)", days),
         field(`Type the key's name (${item.name}) to confirm`, confirmName),
-        schedule),
+        schedule,
+      ),
       h("p", { class: "muted" }, "All use stops at once; the key can be brought back until the waiting period ends."),
     );
   }
@@ -228,23 +286,48 @@ function stateSection(item, path, act) {
 }
 
 function importSection(item, path, status) {
-  const algorithm = h("select", { id: "wrapping-algorithm" }, ["RSAES_OAEP_SHA_1", "RSA_AES_KEY_WRAP_SHA_1"].map((a) => h("option", { value: a }, a)));
+  const algorithm = h(
+    "select",
+    { id: "wrapping-algorithm" },
+    ["RSAES_OAEP_SHA_1", "RSA_AES_KEY_WRAP_SHA_1"].map((a) => h("option", { value: a }, a)),
+  );
   return h(
     "section",
     { "aria-labelledby": "import-title" },
     h("h2", { id: "import-title" }, "Import key material (BYOK)"),
-    h("p", {}, "Download a wrapping public key and import token; wrap the key material with it offline, then import it through the API or kmctl."),
-    h("form", { class: "inline", onsubmit: async (e) => {
-      e.preventDefault();
-      try {
-        const { data } = await call("POST", `${path}/import-parameters`, { body: { wrapping_algorithm: algorithm.value } });
-        download(`${item.name}-import-parameters.json`, { key_id: item.id, wrapping_algorithm: algorithm.value, ...data });
-        status.replaceChildren(notice(`Import parameters downloaded; they expire ${new Date(data.expires_at).toLocaleString()}.`, "success"));
-      } catch (error) {
-        status.replaceChildren(notice(`${error.message} (${error.code})`, "error"));
-      }
-    } },
+    h(
+      "p",
+      {},
+      "Download a wrapping public key and import token; wrap the key material with it offline, then import it through the API or kmctl.",
+    ),
+    h(
+      "form",
+      {
+        class: "inline",
+        onsubmit: async (e) => {
+          e.preventDefault();
+          try {
+            const { data } = await call("POST", `${path}/import-parameters`, {
+              body: { wrapping_algorithm: algorithm.value },
+            });
+            download(`${item.name}-import-parameters.json`, {
+              key_id: item.id,
+              wrapping_algorithm: algorithm.value,
+              ...data,
+            });
+            status.replaceChildren(
+              notice(
+                `Import parameters downloaded; they expire ${new Date(data.expires_at).toLocaleString()}.`,
+                "success",
+              ),
+            );
+          } catch (error) {
+            status.replaceChildren(notice(`${error.message} (${error.code})`, "error"));
+          }
+        },
+      },
       field("Wrapping algorithm", algorithm),
-      h("button", { type: "submit", id: "download-import" }, "Download import parameters")),
+      h("button", { type: "submit", id: "download-import" }, "Download import parameters"),
+    ),
   );
 }

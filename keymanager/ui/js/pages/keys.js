@@ -9,7 +9,8 @@ const filters = { text: "", spec: "", state: "", tag: "", page: 0 };
 
 function matches(key) {
   const text = filters.text.toLowerCase();
-  if (text && ![key.name, key.id, key.description, ...key.aliases].some((s) => s.toLowerCase().includes(text))) return false;
+  if (text && ![key.name, key.id, key.description, ...key.aliases].some((s) => s.toLowerCase().includes(text)))
+    return false;
   if (filters.spec && key.algorithm !== filters.spec) return false;
   if (filters.state && key.state !== filters.state) return false;
   if (filters.tag) {
@@ -26,7 +27,12 @@ function rotation(key) {
 }
 
 function choice(id, label, values, current) {
-  const select = h("select", { id }, h("option", { value: "" }, "any"), values.map((v) => h("option", { value: v, selected: v === current }, v)));
+  const select = h(
+    "select",
+    { id },
+    h("option", { value: "" }, "any"),
+    values.map((v) => h("option", { value: v, selected: v === current }, v)),
+  );
   return [field(label, select), select];
 }
 
@@ -57,15 +63,57 @@ export async function keysPage(ctx) {
     ]);
     const first = shown.length ? filters.page * PAGE_SIZE + 1 : 0;
     const summary = `Keys ${first}–${filters.page * PAGE_SIZE + slice.length} of ${shown.length} (${keys.length} in all)`;
-    const previous = h("button", { type: "button", class: "secondary", disabled: filters.page === 0, onclick: () => { filters.page -= 1; show(); } }, "Previous page");
-    const next = h("button", { type: "button", class: "secondary", disabled: filters.page >= pages - 1, onclick: () => { filters.page += 1; show(); } }, "Next page");
+    const previous = h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        disabled: filters.page === 0,
+        onclick: () => {
+          filters.page -= 1;
+          show();
+        },
+      },
+      "Previous page",
+    );
+    const next = h(
+      "button",
+      {
+        type: "button",
+        class: "secondary",
+        disabled: filters.page >= pages - 1,
+        onclick: () => {
+          filters.page += 1;
+          show();
+        },
+      },
+      "Next page",
+    );
     listing.replaceChildren(
-      shown.length ? table(summary, ["Name", "Spec", "Usage", "State", "Primary version", "Rotation", "Last used", "Aliases"], rows) : notice(keys.length ? "No key matches these filters." : "No keys yet."),
-      h("nav", { class: "pager", "aria-label": "Pages of keys" }, previous, h("span", {}, `Page ${filters.page + 1} of ${pages}`), next),
+      shown.length
+        ? table(
+            summary,
+            ["Name", "Spec", "Usage", "State", "Primary version", "Rotation", "Last used", "Aliases"],
+            rows,
+          )
+        : notice(keys.length ? "No key matches these filters." : "No keys yet."),
+      h(
+        "nav",
+        { class: "pager", "aria-label": "Pages of keys" },
+        previous,
+        h("span", {}, `Page ${filters.page + 1} of ${pages}`),
+        next,
+      ),
     );
   };
   const refilter = () => {
-    Object.assign(filters, { text: search.value.trim(), spec: specSelect.value, state: stateSelect.value, tag: tag.value.trim(), page: 0 });
+    Object.assign(filters, {
+      text: search.value.trim(),
+      spec: specSelect.value,
+      state: stateSelect.value,
+      tag: tag.value.trim(),
+      page: 0,
+    });
     show();
   };
   for (const control of [search, specSelect, stateSelect, tag]) control.addEventListener("input", refilter);
@@ -76,17 +124,39 @@ export async function keysPage(ctx) {
     {},
     h("h1", {}, "Keys"),
     ctx.admin ? createKeyForm(ctx) : h("p", { class: "muted" }, "Read-only: only admins create and change keys."),
-    h("form", { class: "inline", role: "search", "aria-label": "Filter keys", onsubmit: (e) => e.preventDefault() },
-      field("Search name, alias or id", search), specField, stateField, field("Tag", tag)),
+    h(
+      "form",
+      { class: "inline", role: "search", "aria-label": "Filter keys", onsubmit: (e) => e.preventDefault() },
+      field("Search name, alias or id", search),
+      specField,
+      stateField,
+      field("Tag", tag),
+    ),
     listing,
   );
 }
 
 function createKeyForm(ctx) {
-  const name = h("input", { type: "text", id: "new-key-name", required: true, maxlength: "128", pattern: "[A-Za-z][A-Za-z0-9_.\\-]*" });
-  const spec = h("select", { id: "new-key-spec" }, h("option", { value: "AES_256_CBC_HMAC_SHA256|" }, "AES_256_CBC_HMAC_SHA256"));
+  const name = h("input", {
+    type: "text",
+    id: "new-key-name",
+    required: true,
+    maxlength: "128",
+    pattern: "[A-Za-z][A-Za-z0-9_.\\-]*",
+  });
+  const spec = h(
+    "select",
+    { id: "new-key-spec" },
+    h("option", { value: "AES_256_CBC_HMAC_SHA256|" }, "AES_256_CBC_HMAC_SHA256"),
+  );
   const description = h("input", { type: "text", id: "new-key-description", maxlength: "256" });
-  const rotationDays = h("input", { type: "number", id: "new-key-rotation", min: "1", max: "36500", inputmode: "numeric" });
+  const rotationDays = h("input", {
+    type: "number",
+    id: "new-key-rotation",
+    min: "1",
+    max: "36500",
+    inputmode: "numeric",
+  });
   const status = h("div", { "aria-live": "polite" });
   const panel = h("details", { id: "create-key" }, h("summary", {}, "Create a key"));
   let loaded = false;
@@ -97,7 +167,14 @@ function createKeyForm(ctx) {
     const offered = service.specs.filter((s) => s.supported !== false && s.algorithm !== "FF1_AES_256");
     spec.replaceChildren(
       ...offered.map((s) =>
-        h("option", { value: `${s.algorithm}|${s.default_usage ? "" : s.usage}`, selected: s.algorithm === "AES_256_CBC_HMAC_SHA256" }, s.default_usage ? s.algorithm : `${s.algorithm} (${s.usage})`),
+        h(
+          "option",
+          {
+            value: `${s.algorithm}|${s.default_usage ? "" : s.usage}`,
+            selected: s.algorithm === "AES_256_CBC_HMAC_SHA256",
+          },
+          s.default_usage ? s.algorithm : `${s.algorithm} (${s.usage})`,
+        ),
       ),
     );
   });
@@ -126,6 +203,14 @@ function createKeyForm(ctx) {
     field("Rotate every (days)", rotationDays),
     h("button", { type: "submit" }, "Create key"),
   );
-  panel.append(form, status, h("p", { class: "muted" }, "A new key's policy grants nothing: name who may use it on its page. FF1 tokenization keys need a token format: create them through the API or kmctl."));
+  panel.append(
+    form,
+    status,
+    h(
+      "p",
+      { class: "muted" },
+      "A new key's policy grants nothing: name who may use it on its page. FF1 tokenization keys need a token format: create them through the API or kmctl.",
+    ),
+  );
   return panel;
 }

@@ -14,8 +14,19 @@ export async function servicePage() {
     const text = filter.value.trim().toUpperCase();
     const rows = s.mechanisms
       .filter((m) => !text || m.name.includes(text))
-      .map((m) => [{ cell: m.name, class: "mono" }, String(m.min_key_size), String(m.max_key_size), m.flags === null ? "not reported reliably by this module" : m.flags.join(", ")]);
-    mechanisms.replaceChildren(table(`${rows.length} of ${s.mechanisms.length} mechanisms the token lists`, ["Mechanism", "Min key size", "Max key size", "Flags"], rows));
+      .map((m) => [
+        { cell: m.name, class: "mono" },
+        String(m.min_key_size),
+        String(m.max_key_size),
+        m.flags === null ? "not reported reliably by this module" : m.flags.join(", "),
+      ]);
+    mechanisms.replaceChildren(
+      table(
+        `${rows.length} of ${s.mechanisms.length} mechanisms the token lists`,
+        ["Mechanism", "Min key size", "Max key size", "Flags"],
+        rows,
+      ),
+    );
   };
   filter.addEventListener("input", showMechanisms);
   showMechanisms();
@@ -27,7 +38,12 @@ export async function servicePage() {
     {},
     h("h1", {}, "HSM and service"),
     h("h2", {}, "Readiness"),
-    facts(Object.entries(s.readiness).map(([part, state]) => [part, h("span", { class: state === "ok" ? "ok" : "bad" }, state)])),
+    facts(
+      Object.entries(s.readiness).map(([part, state]) => [
+        part,
+        h("span", { class: state === "ok" ? "ok" : "bad" }, state),
+      ]),
+    ),
     h("h2", {}, "Token"),
     facts([
       ["Label", s.token.label],
@@ -38,11 +54,28 @@ export async function servicePage() {
       ["Error", s.token.error],
     ]),
     h("h2", {}, "Key specs this token supports"),
-    table("From the table of key types, against the token's mechanisms", ["Spec", "Usage", "Supported"],
-      s.specs.map((spec) => [spec.algorithm, spec.usage, h("span", { class: spec.supported ? "ok" : "bad" }, yesNo(spec.supported))])),
-    unsupported.length ? table("What the service cannot do with this token, and why", ["Feature", "Missing"], unsupported.map(([f, why]) => [f, why])) : h("p", {}, "Every feature of the service is available on this token."),
+    table(
+      "From the table of key types, against the token's mechanisms",
+      ["Spec", "Usage", "Supported"],
+      s.specs.map((spec) => [
+        spec.algorithm,
+        spec.usage,
+        h("span", { class: spec.supported ? "ok" : "bad" }, yesNo(spec.supported)),
+      ]),
+    ),
+    unsupported.length
+      ? table(
+          "What the service cannot do with this token, and why",
+          ["Feature", "Missing"],
+          unsupported.map(([f, why]) => [f, why]),
+        )
+      : h("p", {}, "Every feature of the service is available on this token."),
     h("h2", {}, "Mechanisms"),
-    h("form", { class: "inline", role: "search", "aria-label": "Filter mechanisms", onsubmit: (e) => e.preventDefault() }, field("Filter by name", filter)),
+    h(
+      "form",
+      { class: "inline", role: "search", "aria-label": "Filter mechanisms", onsubmit: (e) => e.preventDefault() },
+      field("Filter by name", filter),
+    ),
     mechanisms,
     h("h2", {}, "Database"),
     facts([
@@ -50,11 +83,21 @@ export async function servicePage() {
       ["Driver", db.driver],
       ["Version", db.version],
       ["Standby", db.standby === undefined ? null : yesNo(db.standby)],
-      ["Streaming replicas", replicas === null ? "not applicable" : replicas.length ? replicas.map((r) => `${r.name} (${r.state}, ${r.sync})`).join("; ") : "none visible"],
+      [
+        "Streaming replicas",
+        replicas === null
+          ? "not applicable"
+          : replicas.length
+            ? replicas.map((r) => `${r.name} (${r.state}, ${r.sync})`).join("; ")
+            : "none visible",
+      ],
     ]),
     h("h2", {}, "Doors"),
-    table("Which doors are on, and where", ["Door", "On", "Host", "Port", "Path", "Authentication"],
-      s.doors.map((d) => [d.name, yesNo(d.on), d.host, d.port === null ? "—" : String(d.port), d.path ?? "—", d.auth])),
+    table(
+      "Which doors are on, and where",
+      ["Door", "On", "Host", "Port", "Path", "Authentication"],
+      s.doors.map((d) => [d.name, yesNo(d.on), d.host, d.port === null ? "—" : String(d.port), d.path ?? "—", d.auth]),
+    ),
     h("h2", {}, "This worker"),
     facts([
       ["Process", String(s.process.pid)],

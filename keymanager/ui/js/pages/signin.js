@@ -4,7 +4,14 @@
 import { field, h, notice } from "../dom.js";
 
 export function signInPage({ facts, reason, signIn }) {
-  const input = h("input", { type: "password", id: "token", name: "token", autocomplete: "off", spellcheck: "false", required: true });
+  const input = h("input", {
+    type: "password",
+    id: "token",
+    name: "token",
+    autocomplete: "off",
+    spellcheck: "false",
+    required: true,
+  });
   const status = h("div", { "aria-live": "polite" });
   if (reason) status.append(notice(reason, "error"));
   const submit = h("button", { type: "submit" }, "Sign in");
@@ -23,14 +30,22 @@ export function signInPage({ facts, reason, signIn }) {
         }
       },
     },
-    field("Bearer token", input, "An admin's or auditor's token. It stays in this tab's memory: closing or reloading the tab signs out."),
+    field(
+      "Bearer token",
+      input,
+      "An admin's or auditor's token. It stays in this tab's memory: closing or reloading the tab signs out.",
+    ),
     h("p", {}, submit),
   );
   const parts = [h("h1", { id: "signin-title" }, "Sign in"), status, form];
   if (facts.client_certificates) {
     parts.push(
       h("h2", {}, "Or with a client certificate"),
-      h("p", {}, "The service accepts TLS client certificates bound to a principal. If this browser presented one, use it:"),
+      h(
+        "p",
+        {},
+        "The service accepts TLS client certificates bound to a principal. If this browser presented one, use it:",
+      ),
       h(
         "p",
         {},
