@@ -9,9 +9,13 @@ exception or failed request it did not expect (``conftest.Tab``).
 
 from __future__ import annotations
 
+import base64
+import json
 import re
+from pathlib import Path
 
 import httpx
+from cryptography.hazmat.primitives import serialization
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import Server
@@ -188,3 +192,27 @@ def test_principals_and_their_credentials_are_shown_once(tab: Tab, ui_server: Se
     row.get_by_role("button", name="Confirm deleting principal keyholder").click()
     expect(page.get_by_role("status").filter(has_text="Principal keyholder deleted")).to_be_visible()
     assert "keyholder" not in [p["name"] for p in api.get("/v1/principals").json()]
+
+
+def test_an_admin_downloads_the_import_parameters_of_an_external_key(
+    tab: Tab, ui_server: Server, api: httpx.Client
+) -> None:
+    made = api.post("/v1/keys", json={"name": "brought", "policy": {}, "origin": "external"})
+    assert made.status_code == 201, made.text
+    page = tab.page
+    sign_in(tab, ui_server.admin_token)
+    page.get_by_role("link", name="brought").click()
+    expect(page.get_by_role("heading", name="Import key material (BYOK)")).to_be_visible()
+    offered = page.get_by_label("Wrapping algorithm").locator("option").all_inner_texts()
+    assert "RSAES_OAEP_SHA_1" in offered
+    with page.expect_download() as downloading:
+        page.get_by_role("button", name="Download import parameters").click()
+    download = downloading.value
+    assert download.suggested_filename == "brought-import-parameters.json"
+    parameters = json.loads(Path(download.path()).read_text())
+    assert parameters["key_id"] == made.json()["id"] and parameters["wrapping_algorithm"] == offered[0]
+    assert {"public_key", "import_token", "expires_at"} <= set(parameters)
+    public_key = serialization.load_der_public_key(base64.b64decode(parameters["public_key"]))
+    assert public_key.key_size == 2048  # the RSA wrapping key's public half: no key material of ours
+    expect(page.get_by_role("status").filter(has_text="Import parameters downloaded")).to_be_visible()
+    assert _records(api, key="brought")[0]["action"] == "key.import_parameters"

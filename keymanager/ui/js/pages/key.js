@@ -34,6 +34,7 @@ export async function keyPage(ctx, ref) {
     }
   };
   const path = `/v1/keys/${encodeURIComponent(item.id)}`;
+  const importing = ctx.admin && item.origin === "external" ? await wrappingAlgorithms() : null;
   return h(
     "article",
     { "aria-labelledby": "key-title" },
@@ -46,7 +47,7 @@ export async function keyPage(ctx, ref) {
     names(item),
     policySection(ctx, item, principals, etag, path, act),
     ctx.admin ? stateSection(item, path, act) : null,
-    ctx.admin && item.origin === "external" ? importSection(item, path, status) : null,
+    importing ? importSection(item, path, status, importing) : null,
   );
 }
 
@@ -285,11 +286,18 @@ function stateSection(item, path, act) {
   return h("section", { "aria-labelledby": "state-title" }, parts);
 }
 
-function importSection(item, path, status) {
+/** The wrapping algorithms this token supports for imports (the service's "import <name>" features). */
+async function wrappingAlgorithms() {
+  const service = await get("/v1/inventory/service");
+  const names = (service.features?.supported ?? []).filter((f) => f.startsWith("import "));
+  return names.map((f) => f.slice("import ".length));
+}
+
+function importSection(item, path, status, algorithms) {
   const algorithm = h(
     "select",
     { id: "wrapping-algorithm" },
-    ["RSAES_OAEP_SHA_1", "RSA_AES_KEY_WRAP_SHA_1"].map((a) => h("option", { value: a }, a)),
+    algorithms.map((a) => h("option", { value: a }, a)),
   );
   return h(
     "section",
