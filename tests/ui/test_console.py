@@ -52,6 +52,7 @@ def test_sign_in_and_every_page_renders(tab: Tab, ui_server: Server, api: httpx.
     expect(page).to_have_title(re.compile("HSM and service"))
     page.get_by_role("button", name="Sign out").click()
     expect(page.get_by_label("Bearer token")).to_be_visible()
+    expect(page.get_by_role("status").filter(has_text="You signed out.")).to_be_visible()
     assert page.evaluate("localStorage.length + sessionStorage.length") == 0
     assert page.context.cookies() == []
 

@@ -19,7 +19,7 @@ const ROUTES = [
 ];
 
 /** The signed-in principal ({name, role, ...}) or null; `facts`: what /ui/console.json says. */
-const state = { principal: null, facts: {}, reason: null };
+const state = { principal: null, facts: {}, reason: null, refused: false };
 
 const main = document.getElementById("main");
 
@@ -55,10 +55,12 @@ async function signIn(token) {
   return null;
 }
 
-function signOut(reason) {
+/** Back to the sign-in page saying `reason` (`refused`: the service refused the credential). */
+function signOut(reason, refused = true) {
   forget();
   state.principal = null;
   state.reason = reason;
+  state.refused = refused;
   showSession();
   if (location.hash !== "#/signin") location.hash = "#/signin";
   else render();
@@ -82,7 +84,7 @@ async function render() {
   if (state.principal === null) {
     markSection(null);
     document.title = "Sign in · keymanager console";
-    main.replaceChildren(signInPage({ facts: state.facts, reason: state.reason, signIn }));
+    main.replaceChildren(signInPage({ facts: state.facts, reason: state.reason, refused: state.refused, signIn }));
     main.querySelector("input, button")?.focus();
     return;
   }
@@ -114,7 +116,7 @@ async function start() {
   whenSignedOut((reason) => {
     if (state.principal !== null) signOut(reason);
   });
-  document.getElementById("sign-out").addEventListener("click", () => signOut("You signed out."));
+  document.getElementById("sign-out").addEventListener("click", () => signOut("You signed out.", false));
   document.getElementById("skip").addEventListener("click", (event) => {
     event.preventDefault();
     main.focus();

@@ -123,7 +123,7 @@ export async function keysPage(ctx) {
     "section",
     {},
     h("h1", {}, "Keys"),
-    ctx.admin ? createKeyForm(ctx) : h("p", { class: "muted" }, "Read-only: only admins create and change keys."),
+    ctx.admin ? createKeyForm() : h("p", { class: "muted" }, "Read-only: only admins create and change keys."),
     h(
       "form",
       { class: "inline", role: "search", "aria-label": "Filter keys", onsubmit: (e) => e.preventDefault() },
@@ -136,7 +136,7 @@ export async function keysPage(ctx) {
   );
 }
 
-function createKeyForm(ctx) {
+function createKeyForm() {
   const name = h("input", {
     type: "text",
     id: "new-key-name",

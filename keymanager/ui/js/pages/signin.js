@@ -3,7 +3,7 @@
 
 import { field, h, notice } from "../dom.js";
 
-export function signInPage({ facts, reason, signIn }) {
+export function signInPage({ facts, reason, refused, signIn }) {
   const input = h("input", {
     type: "password",
     id: "token",
@@ -13,7 +13,7 @@ export function signInPage({ facts, reason, signIn }) {
     required: true,
   });
   const status = h("div", { "aria-live": "polite" });
-  if (reason) status.append(notice(reason, "error"));
+  if (reason) status.append(notice(reason, refused ? "error" : ""));
   const submit = h("button", { type: "submit" }, "Sign in");
   const form = h(
     "form",
