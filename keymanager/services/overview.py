@@ -176,7 +176,7 @@ def mechanism_table(capabilities: Capabilities) -> list[dict[str, Any]]:
             flags = [str(flag.name) for flag in type(info.flags) if flag.name and flag in info.flags]
         rows.append(
             {
-                "name": f"CKM_{mechanism.name}",
+                "name": f"CKM_{mechanism.name.lstrip('_')}",  # python-pkcs11 marks deprecated ones with _
                 "min_key_size": info.min_key_size,
                 "max_key_size": info.max_key_size,
                 "flags": flags,

@@ -53,30 +53,6 @@ export async function servicePage() {
       ["Serial", s.token.serial],
       ["Error", s.token.error],
     ]),
-    h("h2", {}, "Key specs this token supports"),
-    table(
-      "From the table of key types, against the token's mechanisms",
-      ["Spec", "Usage", "Supported"],
-      s.specs.map((spec) => [
-        spec.algorithm,
-        spec.usage,
-        h("span", { class: spec.supported ? "ok" : "bad" }, yesNo(spec.supported)),
-      ]),
-    ),
-    unsupported.length
-      ? table(
-          "What the service cannot do with this token, and why",
-          ["Feature", "Missing"],
-          unsupported.map(([f, why]) => [f, why]),
-        )
-      : h("p", {}, "Every feature of the service is available on this token."),
-    h("h2", {}, "Mechanisms"),
-    h(
-      "form",
-      { class: "inline", role: "search", "aria-label": "Filter mechanisms", onsubmit: (e) => e.preventDefault() },
-      field("Filter by name", filter),
-    ),
-    mechanisms,
     h("h2", {}, "Database"),
     facts([
       ["Dialect", db.dialect],
@@ -104,5 +80,29 @@ export async function servicePage() {
       ["Workers setting", s.process.workers === null ? "one per CPU" : String(s.process.workers)],
       ["Environment", s.process.env],
     ]),
+    h("h2", {}, "Key specs this token supports"),
+    table(
+      "From the table of key types, against the token's mechanisms",
+      ["Spec", "Usage", "Supported"],
+      s.specs.map((spec) => [
+        spec.algorithm,
+        spec.usage,
+        h("span", { class: spec.supported ? "ok" : "bad" }, yesNo(spec.supported)),
+      ]),
+    ),
+    unsupported.length
+      ? table(
+          "What the service cannot do with this token, and why",
+          ["Feature", "Missing"],
+          unsupported.map(([f, why]) => [f, why]),
+        )
+      : h("p", {}, "Every feature of the service is available on this token."),
+    h("h2", {}, "Mechanisms"),
+    h(
+      "form",
+      { class: "inline", role: "search", "aria-label": "Filter mechanisms", onsubmit: (e) => e.preventDefault() },
+      field("Filter by name", filter),
+    ),
+    mechanisms,
   );
 }
