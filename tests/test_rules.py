@@ -28,7 +28,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
 DOORS = sorted(
     [
         *(PACKAGE / "api").rglob("*.py"),
-        *(p for d in ("kms", "kmip", "xks") for p in (PACKAGE / "services" / d).rglob("*.py")),
+        *(p for d in ("kms", "kmip", "xks", "transit") for p in (PACKAGE / "services" / d).rglob("*.py")),
     ]
 )
 """The doors' own code: the API layer and the services' translation packages."""

@@ -34,6 +34,8 @@ from keymanager.api.routes import (
     streams,
     tokens,
 )
+from keymanager.api.transit import BodyLimits as TransitLimits
+from keymanager.api.transit import TransitDoor
 from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
@@ -143,6 +145,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
         kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
+        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
+            services=lambda: app.state.services,
+            throttle=throttle,
+            mounts=settings.transit_mount,
+            limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+        ),
     )
 
 
