@@ -24,6 +24,7 @@ from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
     access_keys,
+    approle,
     asymmetric,
     audit,
     crypto,
@@ -46,7 +47,7 @@ from keymanager.services.throttle import AuthThrottle
 log = logging.getLogger(__name__)
 
 
-_MODULES = (health, principals, access_keys, keys, crypto, asymmetric, streams, audit, tokens, key_import)
+_MODULES = (health, principals, access_keys, approle, keys, crypto, asymmetric, streams, audit, tokens, key_import)
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
