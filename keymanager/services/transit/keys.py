@@ -246,9 +246,9 @@ class TransitKeys:
             return {"name": key.name, "type": spec.transit_type, "keys": _public_keys(key, self._versions(call, key))}
         if kind != "encryption-key":
             raise invalid(f"{kind}: private and HMAC keys never leave the HSM here (only exportable AES-GCM keys do)")
-        usable(key, call.principal, Operation.GET_KEY_MATERIAL)
-        if not key.exportable:
+        if not visible(key, call.principal).exportable:
             raise invalid("key is not exportable")
+        usable(key, call.principal, Operation.GET_KEY_MATERIAL)
         shown = {}
         for number in self._versions(call, key):
             shown[str(number)] = codec.encoded(await self._hsm.aexport(key.versions[number].hsm))
