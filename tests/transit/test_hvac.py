@@ -28,10 +28,9 @@ def test_keys_encrypt_decrypt_rewrap_and_rotate(admin_vault: hvac.Client, transi
     transit, name = admin_vault.secrets.transit, new_name()
     created = transit.create_key(name)
     assert created["data"]["type"] == "aes256-gcm96" and created["data"]["latest_version"] == 1
+    assert name in transit.list_keys()["data"]["keys"]  # the method LIST (serving/protocol.py reads it)
     listed = admin_vault.adapter.get("/v1/transit/keys", params={"list": "true"})  # the Go client's LIST
     assert name in listed["data"]["keys"]
-    with pytest.raises(hvac.exceptions.InvalidRequest, match="not valid HTTP"):  # llhttp parses no LIST method
-        transit.list_keys()
     sealed = transit.encrypt_data(name, b64(b"4111 1111 1111 1111"), associated_data=b64(b"card"))["data"]
     assert sealed["ciphertext"].startswith("vault:v1:") and sealed["key_version"] == 1
     opened = transit.decrypt_data(name, sealed["ciphertext"], associated_data=b64(b"card"))["data"]
