@@ -219,3 +219,36 @@ def test_mounts_that_would_shadow_rest_are_refused_and_the_list_is_rests() -> No
             Settings(transit_mount=mount)
     rest = {route.path.split("/")[2] for router in ROUTERS for route in router.routes if route.path.startswith("/v1/")}
     assert rest <= REST_PATHS
+
+
+MANAGE = {
+    "key_create": ("POST", "/v1/transit/keys/new", {}),
+    "key_config": ("POST", "/v1/transit/keys/k/config", {"deletion_allowed": True}),
+    "key_rotate": ("POST", "/v1/transit/keys/k/rotate", {}),
+    "key_delete": ("DELETE", "/v1/transit/keys/k", None),
+}
+USE = {
+    "key_read": ("GET", "/v1/transit/keys/k", None),
+    "encrypt": ("POST", "/v1/transit/encrypt/k", {"plaintext": "eA=="}),
+    "datakey": ("POST", "/v1/transit/datakey/wrapped/k", {}),
+}
+
+
+@pytest.mark.parametrize("role", ["app", "auditor"])
+@pytest.mark.parametrize("operation", sorted({**MANAGE, **USE}))
+def test_authorization_matrix(door: tuple[TestClient, Services, str], role: str, operation: str) -> None:
+    """Key management is an admin's; a use of a key is its policy's (an auditor never uses a key)."""
+    client, services, admin = door
+    made(client, admin)
+    caller_name = f"{role}-caller"
+    caller = services.principals.create(caller_name, Role(role)).token
+    method, path, body = {**MANAGE, **USE}[operation]
+    refused = client.request(method, path, headers=vault(caller), json=body)
+    assert (refused.status_code, refused.json()) == (403, {"errors": ["permission denied"]})
+    if role == "app" and operation in USE:  # named in the policy, the app is served
+        policy = client.get("/v1/keys/k", headers=auth(admin)).json()["policy"]
+        policy.update(encrypt=["admin", "app-caller"], generate_data_key=["admin", "app-caller"])
+        client.patch("/v1/keys/k", headers=auth(admin), json={"policy": policy})
+        assert client.request(method, path, headers=vault(caller), json=body).status_code == 200
+    mine = [r for r in audit(client, admin) if r["action"] == f"transit.{operation}" and r["principal"] == caller_name]
+    assert (mine[0]["status"], mine[0]["outcome"]) == (403, "denied")
