@@ -30,6 +30,7 @@ from keymanager.api.routes import (
     crypto,
     health,
     key_import,
+    key_specs,
     keys,
     principals,
     streams,
@@ -47,7 +48,20 @@ from keymanager.services.throttle import AuthThrottle
 log = logging.getLogger(__name__)
 
 
-_MODULES = (health, principals, access_keys, approle, keys, crypto, asymmetric, streams, audit, tokens, key_import)
+_MODULES = (
+    health,
+    principals,
+    access_keys,
+    approle,
+    key_specs,
+    keys,
+    crypto,
+    asymmetric,
+    streams,
+    audit,
+    tokens,
+    key_import,
+)
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
