@@ -28,7 +28,11 @@ def b64(data: bytes) -> str:
 @pytest.fixture
 def door(tmp_path: Path, hsm: Hsm) -> Iterator[tuple[TestClient, Services, str]]:
     settings = make_settings(
-        tmp_path / "var", transit_mount="transit,seal/unseal", max_batch_items=3, auth_failure_burst=3
+        tmp_path / "var",
+        transit_mount="transit,seal/unseal",
+        max_batch_items=3,
+        auth_failure_burst=3,
+        auth_failures_per_second=0.001,  # a spent burst stays spent for the test, however slow the machine
     )
     services = Services.build(settings, hsm=hsm)
     admin = services.principals.create("admin", Role.ADMIN).token
