@@ -1,10 +1,11 @@
 """The Vault Transit door's translation: Transit API calls as calls of the services.
 
 :class:`TransitService` holds the operations by name: the key changes of :class:`~.keys.TransitKeys`
-(each recording itself in its own transaction: blocking, called off the event loop), the uses of key
-material of :class:`~.crypto.TransitCrypto` and the reads (each run on a request's snapshot, its record
-committed by ``run_validated``), and the AppRole credential kind (:class:`~.identity.AppRoles`). Vault's
-words: :mod:`.codec`; the HTTP side: ``api/transit.py``; the guide: ``docs/transit.md``.
+(each recording itself in its own transaction: blocking, called off the event loop); the reads and the
+uses of key material of :class:`~.crypto.TransitCrypto` and :class:`~.signing.TransitSigning` (MACs and
+signatures), each run on a request's snapshot, its record committed by ``run_validated``; and the AppRole
+credential kind (:class:`~.identity.AppRoles`). Vault's words: :mod:`.codec`; the HTTP side:
+``api/transit.py``; the guide: ``docs/transit.md``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from keymanager.services.snapshot import Snapshot
 from keymanager.services.transit.crypto import TransitCrypto, message_of
 from keymanager.services.transit.identity import AppRoles
 from keymanager.services.transit.keys import TransitCall, TransitKeys
+from keymanager.services.transit.signing import TransitSigning
 
 Change = Callable[[TransitCall, AuditEntry], Any]
 Use = Callable[[Snapshot, TransitCall], Awaitable[dict[str, Any]]]
@@ -49,6 +51,7 @@ class TransitService:
     ) -> None:
         self.keys = TransitKeys(keys, lifecycle, store, hsm)
         self.crypto = TransitCrypto(crypto, asymmetric, store, hsm, max_batch=max_batch_items)
+        self.signing = TransitSigning(crypto, asymmetric, store, hsm, max_batch=max_batch_items)
         self.approles = AppRoles(store, principal, ttl_seconds=token_ttl_seconds)
         self.changes: dict[str, Change] = {
             "key_create": self.keys.create,
@@ -66,9 +69,9 @@ class TransitService:
             "decrypt": self.crypto.decrypt,
             "rewrap": self.crypto.rewrap,
             "datakey": self.crypto.datakey,
-            "hmac": self.crypto.hmac,
-            "sign": self.crypto.sign,
-            "verify": self.crypto.verify,
+            "hmac": self.signing.hmac,
+            "sign": self.signing.sign,
+            "verify": self.signing.verify,
             "random": self.crypto.random,
             "hash": self.crypto.hash,
         }

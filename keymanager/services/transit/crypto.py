@@ -8,8 +8,7 @@ body (encoding, length, tag, another key's, other associated data) is the one
 ``min_decryption_version`` is read from the prefix and has its own message. Batches (``batch_input``,
 at most the service's batch size) answer one result or ``error`` per item, in order, with Vault's
 status: 400 when an item failed (the caller's ``partial_failure_response_code`` when others succeeded).
-Signatures are ``vault:v1:`` and the signature (ECDSA: ASN.1 DER, or JWS's r‖s, URL-safe); HMACs
-``vault:v<N>:`` and the HMAC of the input alone. ``hash`` is computed in software, as Vault does.
+``hash`` is computed in software, as Vault does. MACs and signatures: ``signing.py``.
 """
 
 from __future__ import annotations
@@ -20,16 +19,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from keymanager.db.transit import TransitStore
-from keymanager.domain import public_keys
-from keymanager.domain.key_specs import (
-    MAC_HASHES,
-    SIGNING_HASHES,
-    KeyUsage,
-    MacAlgorithm,
-    MessageType,
-    SigningAlgorithm,
-    spec_of,
-)
 from keymanager.domain.models import Key
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, InvalidRequest, KeyManagerError, PayloadTooLarge, VersionBelowMinimum
@@ -46,18 +35,13 @@ _ENCRYPT = _COMMON | {"plaintext", "context", "nonce", "key_version", "associate
 _ENCRYPT |= {"type", "convergent_encryption", "padding_scheme"}
 _DECRYPT = _COMMON | {"ciphertext", "context", "nonce", "associated_data", "reference", "padding_scheme"}
 _REWRAP = _DECRYPT | {"key_version", "encrypt_padding_scheme", "decrypt_padding_scheme"}
-_SIGN = _COMMON | {"input", "key_version", "hash_algorithm", "context", "prehashed", "signature_algorithm"}
-_SIGN |= {"marshaling_algorithm", "salt_length", "reference"}
-_VERIFY = _SIGN | {"signature", "hmac", "cmac", "algorithm"}
-_HMAC = _COMMON | {"input", "key_version", "algorithm", "reference"}
 _ITEM_ERRORS = (InvalidRequest, DecryptionFailed, VersionBelowMinimum, PayloadTooLarge, codec.TransitError)
 """What fails one item of a batch; any other error (the key's state, policy, the HSM) fails the request."""
-RSA_SCHEMES = {"pss": "RSASSA_PSS_", "pkcs1v15": "RSASSA_PKCS1_V1_5_"}
-"""Vault's ``signature_algorithm`` names, as the prefix of the table's RSA signing algorithms."""
 
 
-class TransitCrypto:
-    """The operations on key material (see the module docstring)."""
+class Operations:
+    """What every Transit operation on key material shares: the services, the named key, the version it
+    may encrypt with, one item or a batch of them."""
 
     def __init__(
         self, crypto: CryptoService, asymmetric: AsymmetricService, store: TransitStore, hsm: Hsm, *, max_batch: int
@@ -67,6 +51,62 @@ class TransitCrypto:
         self._store = store
         self._hsm = hsm
         self._max_batch = max_batch
+
+    # -- steps ---------------------------------------------------------------------------
+    async def _key(self, snapshot: Snapshot, call: TransitCall) -> Key:
+        """The named key, if Transit serves its spec (the core checks policy and state where it is used)."""
+        key = call.used(await snapshot.key(call.name))
+        transit_spec(key)
+        return key
+
+    async def _encryption_version(self, key: Key, params: Mapping[str, Any], where: str) -> int | None:
+        """The version ``key_version`` asks for (None: the latest), against ``min_encryption_version``."""
+        wanted = codec.number(params, "key_version", where=where)
+        if not wanted:
+            return None
+        if wanted > key.primary_version:
+            raise invalid(f"{where}key_version: requested version for encryption is higher than the latest key version")
+        settings = await asyncio.to_thread(self._store.settings, key.id)
+        if wanted < settings.min_encryption_version:
+            raise invalid(
+                f"{where}key_version: requested version for encryption is less than the minimum encryption key version"
+            )
+        return wanted
+
+    async def _each(
+        self,
+        call: TransitCall,
+        field: str,
+        item: Callable[[Mapping[str, Any], str], Awaitable[dict[str, Any]]],
+    ) -> dict[str, Any]:
+        """One item (the body's fields), or each item of ``batch_input`` with its own result or error."""
+        batch = call.params.get("batch_input")
+        if batch is None:
+            if field not in call.params and field != "input":
+                raise invalid(f"missing {field}")
+            return await item(call.params, "")
+        items = _batch(batch, self._max_batch)
+        results = await asyncio.gather(*(item(one, f"[{i}].") for i, one in enumerate(items)), return_exceptions=True)
+        shown: list[dict[str, Any]] = []
+        for one, result in zip(items, results, strict=True):
+            if isinstance(result, _ITEM_ERRORS):
+                shown.append({"error": _message(result)})
+            elif isinstance(result, BaseException):
+                raise result
+            else:
+                shown.append(result)
+            if "reference" in one:
+                shown[-1]["reference"] = codec.text(one, "reference", limit=1024)
+        failed = sum("error" in one for one in shown)
+        call.details["batch"] = {"items": len(shown), "failed": failed}
+        if failed:
+            partial = codec.number(call.params, "partial_failure_response_code", low=1, high=599)
+            call.status = partial if partial and failed < len(shown) else 400
+        return {"batch_results": shown}
+
+
+class TransitCrypto(Operations):
+    """``encrypt``, ``decrypt``, ``rewrap``, ``datakey``, ``random`` and ``hash`` (see the module docstring)."""
 
     # -- encryption ------------------------------------------------------------------------
     async def encrypt(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
@@ -141,7 +181,7 @@ class TransitCrypto:
         bits = codec.number(call.params, "bits", low=1, high=8192) or 256
         if bits not in (128, 256, 512):
             raise invalid("bits: must be 128, 256 or 512")
-        _no_context(call.params, "")
+        no_context(call.params, "")
         key = await self._key(snapshot, call)
         version = await self._encryption_version(key, call.params, "")
         material = await asyncio.to_thread(self._hsm.random, bits // 8)
@@ -164,84 +204,6 @@ class TransitCrypto:
         return answer
 
     # -- MACs and signatures --------------------------------------------------------------
-    async def hmac(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
-        """``hmac/<name>(/<algorithm>)``: the HMAC of each input, in the HSM, under the key's hash."""
-        codec.only(call.params, _HMAC)
-        key = await self._key(snapshot, call)
-        _mac_hash(key, _hash_name(call, "algorithm"))
-
-        async def item(params: Mapping[str, Any], where: str) -> dict[str, Any]:
-            data = codec.decoded(params, "input", limit=1 << 26, where=where)
-            version = await self._encryption_version(key, params, where)
-            made = await self._crypto.mac(snapshot, call.principal, key.id, data, framed=False, version=version)
-            call.used(key, made.key_version)
-            return {"hmac": codec.tagged(made.key_version, made.mac), "key_version": made.key_version}
-
-        return await self._each(call, "input", item)
-
-    async def sign(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
-        """``sign/<name>(/<hash_algorithm>)``: the signature of each input, made in the HSM."""
-        codec.only(call.params, _SIGN)
-        key = await self._key(snapshot, call)
-        algorithm, message_type, jws = _signing(key, call)
-
-        async def item(params: Mapping[str, Any], where: str) -> dict[str, Any]:
-            data = codec.decoded(params, "input", limit=1 << 26, where=where)
-            _no_context(params, where)
-            if (codec.number(params, "key_version", where=where) or 1) != 1:
-                raise invalid(f"{where}key_version: an asymmetric key has one version, 1")
-            signed = await self._asymmetric.sign(snapshot, call.principal, key.id, data, message_type, algorithm)
-            call.used(key, signed.key_version)
-            signature = signed.signature
-            if jws:
-                signature = public_keys.ecdsa_raw(signature, _curve_bits(key))
-            return {"signature": codec.tagged(1, signature, urlsafe=jws), "key_version": 1}
-
-        return await self._each(call, "input", item)
-
-    async def verify(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
-        """``verify/<name>(/<hash_algorithm>)``: whether each ``signature`` (or ``hmac``) is valid."""
-        codec.only(call.params, _VERIFY)
-        key = await self._key(snapshot, call)
-        if "hmac" in call.params or (call.params.get("batch_input") and _any_has(call.params, "hmac")):
-            _mac_hash(key, _hash_name(call, "algorithm", "hash_algorithm"))
-            return await self._each(call, "input", lambda p, w: self._verify_hmac(snapshot, call, key, p, w))
-        algorithm, message_type, jws = _signing(key, call)
-
-        async def item(params: Mapping[str, Any], where: str) -> dict[str, Any]:
-            data = codec.decoded(params, "input", limit=1 << 26, where=where)
-            _no_context(params, where)
-            version, signature = codec.untagged(codec.text(params, "signature", where=where), "signature", urlsafe=jws)
-            if version != 1:
-                raise invalid(f"{where}signature: an asymmetric key has one version, 1")
-            if signature is None:
-                return {"valid": False}
-            if jws:
-                signature = public_keys.ecdsa_der(signature)
-            checked = await self._asymmetric.verify(
-                snapshot, call.principal, key.id, data, message_type, signature, algorithm
-            )
-            call.used(key, 1)
-            return {"valid": checked.valid}
-
-        return await self._each(call, "input", item)
-
-    async def _verify_hmac(
-        self, snapshot: Snapshot, call: TransitCall, key: Key, params: Mapping[str, Any], where: str
-    ) -> dict[str, Any]:
-        data = codec.decoded(params, "input", limit=1 << 26, where=where)
-        version, mac = codec.untagged(codec.text(params, "hmac", where=where), "hmac")
-        if version > key.primary_version:
-            raise invalid(f"{where}hmac: invalid version")
-        if mac is None:
-            return {"valid": False}
-        checked = await self._crypto.verify_mac(
-            snapshot, call.principal, key.id, data, mac, version=version, framed=False
-        )
-        call.used(key, checked.key_version)
-        return {"valid": checked.valid}
-
-    # -- without a key -------------------------------------------------------------------
     async def random(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
         """``random(/<source>)(/<bytes>)``: 1 to 1,024 bytes from the HSM's generator, base64 or hex."""
         codec.only(call.params, {"bytes", "format", "source"})
@@ -260,64 +222,12 @@ class TransitCrypto:
     async def hash(self, snapshot: Snapshot, call: TransitCall) -> dict[str, Any]:
         """``hash(/<algorithm>)``: the digest of the input, computed in software (no key), hex or base64."""
         codec.only(call.params, {"input", "algorithm", "format"})
-        name = _hash_name(call, "algorithm")
+        name = hash_name(call, "algorithm")
         if name not in codec.SOFTWARE_HASHES:
             raise invalid(f"unsupported hash algorithm {name}")
         data = codec.decoded(call.params, "input", limit=1 << 26)
         digest = hashlib.new(codec.SOFTWARE_HASHES[name], data).digest()
         return {"sum": digest.hex() if _format(call.params, "hex") == "hex" else codec.encoded(digest)}
-
-    # -- steps ---------------------------------------------------------------------------
-    async def _key(self, snapshot: Snapshot, call: TransitCall) -> Key:
-        """The named key, if Transit serves its spec (the core checks policy and state where it is used)."""
-        key = call.used(await snapshot.key(call.name))
-        transit_spec(key)
-        return key
-
-    async def _encryption_version(self, key: Key, params: Mapping[str, Any], where: str) -> int | None:
-        """The version ``key_version`` asks for (None: the latest), against ``min_encryption_version``."""
-        wanted = codec.number(params, "key_version", where=where)
-        if not wanted:
-            return None
-        if wanted > key.primary_version:
-            raise invalid(f"{where}key_version: requested version for encryption is higher than the latest key version")
-        settings = await asyncio.to_thread(self._store.settings, key.id)
-        if wanted < settings.min_encryption_version:
-            raise invalid(
-                f"{where}key_version: requested version for encryption is less than the minimum encryption key version"
-            )
-        return wanted
-
-    async def _each(
-        self,
-        call: TransitCall,
-        field: str,
-        item: Callable[[Mapping[str, Any], str], Awaitable[dict[str, Any]]],
-    ) -> dict[str, Any]:
-        """One item (the body's fields), or each item of ``batch_input`` with its own result or error."""
-        batch = call.params.get("batch_input")
-        if batch is None:
-            if field not in call.params and field != "input":
-                raise invalid(f"missing {field}")
-            return await item(call.params, "")
-        items = _batch(batch, self._max_batch)
-        results = await asyncio.gather(*(item(one, f"[{i}].") for i, one in enumerate(items)), return_exceptions=True)
-        shown: list[dict[str, Any]] = []
-        for one, result in zip(items, results, strict=True):
-            if isinstance(result, _ITEM_ERRORS):
-                shown.append({"error": _message(result)})
-            elif isinstance(result, BaseException):
-                raise result
-            else:
-                shown.append(result)
-            if "reference" in one:
-                shown[-1]["reference"] = codec.text(one, "reference", limit=1024)
-        failed = sum("error" in one for one in shown)
-        call.details["batch"] = {"items": len(shown), "failed": failed}
-        if failed:
-            partial = codec.number(call.params, "partial_failure_response_code", low=1, high=599)
-            call.status = partial if partial and failed < len(shown) else 400
-        return {"batch_results": shown}
 
 
 def message_of(error: KeyManagerError) -> str:
@@ -346,16 +256,11 @@ def _batch(value: Any, limit: int) -> list[Mapping[str, Any]]:
     return value
 
 
-def _any_has(params: Mapping[str, Any], name: str) -> bool:
-    batch = params.get("batch_input")
-    return isinstance(batch, list) and any(isinstance(one, dict) and name in one for one in batch)
-
-
 def _ciphertext(key: Key, params: Mapping[str, Any], where: str) -> tuple[int, bytes]:
     """The version and body of an item's ``ciphertext`` (the version checked against the key as read)."""
     if params.get("nonce"):
         raise invalid(f"{where}nonce: provided nonce not allowed for this key (no nonce is the caller's)")
-    _no_context(params, where)
+    no_context(params, where)
     if not codec.text(params, "ciphertext", where=where):
         raise invalid(f"{where}ciphertext: missing ciphertext to decrypt")
     version, body = codec.untagged(codec.text(params, "ciphertext", where=where), "ciphertext")
@@ -371,11 +276,11 @@ def _ciphertext(key: Key, params: Mapping[str, Any], where: str) -> tuple[int, b
 def _aad(params: Mapping[str, Any], where: str) -> bytes:
     if params.get("nonce"):
         raise invalid(f"{where}nonce: provided nonce not allowed for this key (no nonce is the caller's)")
-    _no_context(params, where)
+    no_context(params, where)
     return codec.decoded(params, "associated_data", limit=1 << 20, where=where)
 
 
-def _no_context(params: Mapping[str, Any], where: str) -> None:
+def no_context(params: Mapping[str, Any], where: str) -> None:
     if codec.text(params, "context", where=where):
         raise invalid(f"{where}context: the key is not derived (derived keys are not served): send no context")
 
@@ -387,7 +292,7 @@ def _format(params: Mapping[str, Any], default: str) -> str:
     return output
 
 
-def _hash_name(call: TransitCall, *fields: str) -> str:
+def hash_name(call: TransitCall, *fields: str) -> str:
     """The hash named by the path's last part, else the body's ``fields`` (Vault's default: sha2-256)."""
     if call.route.argument:
         return call.route.argument
@@ -395,57 +300,3 @@ def _hash_name(call: TransitCall, *fields: str) -> str:
         if call.params.get(name):
             return codec.text(call.params, name)
     return codec.DEFAULT_HASH
-
-
-def _mac_hash(key: Key, name: str) -> None:
-    """400 unless ``key`` is an HMAC key whose HMAC uses the hash Vault names ``name``."""
-    spec = transit_spec(key)
-    if KeyUsage.GENERATE_VERIFY_MAC not in spec.usages:
-        raise invalid(f"a {spec.transit_type} key computes no HMAC here (an hmac key does)")
-    ours = [MAC_HASHES[MacAlgorithm(a)] for a in spec.algorithms(KeyUsage.GENERATE_VERIFY_MAC)]
-    if codec.HASHES.get(name) not in ours:
-        allowed = ", ".join(n for n, h in codec.HASHES.items() if h in ours)
-        raise invalid(f"algorithm: this hmac key computes HMAC with {allowed} (its spec {key.algorithm}), not {name}")
-
-
-def _signing(key: Key, call: TransitCall) -> tuple[SigningAlgorithm, MessageType, bool]:
-    """The table's signing algorithm for Vault's hash, scheme and marshaling; the message type; JWS or not."""
-    spec = transit_spec(key)
-    kind, params = spec.transit_type or "", call.params
-    allowed = [SigningAlgorithm(a) for a in spec.algorithms(KeyUsage.SIGN_VERIFY)]
-    if not allowed:
-        raise invalid(f"a {kind} key does not sign here")
-    prehashed = bool(codec.flag(params, "prehashed"))
-    marshaling = codec.text(params, "marshaling_algorithm", "asn1")
-    if marshaling not in ("asn1", "jws"):
-        raise invalid(f"marshaling_algorithm: unsupported marshaling type {marshaling}")
-    jws = marshaling == "jws" and kind.startswith("ecdsa")
-    message_type = MessageType.DIGEST if prehashed else MessageType.RAW
-    if kind == "ed25519":
-        wanted = "ED25519_PH_SHA_512" if prehashed else "ED25519_SHA_512"
-        return next(a for a in allowed if a.value == wanted), message_type, False
-    name = _hash_name(call, "hash_algorithm")
-    digest = codec.HASHES.get(name)
-    prefix = RSA_SCHEMES.get(codec.text(params, "signature_algorithm", "pss"), "?") if kind.startswith("rsa") else ""
-    if prefix == "?":
-        raise invalid("signature_algorithm: must be pss or pkcs1v15")
-    found = [a for a in allowed if SIGNING_HASHES[a] is digest and a.value.startswith(prefix)]
-    if not found:
-        hashes = ", ".join(n for n, h in codec.HASHES.items() if any(SIGNING_HASHES[a] is h for a in allowed))
-        raise invalid(f"hash_algorithm: a {kind} key signs with {hashes} here, not {name}")
-    _salt(params, found[0])
-    return found[0], message_type, jws
-
-
-def _salt(params: Mapping[str, Any], algorithm: SigningAlgorithm) -> None:
-    """PSS signs with a salt as long as the digest: ``salt_length`` auto, hash or that length."""
-    salt = codec.text(params, "salt_length", "auto")
-    length = str(hashlib.new(SIGNING_HASHES[algorithm].value).digest_size)
-    if salt not in ("auto", "hash", length) and algorithm.value.startswith("RSASSA_PSS"):
-        raise invalid(f"salt_length: PSS here uses a salt as long as the digest ({length} bytes: auto or hash)")
-
-
-def _curve_bits(key: Key) -> int:
-    bits = spec_of(key.algorithm).curve_bits
-    assert bits is not None
-    return bits
