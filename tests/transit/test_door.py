@@ -212,6 +212,8 @@ def test_every_mount_serves_the_same_keys_and_paths_are_vaults(door: tuple[TestC
     )  # the Go client's PUT
     assert opened.json()["data"]["plaintext"] == b64(b"x")
     assert client.post("/v1/transit/nothing/k", headers=vault(admin)).json() == {"errors": ["unsupported path"]}
+    odd = client.post("/v1/transit/encrypt/" + "x" * 200, headers=vault(admin), json={"plaintext": "eA=="})
+    assert odd.status_code == 400 and odd.json()["errors"][0].startswith("name: a key is named by its name")
     wrong = client.delete("/v1/transit/encrypt/k", headers=vault(admin))
     assert wrong.status_code == 405 and wrong.headers["allow"] == "POST, PUT"
     assert client.get("/v1/keys", headers=auth(admin)).status_code == 200  # REST is untouched

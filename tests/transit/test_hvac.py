@@ -73,6 +73,24 @@ def test_batches_answer_each_item_and_vaults_status(admin_vault: hvac.Client) ->
     assert unb64(results[0]["plaintext"]) == b"one" and results[1]["error"] == "invalid ciphertext: decryption failed"
 
 
+def test_rotation_periods_and_batches_of_signatures(admin_vault: hvac.Client) -> None:
+    transit, name, signer = admin_vault.secrets.transit, new_name(), new_name()
+    transit.create_key(name, auto_rotate_period="720h")
+    assert transit.read_key(name)["data"]["auto_rotate_period"] == 30 * 86400
+    transit.update_key_configuration(name, auto_rotate_period="0")
+    assert transit.read_key(name)["data"]["auto_rotate_period"] == 0
+    with pytest.raises(hvac.exceptions.InvalidRequest, match="whole days"):
+        transit.update_key_configuration(name, auto_rotate_period="36h")
+    transit.create_key(signer, key_type="ecdsa-p256")
+    batch = [{"input": b64(b"one"), "reference": "1"}, {"input": b64(b"two"), "reference": "2"}]
+    signed = transit.sign_data(signer, batch_input=batch)["data"]["batch_results"]
+    assert [s["reference"] for s in signed] == ["1", "2"] and all(
+        s["signature"].startswith("vault:v1:") for s in signed
+    )
+    checked = transit.verify_signed_data(signer, b64(b"two"), signature=signed[1]["signature"])
+    assert checked["data"]["valid"] is True
+
+
 def test_data_keys_random_and_hash(admin_vault: hvac.Client) -> None:
     transit, name = admin_vault.secrets.transit, new_name()
     transit.create_key(name)

@@ -17,6 +17,7 @@ from typing import Any
 
 from keymanager.domain import strict_json
 from keymanager.domain.key_specs import Hash
+from keymanager.domain.names import KEY_REF_RULE, is_key_ref
 
 MAX_DEPTH = 6
 """Deepest nesting of a request body (``batch_input``'s items are at depth 3)."""
@@ -119,7 +120,10 @@ def parse_path(path: str, mounts: Collection[str]) -> Route | None:
     for mount in mounts:
         prefix = f"/v1/{mount}/"
         if path.startswith(prefix):
-            return _mount_route(mount, path[len(prefix) :].rstrip("/").split("/"))
+            route = _mount_route(mount, path[len(prefix) :].rstrip("/").split("/"))
+            if route.name is not None and not is_key_ref(route.name):
+                raise invalid(f"name: {KEY_REF_RULE}")
+            return route
     return None
 
 
