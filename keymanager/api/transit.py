@@ -37,6 +37,7 @@ from keymanager.api.front_door import MAX_TOKEN_CHARS, read_limited_body, summar
 from keymanager.api.request_context import RouteLabel
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
+from keymanager.domain.models import Principal
 from keymanager.errors import (
     DecryptionFailed,
     Forbidden,
@@ -84,7 +85,7 @@ class _Exchange:
     refused: TransitError | None
     credential: Credential | None
     body: bytes | None = None
-    principal: Any = None
+    principal: Principal | None = None
     call: TransitCall | None = None
     success_taken: bool = False
     headers: list[tuple[bytes, bytes]] = field(default_factory=list)
@@ -137,7 +138,7 @@ class TransitDoor:
         try:
             route = codec.parse_path(scope["path"], self.mounts)
             if route is not None and route.operation == "key":
-                route = replace(route, operation=codec.keyed_operation(_method(scope, headers)))
+                route = replace(route, operation=codec.keyed_operation(_method(scope)))
         except TransitError as exc:
             refused = exc
         trail.declared = f"transit.{route.operation}" if route else "transit.unknown"
@@ -193,16 +194,16 @@ async def _serve(
 ) -> tuple[int, Any]:
     route, svc = exchange.route, exchange.svc
     if route is not None and route.operation == "login":
-        _allowed(exchange.scope, headers, route)
+        _allowed(exchange.scope, route)
         return await _login(exchange, receive, headers)
     if exchange.credential is None:
         raise Unauthenticated()
-    await _authenticated(exchange, svc.cache.snapshot(fresh=False))
+    principal = await _authenticated(exchange, svc.cache.snapshot(fresh=False))
     if route is None:
         assert exchange.refused is not None
         raise exchange.refused
-    _allowed(exchange.scope, headers, route)
-    authorize(exchange.principal, exchange.trail.action)
+    _allowed(exchange.scope, route)
+    authorize(principal, exchange.trail.action)
     limit = limits.batch if route.operation in _BATCHED else limits.json
     params = codec.body(await _read(headers, receive, limit))
     if route.operation in svc.transit.changes:
@@ -212,7 +213,7 @@ async def _serve(
     return await _use(exchange, route, params, svc.transit.uses[route.operation])
 
 
-async def _authenticated(exchange: _Exchange, snapshot: Snapshot) -> Any:
+async def _authenticated(exchange: _Exchange, snapshot: Snapshot) -> Principal:
     """The principal of the request's credential on ``snapshot`` (Unauthenticated otherwise)."""
     assert exchange.credential is not None
     principal = await snapshot.principal(exchange.credential)
@@ -334,7 +335,7 @@ def _vault_error(exc: KeyManagerError, route: Route | None) -> tuple[int, str]:
     return 400, exc.message
 
 
-def _method(scope: Scope, headers: Mapping[bytes, bytes]) -> str:
+def _method(scope: Scope) -> str:
     """The request's method as Vault reads it: ``LIST`` also as ``GET …?list=true``."""
     method = str(scope["method"]).upper()
     if method == "GET" and b"list=true" in scope.get("query_string", b"").lower().split(b"&"):
@@ -342,8 +343,8 @@ def _method(scope: Scope, headers: Mapping[bytes, bytes]) -> str:
     return method
 
 
-def _allowed(scope: Scope, headers: Mapping[bytes, bytes], route: Route) -> None:
-    if _method(scope, headers) not in codec.methods_of(route.operation):
+def _allowed(scope: Scope, route: Route) -> None:
+    if _method(scope) not in codec.methods_of(route.operation):
         raise TransitError(405, "unsupported operation")
 
 
