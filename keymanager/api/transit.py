@@ -114,7 +114,7 @@ class TransitDoor:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.setdefault("state", {})
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
-        headers = {name.lower(): value for name, value in reversed(scope["headers"])}
+        headers = dict(reversed(scope["headers"]))  # ASGI names are lower case; the first of each name wins
         exchange = self._exchange(scope, trail, headers)
         client = scope.get("client")
         address = str(client[0]) if client else ""
@@ -349,7 +349,9 @@ def _allowed(scope: Scope, route: Route) -> None:
 
 
 async def _read(headers: Mapping[bytes, bytes], receive: Receive, limit: int) -> bytes:
-    listed = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in headers.items()]
+    """The body, at most ``limit`` bytes (413 before a byte beyond it is kept)."""
+    length = headers.get(b"content-length")
+    listed = [] if length is None else [("content-length", length.decode("latin-1"))]
     too_large = TransitError(413, f"http: request body too large (at most {limit} bytes)")
     return await read_limited_body(listed, receive, limit, too_large)
 
