@@ -105,9 +105,14 @@ class KmsKeys:
         return {"Aliases": [_alias(a, call) for a in shown], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        key = _rotating(self._admin_key(call))
-        answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": key.rotation_period_days is not None}
-        if key.rotation_period_days is not None:
+        """Whether the key rotates, and how often. As AWS answers: ``false`` for a key that cannot
+        rotate (asymmetric and HMAC keys; Enable/DisableKeyRotation refuse them) and for a key
+        pending deletion (its period is kept: cancelling the deletion shows it again)."""
+        key = self._admin_key(call)
+        pending = key.state is KeyState.PENDING_DELETION
+        rotates = _can_rotate(key) and key.rotation_period_days is not None and not pending
+        answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": rotates}
+        if rotates:
             answer["RotationPeriodInDays"] = key.rotation_period_days
         return answer
 
@@ -298,10 +303,16 @@ class KmsKeys:
             raise kms.KmsError("LimitExceededException", f"a key holds at most {kms.MAX_ALIASES_PER_KEY} aliases")
 
 
+def _can_rotate(key: Key) -> bool:
+    """Whether AWS rotates keys of the kind of ``key``: symmetric keys; not HMAC keys, nor asymmetric
+    keys, which have one version."""
+    return not spec_of(key.algorithm).asymmetric and key.key_usage is not KeyUsage.GENERATE_VERIFY_MAC
+
+
 def _rotating(key: Key) -> Key:
-    """``key`` if AWS rotates keys of its kind (symmetric keys): UnsupportedOperationException for HMAC
-    keys and for asymmetric keys, which have one version (as AWS answers for both)."""
-    if spec_of(key.algorithm).asymmetric or key.key_usage is KeyUsage.GENERATE_VERIFY_MAC:
+    """``key`` if it can rotate (:func:`_can_rotate`); UnsupportedOperationException otherwise (as AWS
+    answers the operations that change or list rotations)."""
+    if not _can_rotate(key):
         raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
     return key
 
