@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms, kms_policy
+from keymanager.domain import kms, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
@@ -131,7 +131,7 @@ class KmsKeys:
         the HSM lacks its UnsupportedOperationException."""
         params = call.params
         self._refuse_unsupported(params)
-        tags = kms.tags(params)
+        tags = kms_tags.tags(params)
         spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
         spec = spec or kms.SYMMETRIC_DEFAULT
         algorithm = kms.creatable(spec)
@@ -145,7 +145,7 @@ class KmsKeys:
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
         document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
         if document is not None:
-            policy = self._resources.policy_of(document, call.account)
+            policy = self._resources.policy_of(document, call)
         else:
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in rights_for(algorithm, usage)})
         key = self._keys.create(
@@ -270,7 +270,11 @@ class KmsKeys:
         return key
 
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
+        """The alias of ``AliasName`` and the key of ``TargetKeyId`` (a key id or key ARN: an alias
+        names no alias, as AWS answers)."""
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
+        if kms.names_alias(kms.string(call.params, "TargetKeyId", required=True) or ""):
+            raise kms.KmsError("ValidationException", "Aliases must refer to keys. Not aliases")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)
         if target.state is KeyState.DESTROYED:
