@@ -160,7 +160,7 @@ def _statement(label: str, statement: Any, prefix: str) -> tuple[set[str], set[O
     for arn in _strings(principal["AWS"]) or []:
         name = arn.removeprefix(prefix)
         if not arn.startswith(prefix) or not 1 <= len(name) <= 128:
-            raise _malformed(f"{label}: principal {arn[:256]} is not one of {prefix}<name>")
+            raise _malformed(f"{label}: principal {arn[:256]} is not a user of this account ({prefix}<name>)")
         names.add(name)
     return names, _operations(label, statement.get("Action")), _window(label, statement.get("Condition"))
 
