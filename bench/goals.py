@@ -43,7 +43,7 @@ from keymanager_sdk import KeyManager
 from rich.console import Console
 from rich.table import Table
 
-from bench import ceilings, kmip, kmsdoor, output, sequential, signing, xks
+from bench import ceilings, kmip, kmsdoor, output, sequential, signing, transit, xks
 from bench.measure import MB, Measurement, Window, measure
 from bench.report import human_size, write_json
 from bench.rig import Rig, rig
@@ -189,6 +189,7 @@ def door_runs(r: Rig, args: argparse.Namespace) -> dict[str, Callable[[], Measur
     door, emulator = r.door, r.aws
     return {
         "rest_gcm_high": lambda: kmsdoor.rest_encrypt_wrk(r.endpoint, door.key_id, plaintext, high, window, r.probe),
+        "transit_high": lambda: transit.transit_encrypt_wrk(r.endpoint, door.key_id, plaintext, high, window, r.probe),
         "kms_api_high": lambda: kmsdoor.kms_encrypt_wrk(door, plaintext, high, window, r.probe, "km-kms-api"),
         "emulator_high": lambda: kmsdoor.kms_encrypt_wrk(
             emulator, plaintext, high, window, r.emulator_probe, "aws-kms (emulator)"
@@ -304,6 +305,10 @@ def goals_of(m: dict[str, Measurement], c: Ceilings, size: int, high: int) -> li
              native.ops_per_s, "native REST encrypt, same driver", 0.80, "share"),
         Goal("KMIP CPU per Encrypt vs native REST", kmip_door.server_cpu_us_per_request, "µs",
              native.server_cpu_us_per_request, "native REST encrypt, same driver", 1.2, "at_most"),
+        Goal(f"Transit encrypt x{high} vs native REST encrypt (wrk)", m["transit_high"].ops_per_s, "req/s",
+             rest.ops_per_s, "native REST encrypt, same key and driver", 0.80, "share"),
+        Goal("Transit CPU per encrypt vs native REST", m["transit_high"].server_cpu_us_per_request, "µs",
+             rest.server_cpu_us_per_request, "native REST encrypt, same key and driver", 1.2, "at_most"),
         absolute(f"XKS Encrypt p99 at {xks.QUOTA_PER_S:,.0f}/s (open loop)", quota.p99_ms, "ms", xks.P99_BUDGET_MS),
         Goal(f"XKS Encrypt rate with p99 <= {xks.P99_BUDGET_MS:g} ms (open loop)",
              highest.offered_per_s if highest.holds else None, "req/s", xks.QUOTA_PER_S,

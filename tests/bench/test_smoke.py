@@ -69,7 +69,7 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     echo = [ceilings[when]["raw_asgi_echo"]["requests_per_s"] for when in ("start", "end", "used")]
     assert echo[0] == echo[1] == echo[2] > 0  # --fast measures the ceilings once
     goals = {t["name"]: t for t in report["targets"]}
-    assert len(goals) == 25
+    assert len(goals) == 27
     xks_rate = "XKS Encrypt rate with p99 <= 35 ms (open loop)"
     for name, goal in goals.items():
         assert {"measured", "ceiling", "ceiling_name", "fraction", "goal", "kind", "met"} <= goal.keys(), goal
@@ -95,6 +95,13 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     kmip_ops = goals["KMIP Encrypt x4 vs native REST encrypt (one driver)"]
     kmip_cpu = goals["KMIP CPU per Encrypt vs native REST"]
     assert (kmip_ops["kind"], kmip_ops["goal"], kmip_cpu["kind"], kmip_cpu["goal"]) == ("share", 0.8, "at_most", 1.2)
+    transit_ops = goals["Transit encrypt x4 vs native REST encrypt (wrk)"]
+    transit_cpu = goals["Transit CPU per encrypt vs native REST"]
+    assert (transit_ops["kind"], transit_ops["goal"], transit_cpu["kind"], transit_cpu["goal"]) == (
+        "share", 0.8, "at_most", 1.2
+    )  # fmt: skip
+    assert transit_ops["ceiling"] == measured["rest_gcm_high"]["summary"]["ops_per_s"]
+    assert measured["transit_high"]["driver"] == measured["rest_gcm_high"]["driver"] == "wrk"
     rounds = {name: m for name, m in measured.items() if name.startswith(("kmip_encrypt_high_", "kmip_native_high_"))}
     assert list(rounds) == ["kmip_encrypt_high_1", "kmip_native_high_1", "kmip_encrypt_high_2", "kmip_native_high_2"]
     assert {m["driver"] for m in rounds.values()} == {"asyncio replay"}
