@@ -22,6 +22,7 @@ from keymanager.api.front_door import PUBLIC_PATHS
 from keymanager.api.kms import KNOWN_UNSUPPORTED
 from keymanager.api.routes import (
     access_keys,
+    approle,
     audit,
     crypto,
     health,
@@ -39,7 +40,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
 DOORS = sorted(
     [
         *(PACKAGE / "api").rglob("*.py"),
-        *(p for d in ("kms", "kmip", "xks") for p in (PACKAGE / "services" / d).rglob("*.py")),
+        *(p for d in ("kms", "kmip", "xks", "transit") for p in (PACKAGE / "services" / d).rglob("*.py")),
     ]
 )
 """The doors' own code: the API layer and the services' translation packages."""
@@ -90,7 +91,9 @@ def route(principal):
 
 def _routes() -> list[APIRoute]:
     """Every route of the REST API (the routers ``create_app`` includes)."""
-    routers = [module.router for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens)]
+    routers = [
+        module.router for module in (health, principals, access_keys, approle, keys, crypto, streams, audit, tokens)
+    ]
     routers += [key_import.router, inventory.router, health.metrics_router]
     return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 

@@ -25,6 +25,7 @@ from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
     access_keys,
+    approle,
     asymmetric,
     audit,
     crypto,
@@ -37,6 +38,8 @@ from keymanager.api.routes import (
     streams,
     tokens,
 )
+from keymanager.api.transit import BodyLimits as TransitLimits
+from keymanager.api.transit import TransitDoor
 from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
@@ -51,6 +54,7 @@ _MODULES = (
     health,
     principals,
     access_keys,
+    approle,
     key_specs,
     keys,
     crypto,
@@ -160,6 +164,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         access_log=settings.access_log,
         kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
         console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
+        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
+            services=lambda: app.state.services,
+            throttle=throttle,
+            mounts=settings.transit_mount,
+            limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+        ),
     )
 
 

@@ -215,6 +215,14 @@ def doors(settings: Settings) -> list[dict[str, Any]]:
             "auth": "SigV4",
         },
         {
+            "name": "Vault Transit",
+            "on": bool(settings.transit_mount),
+            "host": host,
+            "port": port,
+            "path": ", ".join(f"/v1/{mount}/" for mount in settings.transit_mount),
+            "auth": "X-Vault-Token (a bearer token, or AppRole's client token)",
+        },
+        {
             "name": "KMIP",
             "on": settings.kmip_port != 0,
             "host": host,

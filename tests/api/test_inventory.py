@@ -143,6 +143,7 @@ def test_the_service_facts(client: TestClient, services: Services, roles: dict[s
     doors = {d["name"]: d for d in facts["doors"]}
     assert doors["REST API"]["port"] == services.settings.port and doors["KMIP"]["on"] is False
     assert doors["web console"]["on"] is True and doors["web console"]["path"] == "/ui/"
+    assert doors["Vault Transit"]["path"] == "/v1/transit/"
     assert facts["checkpoint"] is None
     services.audit_chain.emit_checkpoint(always=True)
     checkpoint = client.get("/v1/inventory/service", headers=roles["admin"]).json()["checkpoint"]
