@@ -66,7 +66,7 @@ if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
 fi
 if [ "$purpose" = test ]; then
   command -v jq >/dev/null || missing+=(jq)  # the README's curl examples, run by the e2e tests
-  command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless
+  command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless; tests/ui drives it
   command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)  # tests/replicas/test_pgbouncer.py
 fi
 if [ ${#missing[@]} -gt 0 ]; then
