@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,12 +93,15 @@ class Pair:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """SQLite (the default, under the var dir) or a throwaway PostgreSQL database."""
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | None]:
+    """SQLite (the default, under the var dir) or a throwaway PostgreSQL database, each a copy of
+    the process's migrated template."""
     if request.param == "sqlite":
+        (tmp_path / "var").mkdir(mode=0o700)
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), tmp_path / "var" / "keymanager.db")
         yield None
         return
-    url = create_database()
+    url = create_database(template=request.getfixturevalue("postgres_template"))
     yield url
     drop_database(url)
 
