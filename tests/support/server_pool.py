@@ -24,10 +24,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.e2e.conftest import Server, free_port, running_server
+if TYPE_CHECKING:  # the grouping below needs none of the server's modules (tests/test_xdist_groups.py)
+    from tests.e2e.conftest import Server
 
 SHARING = frozenset({"server_pool", "tmp_path_factory"})
 """Fixtures whose users of a wider scope are shared roots (:func:`server_groups`)."""
@@ -46,6 +48,8 @@ class ServerPool:
     def get(self, *, workers: int | None = 2, client_ca: bool = True, kmip: bool = False, **settings: str) -> Server:
         """The server of these settings (``running_server``'s arguments; ``kmip``: KMIP on a free port,
         ``KM_KMIP_PORT`` in its ``env``), started on first use."""
+        from tests.e2e.conftest import free_port, running_server
+
         key = (workers, client_ca, kmip, *sorted(settings.items()))
         if key not in self._servers:
             if kmip:
