@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import Server, keymanager
 from tests.ui.conftest import SCREENSHOTS, Tab, go, make_principal, sign_in
+
+pytestmark = pytest.mark.interop  # a browser drives the service: make test-interop
 
 ACCESSIBILITY = Path(__file__).with_name("accessibility.js").read_text()
 """The page-side checks (see that file): every problem found, as text."""

@@ -15,11 +15,14 @@ import re
 from pathlib import Path
 
 import httpx
+import pytest
 from cryptography.hazmat.primitives import serialization
 from playwright.sync_api import expect
 
 from tests.e2e.conftest import Server
 from tests.ui.conftest import Tab, go, make_principal, shoot, sign_in
+
+pytestmark = pytest.mark.interop  # a browser drives the service: make test-interop
 
 
 def _records(api: httpx.Client, **query: str) -> list[dict[str, object]]:

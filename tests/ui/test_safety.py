@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import boto3
 import httpx
+import pytest
 from botocore.config import Config
 from playwright.sync_api import expect
 
 from keymanager.api.console import CONTENT_SECURITY_POLICY
 from tests.e2e.conftest import Server
 from tests.ui.conftest import Tab, go, make_principal, shoot, sign_in
+
+pytestmark = pytest.mark.interop  # a browser drives the service: make test-interop
 
 MARKUP = "<img src=x onerror=window.__pwned=1>"
 """Markup that runs script if it is ever parsed as HTML."""
