@@ -107,11 +107,17 @@ class Settings(BaseSettings):
     """Balancers whose word on the client's address is taken: CIDRs, comma-separated (empty: none;
     every address is the TCP peer's). From these addresses only, the PROXY protocol header (v1 or
     v2, in front of the TLS handshake: HAProxy ``send-proxy-v2``) or, with ``KM_PROXY_PROTOCOL``
-    false, ``Forwarded`` / ``X-Forwarded-For`` names the client."""
+    false, the header ``KM_FORWARDED_HEADER`` names the client."""
     proxy_protocol: bool = True
     """Connections from ``KM_TRUSTED_PROXIES`` must begin with a PROXY protocol header (refused
-    without one); false for a balancer that terminates TLS and names the client in ``Forwarded`` /
-    ``X-Forwarded-For`` instead. A PROXY header from any other address is always refused."""
+    without one), and no forwarding header is ever read; false for a balancer that terminates TLS
+    and names the client in the header ``KM_FORWARDED_HEADER`` instead. A PROXY header from any
+    other address is always refused."""
+    forwarded_header: Literal["x-forwarded-for", "forwarded"] = "x-forwarded-for"
+    """With ``KM_PROXY_PROTOCOL`` false: the one header whose rightmost address that is not a
+    trusted proxy names the client; the other is never read. ``x-forwarded-for`` is what nginx,
+    HAProxy (``option forwardfor``), AWS ALB and most ingress controllers append to; ``forwarded``
+    (RFC 7239 ``for=``) for a balancer that sends that instead."""
     refusal_log_seconds: float = Field(default=60.0, gt=0)
     """Connections refused before a request (400, 408, 431, TLS failures, bad PROXY headers) log at
     most one line per client address per this many seconds, with their count."""
@@ -178,6 +184,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("forwarded_header", mode="before")
+    @classmethod
+    def _header_name_in_lower_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod
