@@ -253,7 +253,8 @@ class Settings(BaseSettings):
 
     # --- AWS KMS API (docs/kms-api.md) ---
     aws_account_id: str = Field(default="111122223333", pattern=r"^[0-9]{12}$")
-    """The account named in the KMS API's ARNs (``arn:aws:kms:<region>:<account>:key/<id>``)."""
+    """The account named in the KMS API's ARNs (``arn:<partition>:kms:<region>:<account>:key/<id>``, the
+    partition that of the request's region: ``aws-cn`` for ``cn-*``, ``aws-us-gov`` for ``us-gov-*``)."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:
