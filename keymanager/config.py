@@ -1,10 +1,19 @@
-"""Settings: environment variables with the prefix ``KM_``, each with a working development default."""
+"""Settings: environment variables with the prefix ``KM_``, each with a working development default.
+
+A ``KM_`` variable that names no setting stops every command (:func:`unknown_variables`, with the
+closest setting's name: ``KM_DATABSE_URL`` would otherwise leave the service on SQLite), except
+the names the service leaves to others: the clients' (:data:`CLIENT_VARIABLES`: the SDK and
+``kmctl``, and the README's examples) and any name beginning with one of
+:data:`FOREIGN_PREFIXES` (the test suite's ``KM_TEST_…``, the benchmark's ``KM_BENCH_…``).
+"""
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -25,6 +34,28 @@ _MOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}(?:/[A-Za-z0-9_-]{1,64}){0,3}")
 def is_softhsm_module(module: str) -> bool:
     """Whether the PKCS#11 module at path ``module`` is SoftHSM (its file name says so)."""
     return "softhsm" in Path(module).name.lower()
+
+
+CLIENT_VARIABLES = frozenset(
+    {
+        "KM_URL",
+        "KM_TOKEN",
+        "KM_TOKEN_FILE",
+        "KM_CA",
+        "KM_CLIENT_CERT",
+        "KM_CLIENT_KEY",
+        "KM_ADMIN_TOKEN",
+        "KM_ACCESS_KEY_ID",
+        "KM_SECRET_ACCESS_KEY",
+    }
+)
+"""``KM_`` names that are the clients', not the service's: the SDK's ``KeyManager.from_env`` and
+``kmctl`` (``KM_URL``, ``KM_TOKEN``, ``KM_TOKEN_FILE``, ``KM_CA``, ``KM_CLIENT_CERT``,
+``KM_CLIENT_KEY``) and the README's examples (``KM_ADMIN_TOKEN``, ``KM_ACCESS_KEY_ID``,
+``KM_SECRET_ACCESS_KEY``): a shell may hold them where the service starts. Never settings."""
+FOREIGN_PREFIXES = ("KM_TEST_", "KM_BENCH_")
+"""Prefixes of ``KM_`` names the service leaves to its tools (the tests' ``KM_TEST_PKCS11_MODULE``,
+the benchmark's ``KM_BENCH_POSTGRES_URL``); no setting will ever begin so."""
 
 
 class Settings(BaseSettings):
@@ -100,7 +131,8 @@ class Settings(BaseSettings):
     # -- the KMIP door (issue 23: serving/kmip.py, services/kmip/, docs/kmip.md) --
     kmip_port: int = Field(default=5696, ge=0, le=65535)
     """KMIP over TLS 1.2+ with mandatory client certificates (verified against ``KM_TLS_CLIENT_CA``,
-    else the development CA) on ``KM_HOST`` and this port, in every worker; 0 turns it off."""
+    else the development CA) on ``KM_HOST`` and this port, in every worker (one socket, bound before
+    they start: a port another process holds stops the start); 0 turns it off."""
     kmip_max_message_bytes: int = Field(default=1024 * 1024, ge=1024, le=64 * 1024 * 1024)
     """Largest KMIP request message (its TTLV length field): a longer one closes the connection
     before anything of its size is allocated."""
@@ -114,11 +146,17 @@ class Settings(BaseSettings):
     """Balancers whose word on the client's address is taken: CIDRs, comma-separated (empty: none;
     every address is the TCP peer's). From these addresses only, the PROXY protocol header (v1 or
     v2, in front of the TLS handshake: HAProxy ``send-proxy-v2``) or, with ``KM_PROXY_PROTOCOL``
-    false, ``Forwarded`` / ``X-Forwarded-For`` names the client."""
+    false, the header ``KM_FORWARDED_HEADER`` names the client."""
     proxy_protocol: bool = True
     """Connections from ``KM_TRUSTED_PROXIES`` must begin with a PROXY protocol header (refused
-    without one); false for a balancer that terminates TLS and names the client in ``Forwarded`` /
-    ``X-Forwarded-For`` instead. A PROXY header from any other address is always refused."""
+    without one), and no forwarding header is ever read; false for a balancer that terminates TLS
+    and names the client in the header ``KM_FORWARDED_HEADER`` instead. A PROXY header from any
+    other address is always refused."""
+    forwarded_header: Literal["x-forwarded-for", "forwarded"] = "x-forwarded-for"
+    """With ``KM_PROXY_PROTOCOL`` false: the one header whose rightmost address that is not a
+    trusted proxy names the client; the other is never read. ``x-forwarded-for`` is what nginx,
+    HAProxy (``option forwardfor``), AWS ALB and most ingress controllers append to; ``forwarded``
+    (RFC 7239 ``for=``) for a balancer that sends that instead."""
     refusal_log_seconds: float = Field(default=60.0, gt=0)
     """Connections refused before a request (400, 408, 431, TLS failures, bad PROXY headers) log at
     most one line per client address per this many seconds, with their count."""
@@ -185,6 +223,11 @@ class Settings(BaseSettings):
         if isinstance(value, str):
             return [part.strip() for part in value.split(",") if part.strip()]
         return value
+
+    @field_validator("forwarded_header", mode="before")
+    @classmethod
+    def _header_name_in_lower_case(cls, value: object) -> object:
+        return value.strip().lower() if isinstance(value, str) else value
 
     @field_validator("database_url")
     @classmethod
@@ -322,3 +365,24 @@ class Settings(BaseSettings):
 
     def resolved_tls_key(self) -> Path:
         return self.tls_key or self.tls_dir / "server-key.pem"
+
+
+def setting_names() -> list[str]:
+    """The environment variable of every setting (``KM_`` and the field's name in capitals)."""
+    return [f"KM_{name.upper()}" for name in Settings.model_fields]
+
+
+def unknown_variables(environ: Mapping[str, str]) -> list[str]:
+    """One line per ``KM_`` variable of ``environ`` (in any case, as settings are read) that names no
+    setting and is not another's (:data:`CLIENT_VARIABLES`, :data:`FOREIGN_PREFIXES`), naming the
+    closest setting when one is close; never its value (it may be a PIN)."""
+    known = setting_names()
+    lines = []
+    for variable in sorted(environ):
+        name = variable.upper()
+        if not name.startswith("KM_") or name in known or name in CLIENT_VARIABLES or name.startswith(FOREIGN_PREFIXES):
+            continue
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
+        hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md for every setting"
+        lines.append(f"{variable} is not a setting: {hint}")
+    return lines

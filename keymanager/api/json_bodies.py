@@ -1,5 +1,6 @@
 """Request bodies of the native API read as strict JSON (``domain/strict_json.py``): an object
-that names a key twice, at any depth, is 400 ``invalid_request``.
+that names a key twice, at any depth, a non-finite number or nesting deeper than
+``strict_json.MAX_DEPTH`` (refused before decoding) is 400 ``invalid_request``.
 
 FastAPI decodes a JSON body with ``Request.json()``; every router of ``api/routes/`` is made with
 ``route_class=StrictJsonRoute``, whose requests decode with :func:`decoded` instead
@@ -20,11 +21,12 @@ from keymanager.errors import InvalidRequest
 
 
 def decoded(body: bytes) -> Any:
-    """The JSON value of ``body``; InvalidRequest when an object names a key twice, ValueError
-    (``json.JSONDecodeError`` among them) when it is not JSON."""
+    """The JSON value of ``body``; InvalidRequest when it is JSON no door takes (an object naming a
+    key twice, ``NaN``, nesting too deep), ValueError (``json.JSONDecodeError`` among them) when
+    it is not JSON."""
     try:
         return strict_json.loads(body)
-    except strict_json.DuplicateKey as exc:
+    except strict_json.Refused as exc:
         raise InvalidRequest(str(exc)) from None
 
 

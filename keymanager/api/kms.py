@@ -2,14 +2,15 @@
 
 The gateway (``api/gateway.py``) sends it every ``POST /``; the REST routes never see one. Per
 request: the body is read up to 64 KiB (a larger one is refused before parsing), the SigV4
-signature is verified with the access key's secret, the operation runs through the same
+signature is verified with the access key's secret, and only then is the body decoded (strict
+JSON, ``domain/strict_json.py``: a stranger's body is never parsed); the operation runs through the same
 services as its REST twin, and the answer takes AWS's shape — 200 with the operation's JSON, or
 ``{"__type": <AWS error>, "message": …}`` — with an ``x-amzn-RequestId`` header. Every call
 writes one audit record ``kms.<Operation>`` in the same chain (success or refusal) and is
 counted in the request metrics under the route ``kms.<Operation>`` — except a call refused
 before its caller authenticated (no, malformed or wrong signature, unknown access key, and
 anything refused before the signature could be checked: an unknown operation, a body over the
-limit, malformed JSON), which shares the REST door's per-address throttle: counted, summarised
+limit or of another Content-Type), which shares the REST door's per-address throttle: counted, summarised
 in one ``auth.failed`` record per address and interval, and once an address's burst is spent
 refused with ``ThrottlingException`` (and ``Retry-After``) before its body is read — unless the
 access key it claims is a stored one (``services/credential_index.py``): a valid signature is
@@ -165,7 +166,7 @@ async def _answer(
             headers=headers,
             body=body,
         )
-        return 200, None, await _serve(exchange, request, _params(body))
+        return 200, None, await _serve(exchange, request)
     except KeyManagerError as exc:
         refusal = kms.aws_error(exc)
     except Exception as exc:  # never a stack trace to the client; the class name to the log
@@ -184,23 +185,26 @@ async def _entry(exchange: _Exchange, status: int, refusal: kms.KmsError | None)
     return replace(entry, details={**entry.details, "error": refusal.code}, **await _key_of(exchange))
 
 
-async def _serve(exchange: _Exchange, request: ReceivedRequest, params: dict[str, Any]) -> dict[str, Any]:
-    """Authenticate the caller, authorize it for the operation (``services/authorization.py``) and
-    run the operation. A success's record is committed with it (keys in use, changes); a read's
-    is the answer's, which the door writes as it answers (``KmsDoor._recorded``).
+async def _serve(exchange: _Exchange, request: ReceivedRequest) -> dict[str, Any]:
+    """Authenticate the caller (its signature, over the body's bytes), only then decode the body,
+    authorize the caller for the operation (``services/authorization.py``) and run the operation.
+    A success's record is committed with it (keys in use, changes); a read's is the answer's,
+    which the door writes as it answers (``KmsDoor._recorded``), as is a refusal's once the
+    caller authenticated (a body it signed that is not JSON among them).
 
     Keys in use go through ``run_validated`` on the metadata snapshot (as the REST hot path);
     reads and changes authenticate on fresh reads and run on a worker thread (as REST's admin
     routes), changes recording their audit entry in the transaction of the change.
     """
     svc, trail, now = exchange.svc, exchange.trail, datetime.now(UTC)
-    kms.check_common(params)
 
     async def authenticated(snapshot: Snapshot) -> Call:
         principal, credential = await svc.access_keys.authenticate(snapshot, request, now)
         trail.principal = principal.name
-        exchange.call = Call(principal, credential.region, svc.settings.aws_account_id, params)
-        return exchange.call
+        exchange.call = call = Call(principal, credential.region, svc.settings.aws_account_id, {})
+        call.params = _params(request.body)
+        kms.check_common(call.params)
+        return call
 
     use = svc.kms_crypto.operations.get(exchange.operation)
     if use is not None:
@@ -244,9 +248,13 @@ def _operations(svc: Services) -> set[str]:
 
 
 def _params(body: bytes) -> dict[str, Any]:
+    """The JSON object of a signed body (``domain/strict_json.py``): ValidationException when it
+    nests too deep (before decoding), SerializationException for anything else it is not."""
     try:
         params = strict_json.loads(body or b"{}")
-    except strict_json.DuplicateKey as exc:
+    except strict_json.TooDeep as exc:
+        raise kms.KmsError("ValidationException", str(exc)) from None
+    except strict_json.Refused as exc:
         raise kms.KmsError("SerializationException", str(exc)) from None
     except (ValueError, UnicodeDecodeError):
         raise kms.KmsError("SerializationException", "the body is not valid JSON") from None

@@ -31,7 +31,7 @@ from starlette.types import Receive, Scope, Send
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
 from keymanager.api.request_context import RouteLabel
-from keymanager.domain import xks
+from keymanager.domain import strict_json, xks
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
 from keymanager.domain.models import Door
@@ -187,10 +187,14 @@ def _error(refusal: xks.XksError) -> dict[str, Any]:
 
 
 def _params(body: bytes, *, lenient: bool) -> dict[str, Any]:
-    """The JSON object of the body (ValidationException otherwise; ``lenient``: an empty one)."""
+    """The JSON object of the body, read by the strict decoder (``domain/strict_json.py``): JSON no
+    door takes (a key named twice, ``NaN``, nesting too deep) is ValidationException on every
+    path; a body that is not a JSON object is too, or (``lenient``) an empty one."""
     try:
-        params = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+        params = strict_json.loads(body)
+    except strict_json.Refused as exc:
+        raise xks.invalid(str(exc)) from None
+    except ValueError:
         params = None
     if isinstance(params, dict):
         return params

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from keymanager import __version__
 from keymanager.cli.startup import redacted_url
-from keymanager.config import Settings
+from keymanager.config import Settings, unknown_variables
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
 
@@ -117,11 +117,13 @@ def _print_capabilities(label: str, summary: dict[str, Any]) -> None:
 
 
 def serve(settings: Settings, args: argparse.Namespace) -> int:
-    """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) until interrupted."""
+    """Serve HTTPS (or plain HTTP with --insecure-http, after a warning) and KMIP until interrupted;
+    exit 1 naming the part that keeps it from starting (database, HSM, audit chain, a port another
+    process holds)."""
     from keymanager.api.logs import configure as configure_logs
     from keymanager.cli.guide import next_steps
     from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
-    from keymanager.serving import ServeOptions, plan_workers, replica_metrics_dir
+    from keymanager.serving import ListenRefused, ServeOptions, bind_listeners, plan_workers, replica_metrics_dir
     from keymanager.serving import serve as run_server
     from keymanager.serving.affinity import CpuBudget
 
@@ -141,11 +143,17 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
         return 1
     if not _prepare_audit_chain():
         return 1
+    host, port = args.host or settings.host, args.port or settings.port
+    kmip_port = settings.kmip_port if cert_path is not None else 0  # KMIP is TLS with client certificates or nothing
+    try:
+        listeners = bind_listeners(host, port, kmip_port)
+    except ListenRefused as exc:
+        print(f"keymanager cannot start: {exc}", file=sys.stderr)
+        return 1
     log_level = args.log_level or settings.log_level
     os.environ["KM_LOG_LEVEL"] = log_level
     configure_logs(log_level, settings.resolved_log_format(), settings.access_log)
     scheme = "http" if args.insecure_http else "https"
-    host, port = args.host or settings.host, args.port or settings.port
     os.environ["KM_HOST"], os.environ["KM_PORT"] = host, str(port)  # each worker's own names (public_hosts)
     plan = plan_workers(settings, args.workers, CpuBudget.of_this_process())
     os.environ["KM_CPU_AFFINITY"] = "true" if plan.pinned else "false"  # read by each worker
@@ -167,7 +175,8 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
                 client_ca=client_ca,
                 log_level=log_level,
                 keepalive_timeout=settings.keepalive_timeout_seconds,
-            )
+            ),
+            listeners,
         )
     return 0
 
@@ -281,6 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from keymanager.cli.settings_doc import run as settings_table
 
         return settings_table(args.update)
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        for line in unknown:
+            print(f"configuration error: {line}", file=sys.stderr)
+        return 2
     try:
         settings = Settings()
     except ValidationError as exc:

@@ -1,4 +1,5 @@
-"""The audit log in the database: its chains, appending, reading, verifying.
+"""The audit log in the database: its chains and appending to them (reading and verifying:
+:mod:`keymanager.db.audit_reads`).
 
 There is no head every writer locks. The log is made of chains (``audit_chains``, one row per
 chain holding its head), each appended to by one writer at a time:
@@ -33,14 +34,15 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from psycopg.types.json import Jsonb
-from sqlalchemy import Connection, Engine, Select, insert, select, update
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy import Connection, Engine, insert, select, update
+from sqlalchemy.orm import sessionmaker
 
+from keymanager.db.audit_reads import chain_heads, query_records, verify_chains
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import AuditChainRow, AuditRecordRow
 from keymanager.domain.audit import (
@@ -48,8 +50,6 @@ from keymanager.domain.audit import (
     AuditQuery,
     AuditRecord,
     ChainKey,
-    ChainVerifier,
-    Outcome,
     Verification,
     canonical_fields,
     chain,
@@ -319,65 +319,31 @@ class AuditRecords:
             writer.close()
 
     def query(self, query: AuditQuery) -> list[AuditRecord]:
-        """Records of every chain matching ``query`` with ``position > query.after`` (and ``<
-        query.before``), in position order (descending with ``query.newest_first``)."""
-        statement: Select[AuditRecordRow] = select(AuditRecordRow).where(AuditRecordRow.position > query.after)
-        if query.before is not None:
-            statement = statement.where(AuditRecordRow.position < query.before)
-        if query.key_id is not None:
-            statement = statement.where(AuditRecordRow.key_id == query.key_id)
-        if query.principal is not None:
-            statement = statement.where(AuditRecordRow.principal == query.principal)
-        if query.action is not None:
-            statement = statement.where(AuditRecordRow.action == query.action)
-        if query.outcome is not None:
-            statement = statement.where(AuditRecordRow.outcome == query.outcome.value)
-        if query.since is not None:
-            statement = statement.where(AuditRecordRow.time >= query.since)
-        order = AuditRecordRow.position.desc() if query.newest_first else AuditRecordRow.position
-        statement = statement.order_by(order).limit(query.limit)
+        """Records of every chain matching ``query``, in position order, each chain's verified range
+        only (:func:`keymanager.db.audit_reads.query_records`)."""
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
-            return [_record(row) for row in session.scalars(statement)]
+            return query_records(session, query)
 
     def verify(
         self, checkpoint: Checkpoint | None = None, *, unsealed_tail: bool = False, batch: int = 1000
     ) -> Verification:
-        """Walk every chain in sequence order and check every link, every seal (in the HSM), each
-        chain's head and, when given, the ``checkpoint``: every chain it lists must still exist
-        and reach its head there (see :class:`ChainVerifier`). ``unsealed_tail`` applies to chain 1.
+        """Walk every row of every chain in sequence order and check every link, every seal (in the
+        HSM), each chain's head and, when given, the ``checkpoint``: every chain it lists must still
+        exist and reach its head there (:func:`keymanager.db.audit_reads.verify_chains`).
+        ``unsealed_tail`` applies to chain 1.
 
         Raises ValueError when this store has no audit key: a chain is never called intact
         without its seals checked.
         """
         if self._key is None:
             raise ValueError("verifying the audit chain needs the audit key")
-        listed = checkpoint.heads if checkpoint is not None else {}
-        total = 0
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
-            heads = [ChainHead(int(c), int(s), str(h)) for c, s, h in session.execute(_HEADS)]
-            for head in heads:
-                verifier = ChainVerifier(
-                    self._key,
-                    listed.get(head.chain),
-                    batch=batch,
-                    unsealed_tail=unsealed_tail and head.chain == LEGACY_CHAIN,
-                    chain_id=head.chain,
-                )
-                for record in _walk(session, head, batch):
-                    if not verifier.feed(record):
-                        break
-                result = verifier.finish(head.seq, head.hash)
-                if not result.ok:
-                    return replace(result, records=total + result.records)
-                total += result.records
-            stray = session.scalars(select(AuditRecordRow.chain_id).distinct()).all()
-        return _missing_chain(total, {h.chain for h in heads}, set(listed), set(stray)) or Verification(True, total)
+            return verify_chains(session, self._key, checkpoint, unsealed_tail=unsealed_tail, batch=batch)
 
     def head(self) -> Checkpoint:
         """The head of every chain holding records now: the checkpoint to keep."""
         with connection_errors_as_unavailable(), self._sessions.begin() as session:
-            rows = session.execute(_HEADS.where(AuditChainRow.last_seq > 0))
-            return Checkpoint.of(ChainHead(int(c), int(s), str(h)) for c, s, h in rows)
+            return Checkpoint.of(chain_heads(session, holding_records=True))
 
     def extend_locked(self, decide: Callable[[ChainTail], Sequence[AuditEntry]]) -> list[AuditRecord]:
         """In one transaction holding chain 1's lock, append (sealed) to chain 1 what ``decide``
@@ -404,36 +370,6 @@ class AuditRecords:
             tail = ChainHead(LEGACY_CHAIN, int(head.last_seq), str(head.last_hash))
             with _cursor(connection) as (cursor, sql):
                 return _append_after(cursor, sql, entries, tail, self._key)
-
-
-_HEADS = select(AuditChainRow.id, AuditChainRow.last_seq, AuditChainRow.last_hash).order_by(AuditChainRow.id)
-
-
-def _missing_chain(total: int, chains: set[int], listed: set[int], stray: set[int]) -> Verification | None:
-    """A chain the checkpoint lists that is gone, or records of a chain without its head."""
-    for chain_id in sorted(listed - chains):
-        reason = f"chain {chain_id} of the checkpoint is missing (a chain was removed)"
-        return Verification(False, total, 1, reason, chain_id)
-    for chain_id in sorted(stray - chains):
-        reason = f"records of chain {chain_id}, which has no head (its head was removed)"
-        return Verification(False, total, 1, reason, chain_id)
-    return None
-
-
-def _walk(session: Session, head: ChainHead, batch: int) -> Iterator[AuditRecord]:
-    after = 0
-    while True:
-        rows = session.scalars(
-            select(AuditRecordRow)
-            .where(AuditRecordRow.chain_id == head.chain, AuditRecordRow.seq > after, AuditRecordRow.seq <= head.seq)
-            .order_by(AuditRecordRow.seq)
-            .limit(batch)
-        ).all()
-        if not rows:
-            return
-        for row in rows:
-            yield _record(row)
-        after = rows[-1].seq
 
 
 @dataclass(frozen=True)
@@ -608,27 +544,3 @@ def _append_after(
     cursor.executemany(sql.insert, [sql.row(record) for record in records])
     cursor.execute(sql.advance_head, sql.head_values(records[-1]))
     return records
-
-
-def _record(row: AuditRecordRow) -> AuditRecord:
-    entry = AuditEntry(
-        time=row.time,
-        action=row.action,
-        outcome=Outcome(row.outcome),
-        status=row.status,
-        request_id=row.request_id,
-        principal=row.principal,
-        key_id=row.key_id,
-        key_version=row.key_version,
-        client=row.client,
-        details=row.details,
-    )
-    return AuditRecord(
-        seq=row.seq,
-        entry=entry,
-        prev_hash=row.prev_hash,
-        hash=row.hash,
-        seal=row.seal,
-        chain=row.chain_id,
-        position=row.position,
-    )

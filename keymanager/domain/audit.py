@@ -198,14 +198,15 @@ class Verification:
 
 
 class ChainVerifier:
-    """Checks the records of one chain fed in sequence order, then its head; keeps O(batch) state.
+    """Checks the rows of one chain fed in sequence order, every one, then its head; keeps O(batch) state.
 
     Links and SHA-256 hashes are checked as records come, from the chain's :func:`genesis_hash`;
     seals are checked with ``key`` (in the HSM) ``batch`` at a time, and always before a later
     problem is reported, so the result names the first broken record. With a ``checkpoint``
     (this chain's head in a checkpoint), the chain must reach its record and hold its chain
     value there. ``unsealed_tail`` accepts records after the last seal (only for checking a
-    chain written before it was keyed, see ``AuditChain.prepare``).
+    chain written before it was keyed, see ``AuditChain.prepare``). A row numbered below 1 breaks
+    the chain, as does one its reader finds past the head (:meth:`refuse`).
     """
 
     def __init__(
@@ -235,6 +236,9 @@ class ChainVerifier:
         """Check one more record; False once the chain is broken (later records are not read)."""
         if self._broken is not None:
             return False
+        if record.seq < 1:
+            self.refuse(record.seq, f"record {record.seq} has a sequence number below 1: it is not part of the chain")
+            return False
         problem = None
         if record.seq != self._seq + 1:
             problem = f"expected record {self._seq + 1}, found {record.seq} (records missing or reordered)"
@@ -255,6 +259,12 @@ class ChainVerifier:
             if len(self._pending) >= self._batch:
                 return self._check_seals()
         return True
+
+    def refuse(self, seq: int, reason: str) -> None:
+        """Break the chain at its row ``seq``, which is no record of the chain (below 1, or past its
+        head), unless the seals fed before it show an earlier break."""
+        if self._broken is None and self._check_seals():
+            self._broken = self._failed(self._count, seq, reason)
 
     def _differs_from_checkpoint(self, record: AuditRecord) -> bool:
         checkpoint = self._checkpoint

@@ -29,6 +29,7 @@ from keymanager.domain import key_specs
 from keymanager.domain.ciphertext import canonical_context
 from keymanager.domain.key_specs import SPECS, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, Origin
+from keymanager.domain.names import KMS_AUTO_NAME
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_PLAINTEXT_BYTES = 4096
@@ -36,7 +37,7 @@ MAX_REF_CHARS = 2048
 ALIAS_PREFIX = "alias/"
 RESERVED_ALIAS_PREFIX = "alias/aws/"
 MAX_ALIASES_PER_KEY = 50
-_UNALIASED = re.compile(r"kms-[0-9a-f]{32}")
+_UNALIASED = KMS_AUTO_NAME
 _ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from cryptography.exceptions import InvalidSignature
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature, UnsupportedAlgorithm
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
 
@@ -133,15 +134,83 @@ def pem(spki: bytes) -> str:
 
 
 def peer_point(spec: KeySpec, peer_spki: bytes) -> bytes:
-    """The uncompressed point of a peer's DER SubjectPublicKeyInfo on ``spec``'s curve, for ECDH;
-    InvalidPeerKey when it is not a DER SubjectPublicKeyInfo of an EC key on that curve."""
+    """The uncompressed point of a peer's DER SubjectPublicKeyInfo on ``spec``'s curve, for ECDH.
+
+    Raises InvalidPeerKey when it is not a DER SubjectPublicKeyInfo of an EC key that names
+    ``spec``'s curve (RFC 5480's ``namedCurve``): one of another key type, one of another curve
+    (named in the refusal, known to ``cryptography`` or not), one giving its curve by explicit
+    parameters (even those of ``spec``'s curve), or a point not on the curve.
+    """
+    wanted = f"{spec.curve} (the curve of {spec.algorithm})"
+    named = _named_curve(peer_spki)
+    if named is None:
+        raise InvalidPeerKey(f"public_key must be an EC public key on the curve {wanted}")
+    if named == _EXPLICIT:
+        raise InvalidPeerKey(f"public_key gives its curve by explicit parameters: it must name the curve {wanted}")
+    if named != spec.curve:
+        raise InvalidPeerKey(f"public_key is on the curve {named}: it must be on the curve {wanted}")
     try:
         key = serialization.load_der_public_key(peer_spki)
-    except (ValueError, TypeError):
-        raise InvalidPeerKey("public_key is not a DER SubjectPublicKeyInfo") from None
-    if not isinstance(key, ec.EllipticCurvePublicKey) or key.curve.name != spec.curve:
-        raise InvalidPeerKey(f"public_key must be an EC public key on the curve of {spec.algorithm} ({spec.curve})")
+    except (ValueError, TypeError, UnsupportedAlgorithm):
+        raise InvalidPeerKey(f"public_key is not a valid public key on the curve {wanted}") from None
+    assert isinstance(key, ec.EllipticCurvePublicKey)
     return key.public_bytes(serialization.Encoding.X962, serialization.PublicFormat.UncompressedPoint)
+
+
+_EC_PUBLIC_KEY = "1.2.840.10045.2.1"
+_EXPLICIT = "explicit parameters"
+
+
+def _named_curve(spki: bytes) -> str | None:
+    """The curve an EC SubjectPublicKeyInfo names (``cryptography``'s name, else its OID),
+    :data:`_EXPLICIT` for one that gives parameters instead; None for another key type. Raises
+    InvalidPeerKey when ``spki`` does not begin as a DER SubjectPublicKeyInfo."""
+    try:
+        outer, _ = _tlv(spki, 0, 0x30)
+        algorithm, _ = _tlv(spki, outer, 0x30)
+        oid_start, oid_end = _tlv(spki, algorithm, 0x06)
+        if _oid(spki[oid_start:oid_end]) != _EC_PUBLIC_KEY:
+            return None
+        if oid_end >= len(spki) or spki[oid_end] != 0x06:
+            return _EXPLICIT  # ECParameters, or implicitlyCA's NULL: no named curve
+        start, end = _tlv(spki, oid_end, 0x06)
+    except (IndexError, ValueError):
+        raise InvalidPeerKey("public_key is not a DER SubjectPublicKeyInfo") from None
+    dotted = _oid(spki[start:end])
+    try:
+        return ec.get_curve_for_oid(x509.ObjectIdentifier(dotted))().name
+    except LookupError:
+        return dotted
+
+
+def _tlv(der: bytes, at: int, tag: int) -> tuple[int, int]:
+    """Where the contents of the DER element of ``tag`` at ``at`` begin and end; ValueError or
+    IndexError when there is none."""
+    if der[at] != tag:
+        raise ValueError("unexpected tag")
+    length, start = der[at + 1], at + 2
+    if length & 0x80:
+        size = length & 0x7F
+        if not 0 < size <= 4:
+            raise ValueError("unexpected length")
+        length, start = int.from_bytes(der[start : start + size], "big"), start + size
+    if start + length > len(der):
+        raise ValueError("truncated")
+    return start, start + length
+
+
+def _oid(contents: bytes) -> str:
+    """The dotted form of an OBJECT IDENTIFIER's contents."""
+    if not contents or contents[-1] & 0x80:
+        raise ValueError("truncated OID")
+    arcs, value = [], 0
+    for byte in contents:
+        value = value << 7 | byte & 0x7F
+        if not byte & 0x80:
+            arcs.append(value)
+            value = 0
+    first = min(arcs[0] // 40, 2)
+    return ".".join(str(arc) for arc in (first, arcs[0] - 40 * first, *arcs[1:]))
 
 
 def verify(

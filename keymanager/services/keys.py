@@ -139,6 +139,7 @@ class KeyService:
         usage: KeyUsage | None = None,
         record: AuditEntry | None = None,
         kmip: KmipFacts | None = None,
+        kms_auto_named: bool = False,
     ) -> Key:
         """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
 
@@ -151,13 +152,15 @@ class KeyService:
         (UnsupportedByHsm) when the HSM lacks what the spec and usage need.
         ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
         ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
+        ``kms_auto_named``: ``name`` is the KMS door's name for a key without an alias, a form
+        (``kms-`` and 32 hex digits) no other name may take.
         Raises InvalidRequest for a bad name or format or a policy naming a principal that does not exist
         or is an auditor, Conflict for a taken name, HsmUnavailable
         or DatabaseUnavailable when a part does not answer.
         """
         if (token_format is None) is (algorithm is Algorithm.FF1_AES_256):
             raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
-        if not is_key_name(name):
+        if not is_key_name(name, kms_auto_named=kms_auto_named):
             raise InvalidRequest(KEY_NAME_RULE)
         try:
             chosen = choose_usage(algorithm, usage)

@@ -7,26 +7,44 @@
 * :func:`plan_workers` decides how many workers run and whether each is pinned to a CPU of its
   own (:mod:`keymanager.serving.affinity`);
 * :func:`~keymanager.serving.metrics_dir.replica_metrics_dir` gives the replica's workers one
-  Prometheus multiprocess directory.
+  Prometheus multiprocess directory;
+* :func:`~keymanager.serving.listeners.bind_listeners` binds the HTTPS and KMIP ports once, before
+  any worker starts (a port another process holds stops the start, named), and :func:`serve`
+  hands both sockets to every worker.
 
 The HTTP API itself (:func:`keymanager.api.app.create_app`) knows nothing of this.
 """
 
 from __future__ import annotations
 
+import contextlib
+import socket
 import ssl
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+from uvicorn.supervisors import Multiprocess
 
 from keymanager.config import Settings
 from keymanager.serving.affinity import CpuBudget
+from keymanager.serving.listeners import Listeners, ListenRefused, bind_listeners, hand_over_kmip
 from keymanager.serving.metrics_dir import replica_metrics_dir
 
-__all__ = ["ServeOptions", "WorkerPlan", "plan_workers", "replica_metrics_dir", "serve"]
+__all__ = [
+    "ListenRefused",
+    "Listeners",
+    "ServeOptions",
+    "WorkerPlan",
+    "bind_listeners",
+    "plan_workers",
+    "replica_metrics_dir",
+    "serve",
+]
 
 APP_FACTORY = "keymanager.serving.app:worker_app"
 """Imported by uvicorn once ``PROMETHEUS_MULTIPROC_DIR`` is set: prometheus_client chooses its
@@ -73,8 +91,21 @@ class ServeOptions:
     keepalive_timeout: int = 5
 
 
-def serve(options: ServeOptions) -> None:
-    """Run the service until interrupted; plain HTTP when no certificate is given."""
+class _WorkerConfig(uvicorn.Config):
+    """uvicorn's configuration, which also carries the KMIP socket to each worker: pickled with the
+    configuration into the worker, the socket's descriptor goes with it (multiprocessing passes it,
+    as uvicorn's own sockets), and the worker has it before its app is made (:meth:`load`)."""
+
+    kmip_socket: socket.socket | None = None
+
+    def load(self) -> None:
+        hand_over_kmip(self.kmip_socket)
+        super().load()
+
+
+def serve(options: ServeOptions, listeners: Listeners) -> None:
+    """Run the service on ``listeners`` (:func:`bind_listeners`) until interrupted; plain HTTP when
+    no certificate is given. Exits with uvicorn's start-up failure status when the workers cannot start."""
     tls: dict[str, Any] = {}
     if options.tls_cert is not None and options.tls_key is not None:
         tls = {
@@ -85,7 +116,7 @@ def serve(options: ServeOptions) -> None:
         if options.client_ca is not None:
             tls["ssl_ca_certs"] = str(options.client_ca)
             tls["ssl_cert_reqs"] = ssl.CERT_OPTIONAL
-    uvicorn.run(
+    config = _WorkerConfig(
         APP_FACTORY,
         factory=True,
         host=options.host,
@@ -102,3 +133,12 @@ def serve(options: ServeOptions) -> None:
         timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_SECONDS,
         **tls,
     )
+    config.kmip_socket = listeners.kmip
+    server = uvicorn.Server(config)
+    with contextlib.suppress(KeyboardInterrupt):
+        if options.workers > 1:
+            Multiprocess(config, sockets=[listeners.https]).run()
+        else:
+            server.run(sockets=[listeners.https])
+    if options.workers == 1 and not server.started:
+        sys.exit(STARTUP_FAILURE)

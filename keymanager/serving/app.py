@@ -10,6 +10,7 @@ from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.serving.affinity import pin_worker
 from keymanager.serving.kmip import KmipListener, KmipOptions, WithKmip
+from keymanager.serving.listeners import kmip_socket
 from keymanager.serving.memory import keep_large_buffers
 from keymanager.serving.refusals import connection_refusals
 
@@ -20,7 +21,8 @@ def worker_app() -> Gateway | WithKmip:
     """uvicorn's app factory (``--factory``), run in each worker process: settings from the
     environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true; refused
     connections counted in the app's metrics; large buffers kept for reuse (``serving/memory.py``);
-    the KMIP listener beside it unless ``KM_KMIP_PORT`` is 0 (``serving/kmip.py``)."""
+    the KMIP listener beside it unless ``KM_KMIP_PORT`` is 0 (``serving/kmip.py``), on the socket the
+    serving process handed over (``serving/listeners.py``)."""
     keep_large_buffers()
     settings = Settings()
     logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
@@ -32,4 +34,4 @@ def worker_app() -> Gateway | WithKmip:
     options = KmipOptions.of(settings)
     if options is None or app.kmip is None:
         return app
-    return WithKmip(app, KmipListener(app.kmip, options))
+    return WithKmip(app, KmipListener(app.kmip, options, kmip_socket()))

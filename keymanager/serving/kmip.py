@@ -1,9 +1,10 @@
 """The KMIP listener: TTLV over TLS 1.2+ with mandatory client certificates, in every worker.
 
-Each worker process listens on ``KM_HOST:KM_KMIP_PORT`` itself (``SO_REUSEPORT``: the kernel
-spreads connections over the workers, as the HTTPS workers share theirs), beside HTTPS, on the
-same services (:class:`~keymanager.api.kmip.KmipDoor`). :class:`WithKmip` starts it once the
-worker's app has started (its lifespan) and stops it before the app stops.
+Each worker process accepts on ``KM_HOST:KM_KMIP_PORT`` beside HTTPS, on the same services
+(:class:`~keymanager.api.kmip.KmipDoor`), on the one socket ``keymanager serve`` bound before the
+workers started (``serving/listeners.py``: never ``SO_REUSEPORT``, so no other installation on
+the host can share the port), as the HTTPS workers share theirs. :class:`WithKmip` starts it once
+the worker's app has started (its lifespan) and stops it before the app stops.
 
 Per connection:
 
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
@@ -102,9 +104,12 @@ def tls_context(options: KmipOptions) -> ssl.SSLContext:
 class KmipListener:
     """One worker's KMIP server (see the module docstring)."""
 
-    def __init__(self, door: Door, options: KmipOptions) -> None:
+    def __init__(self, door: Door, options: KmipOptions, sock: socket.socket | None = None) -> None:
+        """``sock``: the listening socket to accept on (the serving process's); without one, the
+        listener binds ``options.host:options.port`` itself (alone: without ``SO_REUSEPORT``)."""
         self._door = door
         self._options = options
+        self._sock = sock
         self._server: asyncio.AbstractServer | None = None
         self._connections: set[asyncio.Task[None]] = set()
 
@@ -112,13 +117,19 @@ class KmipListener:
         """Listen; OSError when the port cannot be bound."""
         options = self._options
         loop = asyncio.get_running_loop()
+        where: dict[str, Any] = (
+            {"sock": self._sock}
+            if self._sock is not None
+            else {
+                "host": options.host,
+                "port": options.port,
+            }
+        )
         self._server = await loop.create_server(
             lambda: _Connection(self._door.message_length, options, self._open, loop),
-            options.host,
-            options.port,
             ssl=tls_context(options),
             ssl_handshake_timeout=options.handshake_timeout,
-            reuse_port=True,
+            **where,
         )
 
     async def stop(self) -> None:

@@ -34,8 +34,12 @@ REASONS = {
     "tls": "the TLS handshake failed",
     "proxy_header": "a missing, malformed or slow PROXY header",
     "untrusted_proxy_header": "a PROXY header from an address not in KM_TRUSTED_PROXIES",
+    "kmip_header": "a KMIP message header that is not a request message's, or longer than KM_KMIP_MAX_MESSAGE_BYTES",
+    "kmip_timeout": "a KMIP message that did not arrive (or whose answer was not read) in time",
 }
-"""The reasons a connection is refused for (the metrics' ``reason`` label), and what each means."""
+"""The reasons a connection is refused for (the metrics' ``reason`` label), and what each means.
+Every reason used is here (``tests/serving/test_refusal_reasons.py`` reads every call); one that
+is not would still be counted and logged, by its name."""
 
 
 @dataclass
@@ -80,7 +84,7 @@ class ConnectionRefusals:
             log.warning(
                 "connection from %s refused: %s (more from this address are summed up every %g s)",
                 address,
-                REASONS[reason],
+                _meaning(reason),
                 self.interval,
             )
             return
@@ -116,8 +120,14 @@ class ConnectionRefusals:
 
 def _log_counts(whom: str, counts: Counter[str]) -> None:
     total = sum(counts.values())
-    reasons = ", ".join(f"{count} {REASONS[reason]}" for reason, count in sorted(counts.items()))
+    reasons = ", ".join(f"{count} {_meaning(reason)}" for reason, count in sorted(counts.items()))
     log.warning("%d more connections %s refused (%s)", total, whom, reasons)
+
+
+def _meaning(reason: str) -> str:
+    """What ``reason`` means (its own name for one missing from :data:`REASONS`: no refusal of one
+    address may stop the others' from being logged)."""
+    return REASONS.get(reason, reason)
 
 
 @functools.cache

@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import base64
+from dataclasses import replace
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.api.audit_trail import AuditContext, audited
-from keymanager.domain.audit import AuditQuery
+from keymanager.config import Settings
+from keymanager.db import make_engine
+from keymanager.domain.audit import AuditQuery, chain
 from keymanager.errors import DatabaseUnavailable
 from keymanager.services.container import Services
 from tests.conftest import auth
+from tests.db.test_audit import entry
+from tests.db.test_audit_forgeries import insert
 
 CARD = "4111111111111111"
 
@@ -163,6 +168,30 @@ def test_audit_listing_and_verify_need_auditor_or_admin(
     assert {r["principal"] for r in by_principal["records"]} == {"billing"}
     verified = client.get("/v1/audit/verify", headers=auth(auditor_token)).json()
     assert verified["ok"] is True and verified["first_broken_seq"] is None
+
+
+def test_rows_forged_past_a_head_are_a_break_and_never_listed(
+    client: TestClient, services: Services, settings: Settings, admin_token: str
+) -> None:
+    """``GET /v1/audit/verify`` walks every row, and ``GET /v1/audit`` lists only verified ranges."""
+    setup_billing(client, admin_token)
+    head = max(services.audit_records.head().heads.values(), key=lambda h: h.seq)
+    fake = replace(entry(1, principal="mallory"), request_id="forged")
+    engine = make_engine(settings.resolved_database_url())
+    try:
+        insert(engine, chain([fake], head.seq, head.hash, head.chain))
+    finally:
+        engine.dispose()
+    verified = client.get("/v1/audit/verify", headers=auth(admin_token)).json()
+    assert (verified["ok"], verified["first_broken_chain"], verified["first_broken_seq"]) == (
+        False,
+        head.chain,
+        head.seq + 1,
+    )
+    assert "past the chain's head" in verified["reason"]
+    listed = client.get("/v1/audit", params={"limit": 1000}, headers=auth(admin_token)).json()["records"]
+    assert listed and "forged" not in {r["request_id"] for r in listed}
+    assert client.get("/v1/audit", params={"principal": "mallory"}, headers=auth(admin_token)).json()["records"] == []
 
 
 def test_the_trail_owes_a_record_unless_the_route_took_its_success_record() -> None:

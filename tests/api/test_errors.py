@@ -182,6 +182,17 @@ def test_invalid_names_are_400(client: TestClient, admin: dict[str, str]) -> Non
         assert_error(response, 400, "invalid_request")
 
 
+def test_the_name_of_a_kms_key_without_an_alias_is_refused_natively(client: TestClient, admin: dict[str, str]) -> None:
+    """``kms-`` and 32 hex digits is the name the KMS door gives its keys (issue 41, item 6: taken before)."""
+    auto_name = "kms-" + "0123456789abcdef" * 2
+    response = client.post("/v1/keys", json={"name": auto_name}, headers=admin)
+    assert_error(response, 400, "invalid_request")
+    assert "kms-" in response.json()["error"]["message"]
+    assert_error(client.get(f"/v1/keys/{auto_name}", headers=admin), 404, "key_not_found")
+    for near in ("kms-" + "0123456789abcdef" * 2 + "0", "kms-" + "0123456789ABCDEF" * 2, "kms-cards"):
+        assert client.post("/v1/keys", json={"name": near}, headers=admin).status_code == 201, near
+
+
 def test_policy_window_must_be_ordered(client: TestClient, admin: dict[str, str]) -> None:
     policy = {"not_before": "2031-01-01T00:00:00Z", "not_after": "2030-01-01T00:00:00Z"}
     response = client.post("/v1/keys", json={"name": "cards", "policy": policy}, headers=admin)

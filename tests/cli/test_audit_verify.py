@@ -42,6 +42,41 @@ def verify(home: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return keymanager("audit", "verify", *args, env=environment(home), cwd=home)
 
 
+def forge_rows(home: Path, chain: int, seqs: list[int]) -> None:
+    """Copies of the chain's last record stored as rows ``seqs`` (past its head, or below 1)."""
+    with sqlite3.connect(home / "var" / "keymanager.db") as db:
+        position = db.execute("SELECT MAX(position) FROM audit_records").fetchone()[0]
+        columns = (
+            "time, request_id, principal, action, key_id, key_version, outcome, status, client, details, prev_hash"
+        )
+        for offset, seq in enumerate(seqs, start=1):
+            db.execute(
+                f"INSERT INTO audit_records (chain_id, seq, position, hash, seal, {columns}) "
+                f"SELECT chain_id, ?, ?, hash, NULL, {columns} FROM audit_records WHERE chain_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (seq, position + offset, chain),
+            )
+
+
+def test_rows_outside_a_chain_are_breaks_with_and_without_a_checkpoint(home: Path) -> None:
+    checkpoint_file = home / "checkpoints"
+    checkpoint = latest_checkpoint(checkpoint_file.read_text().splitlines())
+    assert checkpoint is not None
+    writer = max(checkpoint.heads)
+    for seqs, broken, reason in (([7, 8], 7, "lies past the chain's head"), ([0], 0, "below 1"), ([-5], -5, "below 1")):
+        forge_rows(home, writer, seqs)
+        try:
+            for args in ((), ("--checkpoint", str(checkpoint_file))):
+                found = verify(home, *args)
+                assert found.returncode == 1, found.stdout + found.stderr
+                assert f"audit log BROKEN at record {broken} of chain {writer}" in found.stdout
+                assert reason in found.stdout
+        finally:
+            with sqlite3.connect(home / "var" / "keymanager.db") as db:
+                db.execute("DELETE FROM audit_records WHERE chain_id = ? AND (seq < 1 OR seq > 6)", (writer,))
+    assert verify(home).returncode == 0
+
+
 def test_the_chain_holds_the_checkpoint_until_its_tail_is_cut(home: Path) -> None:
     checkpoint_file = home / "checkpoints"
     checkpoint = latest_checkpoint(checkpoint_file.read_text().splitlines())

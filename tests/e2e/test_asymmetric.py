@@ -33,6 +33,7 @@ from keymanager.domain.key_specs import (
     SigningAlgorithm,
     digest_bytes,
 )
+from tests.domain.test_peer_keys import EXPLICIT_P256, NAMED_PRIME192V2
 from tests.e2e.conftest import Server
 
 HASHES = {32: hashes.SHA256(), 48: hashes.SHA384(), 64: hashes.SHA512()}
@@ -301,6 +302,9 @@ def test_every_bad_input_of_the_issue_gets_its_4xx(server: Server, app: tuple[ht
     derive = f"/v1/keys/{agreeing['id']}/derive-shared-secret"
     assert "secp256r1" in _error(client.post(derive, json={"public_key": b64(other_curve)}), 400)
     assert "SubjectPublicKeyInfo" in _error(client.post(derive, json={"public_key": b64(b"not a key")}), 400)
+    for peer, named in ((EXPLICIT_P256, "explicit parameters"), (NAMED_PRIME192V2, "1.2.840.10045.3.1.2")):
+        refusal = _error(client.post(derive, json={"public_key": b64(peer)}), 400)  # 200 and 500 before
+        assert named in refusal and "secp256r1" in refusal, refusal
     _error(client.post(sign, json={"message": "not base64!", "algorithm": pss}), 400)
     verify = f"/v1/keys/{rsa_key['id']}/verify"
     assert (

@@ -21,6 +21,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, ed25519, padding, rsa, utils
 
+from tests.domain.test_peer_keys import EXPLICIT_BRAINPOOL, EXPLICIT_P256, NAMED_PRIME192V2
 from tests.e2e.conftest import Server
 from tests.kms_api.conftest import KmsFactory, Pair
 
@@ -620,6 +621,9 @@ def test_derive_shared_secret_refusals(admin_kms: Any, unchecked: Any, asym_key:
         ),
         ("not a public key", {"KeyId": key, "PublicKey": b"\x30\x03\x02\x01\x00"}, "ValidationException"),
         ("garbage", {"KeyId": key, "PublicKey": b"not DER at all"}, "ValidationException"),
+        ("explicit curve parameters", {"KeyId": key, "PublicKey": EXPLICIT_P256}, "ValidationException"),
+        ("explicit brainpoolP256r1", {"KeyId": key, "PublicKey": EXPLICIT_BRAINPOOL}, "ValidationException"),
+        ("a curve cryptography lacks", {"KeyId": key, "PublicKey": NAMED_PRIME192V2}, "ValidationException"),
         ("signing key", {"KeyId": signing, "PublicKey": p256}, "InvalidKeyUsageException"),
         ("symmetric key", {"KeyId": symmetric_key(asym_key), "PublicKey": p256}, "InvalidKeyUsageException"),
         (

@@ -9,7 +9,10 @@ truncated, oversized or slow header closes the connection within the header time
 in the metrics; behind HAProxy run from ``deploy/haproxy.cfg``, clients from 127.0.0.2 and
 127.0.0.3 have their own ``client`` in the audit log and their own throttle buckets, and its health
 checks (with their PROXY header) keep the replica up; with
-``KM_PROXY_PROTOCOL=false``, ``X-Forwarded-For`` is believed from the trusted address only.
+``KM_PROXY_PROTOCOL=false``, ``X-Forwarded-For`` is believed from the trusted address only, and
+only the header ``KM_FORWARDED_HEADER`` names (a client's own ``Forwarded`` neither names it nor
+escapes the throttle); in PROXY mode no forwarding header is read, even from a client the PROXY
+header names inside the trusted networks.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ PROXY = "127.0.0.9"
 HEADER_TIMEOUT = 2.0
 CLOSED_WITHIN = 3 * HEADER_TIMEOUT  # the socket's own timeout: the server must close before it
 BAD = "Bearer kmt_" + "b" * 43
+INSIDE = "127.0.0.10"
+"""Another trusted address, which a PROXY header may name as the client."""
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +52,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     with running_server(
         tmp_path_factory.mktemp("addresses"),
         workers=1,
-        KM_TRUSTED_PROXIES=f"{PROXY}/32",
+        KM_TRUSTED_PROXIES=f"{PROXY}/32,{INSIDE}/32",
         KM_HEADER_TIMEOUT_SECONDS=str(HEADER_TIMEOUT),
         KM_AUTH_FAILURE_BURST="3",
         KM_AUTH_FAILURES_PER_SECOND="0.01",
@@ -83,13 +88,14 @@ def connect(server: Server, source: str, header: bytes = b"") -> socket.socket:
     return sock
 
 
-def get(server: Server, source: str, header: bytes, authorization: str, path: str = "/v1/keys") -> int:
-    """The status of ``GET path`` over TLS on a connection from ``source`` that sends ``header`` first."""
+def get(server: Server, source: str, header: bytes, authorization: str, path: str = "/v1/keys", extra: str = "") -> int:
+    """The status of ``GET path`` over TLS on a connection from ``source`` that sends ``header`` first
+    (``extra``: more header lines, each ending in CRLF)."""
     context = ssl.create_default_context(cafile=str(server.ca))
     with context.wrap_socket(connect(server, source, header), server_hostname="127.0.0.1") as tls:
         tls.sendall(
             f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: {authorization}\r\n"
-            "Connection: close\r\n\r\n".encode()
+            f"{extra}Connection: close\r\n\r\n".encode()
         )
         answer = b""
         while chunk := tls.recv(65536):
@@ -213,6 +219,16 @@ def test_three_hundred_bad_headers_leave_memory_as_it_was_and_are_counted(server
     assert metric(server, "km_connections_refused_total", 'reason="proxy_header"') >= before + 300
 
 
+def test_a_client_named_by_the_proxy_header_never_has_its_forwarding_headers_read(server: Server) -> None:
+    """PROXY mode: the PROXY header names a client inside the trusted networks (the balancer's own
+    address); its own ``X-Forwarded-For`` and ``Forwarded`` are still not believed."""
+    own = "X-Forwarded-For: 6.6.6.9\r\nForwarded: for=6.6.6.10\r\n"
+    assert get(server, PROXY, v2(INSIDE), BAD, extra=own) == 401
+    clients = failure_clients(server)
+    assert "6.6.6.9" not in clients and "6.6.6.10" not in clients
+    assert INSIDE in clients
+
+
 # -- behind the real HAProxy, from deploy/haproxy.cfg ---------------------------------------------
 def haproxy_config(port: int, replica: int) -> str:
     """``deploy/haproxy.cfg`` as ``bench.scaleout`` derives it for this machine (both servers: ``replica``)."""
@@ -281,3 +297,40 @@ def test_forwarding_headers_are_believed_from_the_trusted_address_only(tmp_path:
         clients = failure_clients(server)
     assert "203.0.113.30" in clients and "127.0.0.15" in clients
     assert "203.0.113.31" not in clients and "6.6.6.6" not in clients
+
+
+def test_a_clients_own_forwarded_header_neither_names_it_nor_escapes_the_throttle(tmp_path: Path) -> None:
+    """Headers mode, the default ``KM_FORWARDED_HEADER=x-forwarded-for``: a balancer appends the
+    client's address to ``X-Forwarded-For`` and passes on the ``Forwarded: for=…`` the client wrote
+    itself. Only ``X-Forwarded-For`` counts: the audit ``client`` is the balancer's word, and 60 bad
+    tokens, each with another invented ``Forwarded``, spend one bucket (burst 3)."""
+    settings = {
+        "KM_TRUSTED_PROXIES": f"{PROXY}/32",
+        "KM_PROXY_PROTOCOL": "false",
+        "KM_AUTH_FAILURE_BURST": "3",
+        "KM_AUTH_FAILURES_PER_SECOND": "0.01",
+    }
+    with running_server(tmp_path, workers=1, **settings) as server:
+        with client_from(server, server.url, PROXY, BAD) as balancer:
+            answers = [
+                balancer.get(
+                    "/v1/keys", headers={"X-Forwarded-For": "203.0.113.40", "Forwarded": f"for=6.6.6.{n % 250}"}
+                ).status_code
+                for n in range(60)
+            ]
+        clients = failure_clients(server)
+    assert answers[:3] == [401, 401, 401]
+    assert answers.count(429) >= 55, answers  # 0 of 60 were throttled before
+    assert "203.0.113.40" in clients
+    assert not [c for c in clients if c and c.startswith("6.6.6.")]
+
+
+def test_with_forwarded_named_x_forwarded_for_is_not_read(tmp_path: Path) -> None:
+    settings = {"KM_TRUSTED_PROXIES": f"{PROXY}/32", "KM_PROXY_PROTOCOL": "false", "KM_FORWARDED_HEADER": "forwarded"}
+    with running_server(tmp_path, workers=1, **settings) as server:
+        with client_from(server, server.url, PROXY, BAD) as balancer:
+            headers = {"X-Forwarded-For": "6.6.6.11", "Forwarded": "for=6.6.6.12, for=203.0.113.41"}
+            assert balancer.get("/v1/keys", headers=headers).status_code == 401
+        clients = failure_clients(server)
+    assert "203.0.113.41" in clients
+    assert "6.6.6.11" not in clients and "6.6.6.12" not in clients

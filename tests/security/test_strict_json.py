@@ -159,3 +159,68 @@ def test_a_policy_statement_naming_effect_twice_is_malformed(kms_door: Server, a
     assert refused.value.response["Error"]["Code"] == "MalformedPolicyDocumentException"
     assert "'Effect' twice" in refused.value.response["Error"]["Message"]
     assert admin_kms.get_key_policy(KeyId=key, PolicyName="default")["Policy"] == shown
+
+
+# -- issue 41, item 6: nesting, NaN, and the KMS door's signature before any decoding ----------------
+DEEP = "[" * 30_000 + "]" * 30_000
+"""30,000 levels: ``RecursionError`` (500) in ``json.loads`` before."""
+
+
+def deep_field(levels: int) -> str:
+    return "[" * levels + "]" * levels
+
+
+def refused_as_invalid(answer: httpx.Response, words: str) -> None:
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_request" and words in error["message"], error
+
+
+def test_rest_refuses_nesting_deeper_than_64_through_fastapi_and_the_fast_path(
+    admin: httpx.Client, kms_door: Server, app_token: str
+) -> None:
+    too_deep = f'{{"name": "deep-key", "policy": {{}}, "description": {deep_field(65)}}}'
+    refused_as_invalid(post_raw(admin, "/v1/keys", too_deep), "nested deeper than 64")
+    refused_as_invalid(post_raw(admin, "/v1/keys", DEEP), "nested deeper than 64")
+    assert admin.get("/v1/keys/deep-key").status_code == 404
+    with kms_door.client(app_token) as app:
+        context = f'{{"plaintext": "{PLAINTEXT}", "context": {{"a": {deep_field(64)}}}}}'
+        refused_as_invalid(post_raw(app, "/v1/keys/strict/encrypt", context), "nested deeper than 64")
+        refused_as_invalid(post_raw(app, "/v1/keys/strict/encrypt", DEEP), "nested deeper than 64")
+        batch = f'{{"items": [{{"plaintext": "{PLAINTEXT}", "context": {{"a": {deep_field(62)}}}}}]}}'
+        refused_as_invalid(post_raw(app, "/v1/keys/strict/encrypt/batch", batch), "nested deeper than 64")
+        shallow = f'{{"plaintext": "{PLAINTEXT}", "context": {{"a": "{"[" * 100}"}}}}'  # brackets in a string
+        assert post_raw(app, "/v1/keys/strict/encrypt", shallow).status_code == 200
+
+
+def test_rest_refuses_non_finite_numbers(admin: httpx.Client, kms_door: Server, app_token: str) -> None:
+    refused_as_invalid(post_raw(admin, "/v1/keys", '{"name": "nan-key", "policy": {}, "x": NaN}'), "NaN")
+    with kms_door.client(app_token) as app:
+        refused_as_invalid(post_raw(app, "/v1/keys/strict/datakey", '{"bits": Infinity}'), "Infinity")
+
+
+def test_the_kms_door_refuses_deep_and_non_finite_bodies_it_was_signed_for(
+    kms_door: Server, kms_admin: Pair, admin_kms: Any
+) -> None:
+    for body, code in ((DEEP, "ValidationException"), ('{"KeyId": "x", "Limit": NaN}', "SerializationException")):
+        answer = kms_raw(kms_door, kms_admin, "DescribeKey", body.encode())
+        assert answer.status_code == 400 and answer.json()["__type"] == code, answer.text
+    assert "nested deeper than 64" in kms_raw(kms_door, kms_admin, "ListKeys", DEEP.encode()).json()["message"]
+
+
+def unsigned(server: Server, body: bytes) -> httpx.Response:
+    headers = {"X-Amz-Target": "TrentService.Encrypt", "Content-Type": "application/x-amz-json-1.1"}
+    with server.client() as client:
+        return client.post("/", content=body, headers=headers)
+
+
+def test_the_kms_door_checks_the_signature_before_it_reads_any_json(kms_door: Server) -> None:
+    """An unsigned stranger's body is never decoded: it is refused for its missing signature, whatever
+    it holds, and writes no ERROR line (one per request before, for a body too deep to decode)."""
+    log_before = kms_door.log.read_text()
+    for body in (DEEP.encode(), b"{not json", b'{"KeyId": "a", "KeyId": "b"}'):
+        answer = unsigned(kms_door, body)
+        assert answer.status_code == 400, answer.text
+        assert answer.json()["__type"] == "MissingAuthenticationTokenException", answer.text
+    written = kms_door.log.read_text()[len(log_before) :]
+    assert " ERROR " not in written and "RecursionError" not in written, written[-2000:]

@@ -8,9 +8,12 @@ import ipaddress
 import logging
 import socket
 import struct
+from dataclasses import replace
 
 import pytest
+from pydantic import ValidationError
 
+from keymanager.config import Settings
 from keymanager.serving.client_address import ProxyTrust
 from keymanager.serving.proxy_header import (
     MAX_HEADER_BYTES,
@@ -114,14 +117,41 @@ def test_the_rightmost_untrusted_hop_is_the_client() -> None:
     assert TRUST.forwarded_client("10.1.2.3", [(b"x-forwarded-for", b"203.0.113.7:443")]) == "203.0.113.7"
 
 
-def test_forwarded_wins_over_x_forwarded_for() -> None:
-    headers = [
-        (b"x-forwarded-for", b"198.51.100.9"),
-        (b"forwarded", b'for=6.6.6.6, for="[2001:db8::7]:4711";proto=https'),
-    ]
-    assert TRUST.forwarded_client("10.1.2.3", headers) == "2001:db8::7"
-    assert TRUST.forwarded_client("10.1.2.3", [(b"forwarded", b"for=unknown")]) == "10.1.2.3"
-    assert TRUST.forwarded_client("10.1.2.3", [(b"forwarded", b"by=10.0.0.1;for=203.0.113.7")]) == "203.0.113.7"
+BOTH = [(b"x-forwarded-for", b"203.0.113.7"), (b"forwarded", b"for=6.6.6.8")]
+"""What a balancer appending to ``X-Forwarded-For`` passes on when its client sent ``Forwarded`` itself."""
+
+
+def test_only_the_configured_header_is_read_never_both() -> None:
+    assert TRUST.forwarded_client("10.1.2.3", BOTH) == "203.0.113.7"  # the default: x-forwarded-for
+    assert TRUST.forwarded_client("10.1.2.3", [(b"forwarded", b"for=6.6.6.8")]) == "10.1.2.3"
+    by_forwarded = replace(TRUST, forwarded_header="forwarded")
+    assert by_forwarded.forwarded_client("10.1.2.3", BOTH) == "6.6.6.8"
+    assert by_forwarded.forwarded_client("10.1.2.3", [(b"x-forwarded-for", b"203.0.113.7")]) == "10.1.2.3"
+
+
+def test_the_rightmost_untrusted_hop_of_forwarded_is_the_client() -> None:
+    trust = replace(TRUST, forwarded_header="forwarded")
+    headers = [(b"forwarded", b'for=6.6.6.6, for="[2001:db8::7]:4711";proto=https')]
+    assert trust.forwarded_client("10.1.2.3", headers) == "2001:db8::7"
+    assert trust.forwarded_client("10.1.2.3", [(b"forwarded", b"for=unknown")]) == "10.1.2.3"
+    assert trust.forwarded_client("10.1.2.3", [(b"forwarded", b"by=10.0.0.1;for=203.0.113.7")]) == "203.0.113.7"
+    split = [(b"forwarded", b"for=6.6.6.6"), (b"forwarded", b"for=203.0.113.9, for=10.2.2.2")]
+    assert trust.forwarded_client("10.1.2.3", split) == "203.0.113.9"
+
+
+def test_in_proxy_mode_no_forwarding_header_is_read() -> None:
+    """The PROXY header named the peer: even an address inside the trusted networks speaks for itself."""
+    proxied = replace(TRUST, proxy_protocol=True)
+    assert proxied.forwarded_client("10.1.2.3", [(b"x-forwarded-for", b"6.6.6.9")]) == "10.1.2.3"
+    assert replace(proxied, forwarded_header="forwarded").forwarded_client("10.1.2.3", BOTH) == "10.1.2.3"
+
+
+def test_the_forwarded_header_setting_takes_either_name_in_any_case() -> None:
+    assert Settings(forwarded_header="X-Forwarded-For").forwarded_header == "x-forwarded-for"
+    assert Settings(forwarded_header="Forwarded").forwarded_header == "forwarded"
+    assert Settings().forwarded_header == "x-forwarded-for"
+    with pytest.raises(ValidationError):
+        Settings(forwarded_header="x-real-ip")
 
 
 def test_only_trusted_peers_must_send_a_proxy_header() -> None:

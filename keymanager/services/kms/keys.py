@@ -149,7 +149,13 @@ class KmsKeys:
         else:
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in rights_for(algorithm, usage)})
         key = self._keys.create(
-            kms.unaliased_name(), algorithm=algorithm, usage=usage, description=description, policy=policy, record=entry
+            kms.unaliased_name(),
+            algorithm=algorithm,
+            usage=usage,
+            description=description,
+            policy=policy,
+            record=entry,
+            kms_auto_named=True,
         )
         call.noted(key.id, 1)
         if tags:
