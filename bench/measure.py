@@ -1,14 +1,25 @@
-"""One measurement: a target, a blob size, a concurrency and a mode, with what it cost both sides."""
+"""One measurement: a target, a blob size, a concurrency and a mode, with what it cost both sides.
+
+Its throughput is counted over **the window in which every client was measuring**: from the
+moment the last client sent its first measured request (after its set-up and warm-up) to the
+moment the first client got its last answer. An operation inside the window counts whole; one
+that straddles an edge counts for the share of its time inside. So the window never holds a
+client's set-up or the tail in which some clients have stopped, and with ``C`` clients always
+busy the throughput is ``C ÷ mean latency`` (Little's law): ``bench.consistency`` checks that it is.
+The latencies kept are those of the operations counted.
+"""
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from bench.clients import TargetSpec
-from bench.load import Job, LoadPool, Tally, start_time
+from bench.load import SETUP_DEADLINE, Job, LoadPool, Span, Tally
 from bench.probes import RssSampler, ServerProbe, cpu_seconds
 from bench.stats import Distribution
 
@@ -51,10 +62,16 @@ class Measurement:
     driver: str = "python"
     counted: int | None = None
     """Operations counted by the driver when the latencies are quantiles rather than every one (wrk)."""
+    in_window: float | None = None
+    """Operations inside the window, those straddling its edges by their share (the Python driver)."""
+    probed_s: float | None = None
+    """Wall seconds over which the CPU figures were read (the Python driver: warm-up end to last answer)."""
+    probed_operations: int | None = None
+    """Operations made while the CPU figures were read (the Python driver: every measured one)."""
 
     @property
     def operations(self) -> int:
-        """Encryptions plus decryptions that succeeded."""
+        """Encryptions plus decryptions that succeeded (and were counted)."""
         return self.counted if self.counted is not None else len(self.encrypt) + len(self.decrypt)
 
     @property
@@ -64,8 +81,9 @@ class Measurement:
 
     @property
     def ops_per_s(self) -> float:
-        """Items (fields or blobs) encrypted or decrypted per second."""
-        return self.operations * self.items / self.elapsed if self.elapsed > 0 else 0.0
+        """Items (fields or blobs) encrypted or decrypted per second over the window."""
+        done = self.in_window if self.in_window is not None else self.operations
+        return done * self.items / self.elapsed if self.elapsed > 0 else 0.0
 
     @property
     def mb_per_s(self) -> float:
@@ -75,14 +93,16 @@ class Measurement:
     @property
     def server_cpu_us_per_request(self) -> float | None:
         """Service CPU (user + system, all its processes) per HTTP request, in microseconds."""
-        if self.server_cpu_s is None or not self.operations:
+        operations = self.probed_operations if self.probed_operations is not None else self.operations
+        if self.server_cpu_s is None or not operations:
             return None
-        return self.server_cpu_s / self.operations * 1e6
+        return self.server_cpu_s / operations * 1e6
 
     @property
     def client_cpu_pct(self) -> float:
-        """The load generator's CPU use, in % of one core, over the window."""
-        return self.client_cpu_s / self.elapsed * 100 if self.elapsed > 0 else 0.0
+        """The load generator's CPU use, in % of one core, over the time its CPU was read."""
+        seconds = self.probed_s if self.probed_s is not None else self.elapsed
+        return self.client_cpu_s / seconds * 100 if seconds > 0 else 0.0
 
     def summary(self) -> dict[str, Any]:
         """Every derived figure, for the JSON report and the tables."""
@@ -123,18 +143,26 @@ def measure(
     probe: ServerProbe,
     repeat: int = 0,
 ) -> Measurement:
-    """Run one measurement on the pool while probing the service's CPU and workers' RSS."""
-    job = Job(target, size, concurrency, mode, start_time(), window.warmup, window.duration, window.requests)
-    measure_start = job.start_at + job.warmup
+    """Run one measurement on the pool while probing the service's CPU (from the end of the warm-up
+    to the last answer) and workers' RSS."""
+    job = Job(target, size, concurrency, mode, window.warmup, window.duration, window.requests)
     with RssSampler(probe.workers) as rss:
-        future_tallies = pool.submit(job, concurrency)
-        time.sleep(max(0.0, measure_start - time.time()))
+        barrier, future_tallies = pool.submit(job, concurrency)
+        try:
+            barrier.wait(SETUP_DEADLINE)  # every client has set up
+            barrier.wait(SETUP_DEADLINE + window.warmup)  # and warmed up
+        except threading.BrokenBarrierError:
+            pass  # a client could not: its error is in its tally
+        probed = time.monotonic()
         cpu_before = cpu_seconds(probe.pids()) if probe.known else None
         tallies = [f.result() for f in future_tallies]
         cpu_after = cpu_seconds(probe.pids()) if cpu_before is not None else None
+        probed = time.monotonic() - probed
     total = Tally()
     for tally in tallies:
         total.merge(tally)
+    start, end = common_window(total.clients)
+    encrypt, decrypt = inside(total.encrypt, start, end), inside(total.decrypt, start, end)
     return Measurement(
         target=target.name,
         label=target.label,
@@ -143,16 +171,45 @@ def measure(
         mode=mode,
         repeat=repeat,
         items=target_items(target),
-        elapsed=max(total.last_end - measure_start, 1e-9),
-        encrypt=total.encrypt,
-        decrypt=total.decrypt,
+        elapsed=max(end - start, 1e-9),
+        encrypt=[e - s for s, e in encrypt],
+        decrypt=[e - s for s, e in decrypt],
         errors=dict(Counter(total.errors)),
         checked=total.checked,
         client_cpu_s=total.cpu_seconds,
         client_procs=len(tallies),
         server_cpu_s=None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
         rss_peak=dict(rss.peaks),
+        in_window=share_inside(encrypt + decrypt, start, end),
+        probed_s=probed,
+        probed_operations=len(total.encrypt) + len(total.decrypt),
     )
+
+
+def common_window(clients: Sequence[Span]) -> Span:
+    """The span in which every client was measuring: the latest first start to the earliest last end.
+    When the clients' spans do not overlap (or none measured), the span of them all, so that the
+    figures show the clients' disagreement instead of dividing by nothing."""
+    if not clients:
+        return 0.0, 0.0
+    start, end = max(s for s, _ in clients), min(e for _, e in clients)
+    if end > start:
+        return start, end
+    return min(s for s, _ in clients), max(e for _, e in clients)
+
+
+def inside(spans: Sequence[Span], start: float, end: float) -> list[Span]:
+    """The operations that overlap the window (those counted, wholly or in part)."""
+    return [(s, e) for s, e in spans if e > start and s < end]
+
+
+def share_inside(spans: Sequence[Span], start: float, end: float) -> float:
+    """Operations in the window: one for each inside, the share inside for each across an edge."""
+    total = 0.0
+    for s, e in spans:
+        if e > s:
+            total += max(0.0, min(e, end) - max(s, start)) / (e - s)
+    return total
 
 
 def target_items(target: TargetSpec) -> int:

@@ -25,7 +25,6 @@ from sqlalchemy.exc import OperationalError
 
 from bench import app, document, findings, output
 from bench.clients import SMALL_LIMIT
-from bench.load import START_MARGIN
 from bench.measure import Measurement, Window, measure
 from bench.progress import Steps, steps
 from bench.report import human_size, rows_of
@@ -38,6 +37,8 @@ APP_MODES = ("plain", "onboard", "envelope", "token")
 DB_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ASSUMED_MB_PER_S = {"km": 40.0, "km-envelope": 300.0, "km-esdk": 100.0}
 """Rates the estimate assumes for one large blob (a shared 2-core machine); only the estimate uses them."""
+SETUP_S = 0.3
+"""Seconds the estimate assumes for the clients' set-up of one measurement (their connections)."""
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ def estimate_s(plan: Plan) -> float:
     per_step = 0.0
     for target, size, _ in blob_steps(plan):
         one_blob = 2 * size / 1e6 / ASSUMED_MB_PER_S.get(target, 1e9) if size > SMALL_LIMIT else 0.0
-        per_step += START_MARGIN + plan.warmup + max(plan.duration, one_blob) + 0.3
+        per_step += SETUP_S + plan.warmup + max(plan.duration, one_blob) + 0.3
     populate = 2 * plan.app_rows / 150  # on-board and token rows are written one call each
     workload = len(APP_MODES) * 2 * (plan.warmup + plan.app_duration + 0.2)
     return 20 + per_step * plan.rounds + populate + workload
