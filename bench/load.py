@@ -67,6 +67,8 @@ class Tally:
     checked: int = 0
     clients: list[Span] = field(default_factory=list)
     """Per client that measured: the start of its first measured operation and the end of its last."""
+    setup_s: float = 0.0
+    """The longest set-up (opening its client) of these clients, in seconds: outside every window."""
     cpu_seconds: float = 0.0
 
     def merge(self, other: Tally) -> None:
@@ -76,6 +78,7 @@ class Tally:
         self.errors.update(other.errors)
         self.checked += other.checked
         self.clients += other.clients
+        self.setup_s = max(self.setup_s, other.setup_s)
         self.cpu_seconds += other.cpu_seconds
 
 
@@ -134,8 +137,10 @@ class Worker:
 
     def run(self) -> None:
         """Open the client, meet the others, warm up, meet them again, measure."""
+        opening = time.monotonic()
         try:
             op = self.job.target.open(self.job.size)
+            self.tally.setup_s = time.monotonic() - opening
         except Exception as exc:
             self.tally.errors[type(exc).__name__] += 1
             self.give_up()

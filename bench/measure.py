@@ -68,6 +68,8 @@ class Measurement:
     """Wall seconds over which the CPU figures were read (the Python driver: warm-up end to last answer)."""
     probed_operations: int | None = None
     """Operations made while the CPU figures were read (the Python driver: every measured one)."""
+    setup_s: float | None = None
+    """The longest client set-up (opening its connection), seconds: kept out of the window."""
 
     @property
     def operations(self) -> int:
@@ -183,6 +185,7 @@ def measure(
         in_window=share_inside(encrypt + decrypt, start, end),
         probed_s=probed,
         probed_operations=len(total.encrypt) + len(total.decrypt),
+        setup_s=total.setup_s,
     )
 
 
