@@ -68,7 +68,7 @@ APPLICATION = (
         162.7,
         137.1,
         "TLS in transit between the cache and its clients",
-        "none here: every request of this report already runs over TLS (`python -m bench transport` "
+        "nothing here: every request of this report already runs over TLS (`python -m bench transport` "
         "measures what TLS costs a call)",
     ),
 )
