@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import math
 import os
 import random
 import secrets
@@ -39,7 +40,7 @@ from sqlalchemy import Table as SqlTable
 
 from bench import environment, output
 from bench.clients import unwrap
-from bench.measure import common_window, inside, share_inside
+from bench.measure import common_window, inside, shares_inside
 from bench.rig import service_from
 from bench.service import Endpoint, Service, provision
 from bench.stats import Distribution, percentile
@@ -129,8 +130,8 @@ class Tps:
     """Seconds of the window in which every client thread was running."""
     latencies: list[float] = field(default_factory=list)
     """Seconds of each transaction counted (those overlapping the window)."""
-    in_window: float = 0.0
-    """Transactions in the window, those across an edge by their share inside."""
+    shares: list[float] = field(default_factory=list)
+    """Per transaction counted, the share of it inside the window (1 inside, less across an edge)."""
     spans: list[tuple[float, float]] = field(default_factory=list)
     clients: list[tuple[float, float]] = field(default_factory=list)
     """Each thread's first start and last end (``time.monotonic()``)."""
@@ -142,8 +143,14 @@ class Tps:
 
     @property
     def tps(self) -> float:
-        """Transactions per second over the window."""
-        return self.in_window / self.elapsed if self.elapsed else 0.0
+        """Transactions per second over the window (those across an edge by their share)."""
+        return sum(self.shares) / self.elapsed if self.elapsed else 0.0
+
+    @property
+    def window_latency(self) -> float:
+        """Mean transaction latency (seconds), each weighted by its share inside the window; NaN without any."""
+        total = sum(self.shares)
+        return sum(w * x for w, x in zip(self.shares, self.latencies, strict=True)) / total if total else math.nan
 
     def close_window(self) -> None:
         """Count the transactions of the window in which every thread ran (from ``spans`` and ``clients``)."""
@@ -151,7 +158,7 @@ class Tps:
         counted = inside(self.spans, start, end)
         self.elapsed = end - start
         self.latencies = [e - s for s, e in counted]
-        self.in_window = share_inside(counted, start, end)
+        self.shares = shares_inside(counted, start, end)
 
     @property
     def p95(self) -> float:
@@ -177,6 +184,7 @@ class Tps:
             "cpu_pct_of_one_core": {party: self.cpu_pct(party) for party in self.cpu_s},
             "errors": dict(self.errors),
             "latencies_ms": [round(x * 1e3, 3) for x in self.latencies],
+            "shares_in_window": [round(x, 4) for x in self.shares],
         }
 
 

@@ -2,9 +2,11 @@
 
 With ``C`` clients each sending its next request as soon as the last one is answered, the rate
 over a window in which all of them are measuring is ``C ÷ mean latency`` (Little's law; times
-the fields per request for batches). A measured throughput off that by more than ``TOLERANCE``
-means the window held something other than the requests — a client's set-up, clients that had
-stopped, a load generator too busy to send — and such a figure contradicts its own latencies.
+the fields per request for batches), the mean weighing each operation as the throughput counts
+it (an operation across an edge of the window by its share inside). A measured throughput off
+that by more than ``TOLERANCE`` means the clients were idle for part of the window — a client's
+set-up, clients that had stopped, a load generator too busy to send — and such a figure
+contradicts its own latencies.
 ``bench report`` prints the check for every row and fails the run when any round of any row
 disagrees.
 """
@@ -22,14 +24,14 @@ TOLERANCE = 0.25
 """How far throughput may be from clients ÷ mean latency: ±25 %."""
 
 
-def expected(clients: int, items: int, latencies: Sequence[float]) -> float:
-    """``clients * items / mean latency`` (per second; latencies in seconds); NaN without latencies."""
-    return clients * items / statistics.fmean(latencies) if latencies and statistics.fmean(latencies) > 0 else math.nan
+def expected(clients: int, items: int, mean_latency: float) -> float:
+    """``clients * items / mean latency`` (per second; the latency in seconds); NaN without one."""
+    return clients * items / mean_latency if mean_latency > 0 else math.nan
 
 
-def agreement(measured: float, clients: int, items: int, latencies: Sequence[float]) -> float:
-    """Measured throughput ÷ the one latency gives (1.0: they agree); NaN when it cannot be said."""
-    wanted = expected(clients, items, latencies)
+def agreement(measured: float, clients: int, items: int, mean_latency: float) -> float:
+    """Measured throughput ÷ the one the latency gives (1.0: they agree); NaN when it cannot be said."""
+    wanted = expected(clients, items, mean_latency)
     return measured / wanted if wanted > 0 else math.nan
 
 
@@ -63,8 +65,8 @@ class Check:
 def of_measurements(name: str, runs: Sequence[Measurement]) -> Check:
     """The check of a row of the Python driver's measurements (every latency kept)."""
     first = runs[0]
-    ratios = tuple(agreement(m.ops_per_s, m.concurrency, m.items, m.encrypt + m.decrypt) for m in runs)
-    wanted = [expected(m.concurrency, m.items, m.encrypt + m.decrypt) for m in runs]
+    ratios = tuple(agreement(m.ops_per_s, m.concurrency, m.items, m.window_latency) for m in runs)
+    wanted = [expected(m.concurrency, m.items, m.window_latency) for m in runs]
     return Check(name, first.concurrency, statistics.fmean(m.ops_per_s for m in runs), statistics.fmean(wanted), ratios)
 
 

@@ -154,7 +154,8 @@ def checks_sentence(results: Results) -> str:
     unstable = tables.unstable_rows(results)
     if unstable:
         text += (
-            f" {len(unstable)} rows are unstable (their rounds differ by more than {UNSTABLE:.0%} of their mean, "
+            f" {len(unstable)} of {len(results.checks)} rows are unstable (their rounds differ by more than "
+            f"{UNSTABLE:.0%} of their mean, "
             f"marked in the tables: measure them again before quoting them): {', '.join(unstable)}."
         )
     return text

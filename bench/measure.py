@@ -5,12 +5,14 @@ moment the last client sent its first measured request (after its set-up and war
 moment the first client got its last answer. An operation inside the window counts whole; one
 that straddles an edge counts for the share of its time inside. So the window never holds a
 client's set-up or the tail in which some clients have stopped, and with ``C`` clients always
-busy the throughput is ``C ÷ mean latency`` (Little's law): ``bench.consistency`` checks that it is.
-The latencies kept are those of the operations counted.
+busy the throughput is ``C ÷ mean latency`` (Little's law), the mean weighing each operation as
+the throughput counts it: ``bench.consistency`` checks that it is. The latencies kept are those of
+the operations counted, with their shares.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections import Counter
@@ -62,8 +64,9 @@ class Measurement:
     driver: str = "python"
     counted: int | None = None
     """Operations counted by the driver when the latencies are quantiles rather than every one (wrk)."""
-    in_window: float | None = None
-    """Operations inside the window, those straddling its edges by their share (the Python driver)."""
+    shares: list[float] | None = None
+    """The Python driver: per operation kept (the encryptions, then the decryptions), the share of it
+    inside the window — 1 inside, less across an edge."""
     probed_s: float | None = None
     """Wall seconds over which the CPU figures were read (the Python driver: warm-up end to last answer)."""
     probed_operations: int | None = None
@@ -80,6 +83,20 @@ class Measurement:
     def error_count(self) -> int:
         """Failed operations and mismatching decryptions."""
         return sum(self.errors.values())
+
+    @property
+    def in_window(self) -> float | None:
+        """Operations in the window, those across an edge by their share (None: not the Python driver)."""
+        return sum(self.shares) if self.shares is not None else None
+
+    @property
+    def window_latency(self) -> float:
+        """Mean latency (seconds) of the work in the window: each operation weighted by its share inside,
+        as the throughput counts it (every operation alike without shares); NaN without operations."""
+        latencies = self.encrypt + self.decrypt
+        weights = self.shares if self.shares is not None else [1.0] * len(latencies)
+        total = sum(weights)
+        return sum(w * x for w, x in zip(weights, latencies, strict=True)) / total if total > 0 else math.nan
 
     @property
     def ops_per_s(self) -> float:
@@ -124,7 +141,7 @@ class Measurement:
 
     def as_json(self) -> dict[str, Any]:
         """Raw figures (latencies in ms, rounded to the µs) and the summary."""
-        raw = {k: v for k, v in self.__dict__.items() if k not in ("encrypt", "decrypt", "rss_peak")}
+        raw = {k: v for k, v in self.__dict__.items() if k not in ("encrypt", "decrypt", "rss_peak", "shares")}
         return {
             **raw,
             "summary": self.summary(),
@@ -132,6 +149,7 @@ class Measurement:
                 "encrypt": [round(x * 1e3, 3) for x in self.encrypt],
                 "decrypt": [round(x * 1e3, 3) for x in self.decrypt],
             },
+            "shares_in_window": None if self.shares is None else [round(x, 4) for x in self.shares],
         }
 
 
@@ -182,7 +200,7 @@ def measure(
         client_procs=len(tallies),
         server_cpu_s=None if cpu_before is None or cpu_after is None else cpu_after - cpu_before,
         rss_peak=dict(rss.peaks),
-        in_window=share_inside(encrypt + decrypt, start, end),
+        shares=shares_inside(encrypt + decrypt, start, end),
         probed_s=probed,
         probed_operations=len(total.encrypt) + len(total.decrypt),
         setup_s=total.setup_s,
@@ -206,13 +224,9 @@ def inside(spans: Sequence[Span], start: float, end: float) -> list[Span]:
     return [(s, e) for s, e in spans if e > start and s < end]
 
 
-def share_inside(spans: Sequence[Span], start: float, end: float) -> float:
-    """Operations in the window: one for each inside, the share inside for each across an edge."""
-    total = 0.0
-    for s, e in spans:
-        if e > s:
-            total += max(0.0, min(e, end) - max(s, start)) / (e - s)
-    return total
+def shares_inside(spans: Sequence[Span], start: float, end: float) -> list[float]:
+    """Per operation, the share of it inside the window: 1 inside, less across an edge, 0 outside."""
+    return [max(0.0, min(e, end) - max(s, start)) / (e - s) if e > s else 1.0 for s, e in spans]
 
 
 def target_items(target: TargetSpec) -> int:

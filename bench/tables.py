@@ -172,9 +172,10 @@ def consistency_table(checks: Sequence[Check]) -> Table:
     rows = [[c.name, cell(c.clients), cell(c.measured, 1), cell(c.from_latency, 1), c.ratio_text(),
              "yes" if c.ok else "NO"] for c in checks]  # fmt: skip
     note = (
-        "With every client busy, throughput is clients ÷ mean latency (times the fields of a batch): a round off "
-        "that by more than 25 % measured something other than the requests, and fails the run. ratio: measured ÷ "
-        "from latency, lowest to highest round."
+        "With every client busy, throughput is clients ÷ mean latency (times the fields of a batch; the mean "
+        "weighing each operation as the throughput counts it, one across an edge of the window by its share "
+        "inside): a round off that by more than 25 % had clients idle in its window, and fails the run. ratio: "
+        "measured ÷ from latency, lowest to highest round."
     )
     columns = ["row", "clients", "measured /s", "clients ÷ mean latency /s", "ratio (rounds)", "agrees"]
     return Table("Throughput against latency, every row", columns, rows, note, text_columns=1)

@@ -23,14 +23,14 @@ def run(code: str) -> str:
 
 def test_the_window_starts_when_every_client_is_measuring_and_ends_at_the_first_last_answer() -> None:
     out = run("""
-        from bench.measure import common_window, inside, share_inside
+        from bench.measure import common_window, inside, shares_inside
         # client A measures from 0 to 10, client B, whose set-up was slow, from 4 to 12
         print(common_window([(0.0, 10.0), (4.0, 12.0)]))
         ops = [(3.0, 5.0), (5.0, 9.0), (9.0, 11.0), (0.0, 2.0)]
-        print(inside(ops, 4.0, 10.0), share_inside(ops, 4.0, 10.0))
+        print(inside(ops, 4.0, 10.0), shares_inside(ops, 4.0, 10.0))
         print(common_window([(0.0, 1.0), (2.0, 3.0)]))  # no overlap: the span of them all
     """).splitlines()
-    assert out == ["(4.0, 10.0)", "[(3.0, 5.0), (5.0, 9.0), (9.0, 11.0)] 2.0", "(0.0, 3.0)"]
+    assert out == ["(4.0, 10.0)", "[(3.0, 5.0), (5.0, 9.0), (9.0, 11.0)] [0.5, 1.0, 0.5, 0.0]", "(0.0, 3.0)"]
 
 
 def test_rounds_that_disagree_are_unstable_and_overlapping_ranges_make_no_measurable_difference() -> None:
