@@ -29,6 +29,7 @@ from keymanager.api.routes import (
     crypto,
     health,
     key_import,
+    key_specs,
     keys,
     principals,
     streams,
@@ -44,7 +45,7 @@ from keymanager.services.throttle import AuthThrottle
 log = logging.getLogger(__name__)
 
 
-_MODULES = (health, principals, access_keys, keys, crypto, asymmetric, streams, audit, tokens, key_import)
+_MODULES = (health, principals, access_keys, key_specs, keys, crypto, asymmetric, streams, audit, tokens, key_import)
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (

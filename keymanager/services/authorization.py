@@ -30,6 +30,7 @@ class Right(enum.Enum):
     READ_LOG = "read the audit log and the metrics"
     RANDOM = "draw random bytes from the HSM"
     SELF = "learn who it is (its own name and role)"
+    CATALOG = "learn what the service offers (the table of key types)"
     KEY_STORE = "serve AWS KMS as an external key store (which keys: their policies)"
     KEY_POLICY = "whatever the key's policy grants (decided per key)"
     CREATE_OWNED = "create keys and objects it then owns (admins; a principal given create_keys)"
@@ -41,6 +42,7 @@ ROLES: Mapping[Right, tuple[Role, ...]] = {
     Right.READ_LOG: (Role.AUDITOR, Role.ADMIN),
     Right.RANDOM: (Role.ADMIN, Role.APP),
     Right.SELF: (Role.ADMIN, Role.APP, Role.AUDITOR),
+    Right.CATALOG: (Role.ADMIN, Role.APP, Role.AUDITOR),
     Right.KEY_STORE: (Role.XKS,),
     Right.KEY_POLICY: (Role.ADMIN, Role.APP, Role.AUDITOR),
     Right.CREATE_OWNED: (Role.ADMIN,),
@@ -156,6 +158,7 @@ RIGHTS: Mapping[str, Right] = {
     **{f"kms.{operation}": Right.KEY_POLICY for operation in _KMS_KEY_POLICY},
     "kms.GenerateRandom": Right.RANDOM,
     "principal.whoami": Right.SELF,
+    "key_spec.list": Right.CATALOG,
     **{
         f"xks.{operation}": Right.KEY_STORE for operation in ("GetKeyMetadata", "Encrypt", "Decrypt", "GetHealthStatus")
     },

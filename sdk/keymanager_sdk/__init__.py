@@ -39,6 +39,7 @@ from keymanager_sdk._exceptions import (
     VersionBelowMinimum,
 )
 from keymanager_sdk._key_import import ImportParameters, wrap_key_material
+from keymanager_sdk._key_specs import KeySpec
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -83,6 +84,7 @@ __all__ = [
     "KeyManagerError",
     "KeyNotFound",
     "KeyPendingDeletion",
+    "KeySpec",
     "KeyVersion",
     "Mac",
     "NewAccessKey",

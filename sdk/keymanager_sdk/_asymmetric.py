@@ -33,31 +33,6 @@ from keymanager_sdk._models import Context, as_bytes, b64decode, b64encode
 
 T = TypeVar("T")
 
-SIGNING_ALGORITHMS = (  # kmctl's choices; the service decides which a key accepts
-    "RSASSA_PSS_SHA_256",
-    "RSASSA_PSS_SHA_384",
-    "RSASSA_PSS_SHA_512",
-    "RSASSA_PKCS1_V1_5_SHA_256",
-    "RSASSA_PKCS1_V1_5_SHA_384",
-    "RSASSA_PKCS1_V1_5_SHA_512",
-    "ECDSA_SHA_256",
-    "ECDSA_SHA_384",
-    "ECDSA_SHA_512",
-    "ED25519_SHA_512",
-    "ED25519_PH_SHA_512",
-)
-KEY_PAIR_SPECS = (
-    "RSA_2048",
-    "RSA_3072",
-    "RSA_4096",
-    "ECC_NIST_P256",
-    "ECC_NIST_P384",
-    "ECC_NIST_P521",
-    "ECC_SECG_P256K1",
-    "ECC_NIST_EDWARDS25519",
-)
-"""The asymmetric key specs (``create_key(algorithm=)``; ``generate_data_key_pair``'s pair specs)."""
-
 
 def _names(data: Mapping[str, Any], name: str) -> tuple[str, ...]:
     return tuple(str(v) for v in data.get(name) or ())

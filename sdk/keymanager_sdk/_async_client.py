@@ -35,6 +35,7 @@ from keymanager_sdk._envelope import (
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
 from keymanager_sdk._key_import import AsyncKeyImportMethods
+from keymanager_sdk._key_specs import KeySpec
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -181,6 +182,10 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
         await self._run(self._core.delete_principal(name))
 
     # --- keys ------------------------------------------------------------------------------------
+
+    async def key_specs(self) -> list[KeySpec]:
+        """The service's table of key types (any role may ask): each spec, its usages and their algorithms."""
+        return await self._run(self._core.key_specs())
 
     async def create_key(
         self,

@@ -26,6 +26,7 @@ from keymanager_sdk._envelope import (
 )
 from keymanager_sdk._exceptions import DecryptionFailed, TransportError
 from keymanager_sdk._key_import import KeyImportMethods
+from keymanager_sdk._key_specs import KeySpec
 from keymanager_sdk._models import (
     AuditRecord,
     AuditVerification,
@@ -184,6 +185,10 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
         self._run(self._core.delete_principal(name))
 
     # --- keys ------------------------------------------------------------------------------------
+
+    def key_specs(self) -> list[KeySpec]:
+        """The service's table of key types (any role may ask): each spec, its usages and their algorithms."""
+        return self._run(self._core.key_specs())
 
     def create_key(
         self,

@@ -21,6 +21,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
 from keymanager_sdk._exceptions import APIError, api_error
+from keymanager_sdk._key_specs import KeySpec, key_specs_of
 from keymanager_sdk._models import (
     AuditPage,
     AuditVerification,
@@ -298,6 +299,9 @@ class Core:
             }
         )
         return Call("POST", "/v1/keys", _key, json=body)
+
+    def key_specs(self) -> Call[list[KeySpec]]:
+        return Call("GET", "/v1/key-specs", _json_parser(key_specs_of), retryable=True)
 
     def list_keys(self) -> Call[list[Key]]:
         return Call("GET", "/v1/keys", _json_parser(lambda data: [Key.from_json(k) for k in data]), retryable=True)

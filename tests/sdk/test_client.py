@@ -286,3 +286,15 @@ def test_wrap_key_material_refuses_what_it_cannot_do() -> None:
         km.wrap_key_material(b"", b"k" * 32, "RSAES_OAEP_SHA_256")
     with pytest.raises(TypeError, match="material must be str or bytes-like, not int"):
         KeyManager("https://km.test").import_key_material("k", 42)  # type: ignore[arg-type]
+
+
+def test_key_specs_are_the_servers_table_and_the_sdk_lists_match(app: KeyManager) -> None:
+    from keymanager_sdk import KeySpec, _spec_names
+
+    specs = app.key_specs()
+    assert all(isinstance(spec, KeySpec) for spec in specs)
+    assert tuple(spec.name for spec in specs) == _spec_names.KEY_SPECS
+    assert tuple(spec.name for spec in specs if spec.asymmetric) == _spec_names.KEY_PAIR_SPECS
+    signing = {a for spec in specs for a in spec.usages.get("SIGN_VERIFY", ())}
+    assert signing == set(_spec_names.SIGNING_ALGORITHMS)
+    assert {u for spec in specs for u in spec.usages} == set(_spec_names.USAGES)

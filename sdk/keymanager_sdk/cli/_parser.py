@@ -10,11 +10,11 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
-from keymanager_sdk._asymmetric import KEY_PAIR_SPECS, SIGNING_ALGORITHMS
 from keymanager_sdk._core import __version__
 from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE
 from keymanager_sdk._key_import import WRAPPING_ALGORITHMS
 from keymanager_sdk._models import OPERATIONS
+from keymanager_sdk._spec_names import KEY_SPECS, SIGNING_ALGORITHMS, USAGES
 from keymanager_sdk.cli import _asymmetric, _completion, _crypto
 from keymanager_sdk.cli import _commands as cmd
 from keymanager_sdk.cli._access_keys import access_keys_create, access_keys_delete, access_keys_list
@@ -23,17 +23,6 @@ from keymanager_sdk.cli._config import UsageError
 from keymanager_sdk.cli._output import OUTPUTS, emit
 from keymanager_sdk.cli._policy import policy_add, policy_remove
 
-ALGORITHMS = [
-    "AES_256_CBC_HMAC_SHA256",
-    "AES_256_GCM",
-    "HMAC_SHA224",
-    "HMAC_SHA256",
-    "HMAC_SHA384",
-    "HMAC_SHA512",
-    "FF1_AES_256",
-    *KEY_PAIR_SPECS,
-]
-USAGES = ["ENCRYPT_DECRYPT", "SIGN_VERIFY", "KEY_AGREEMENT"]
 KEY_HELP = "the key's name or id"
 
 
@@ -94,7 +83,7 @@ def _keys(group: Any) -> None:
     keys = _group(group, "keys", "manage keys")
     create = _sub(keys, "create", cmd.keys_create, "create a key")
     create.add_argument("name", help="the new key's name")
-    create.add_argument("--algorithm", choices=ALGORITHMS, help="key spec (default: AES_256_CBC_HMAC_SHA256)")
+    create.add_argument("--algorithm", choices=KEY_SPECS, help="key spec (default: AES_256_CBC_HMAC_SHA256)")
     create.add_argument(
         "--usage", choices=USAGES, help="asymmetric keys: what the key is for (RSA must name it; ECC: SIGN_VERIFY)"
     )
