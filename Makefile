@@ -1,7 +1,7 @@
 # keymanager: `make run` installs the service, the SDK and kmctl (runtime packages only) and serves
 # on https://127.0.0.1:$KM_PORT (8443); `make test` installs the test tools too and runs the checks;
 # `make setup` installs the service alone; `make bench` runs the benchmark's report
-# (`make bench BENCH_ARGS="report --quick --spawn"`: the same in under 2 minutes).
+# (`make bench BENCH_ARGS="report --quick --spawn"`: the same in about 3 minutes).
 VENV := .venv
 BIN := $(VENV)/bin
 BENCH_ARGS ?= report --spawn

@@ -3,9 +3,11 @@ costs an application, measured in one run and written as a report a security tea
 
 Into ``--out`` (default ``bench-out/<time>/``): ``report.html`` (self-contained: tables, plots
 inline, printable), ``report.md`` with its plots as SVG files, and ``report.json`` with every
-sample. ``--quick`` measures a subset (fewer sizes, rounds and clients, shorter windows; under two
-minutes on a 2-core machine) and says so at the top of the report; the full run prints its
-estimate before it starts. Every option left unset takes the full or the quick plan's value.
+sample. ``--quick`` measures a subset (fewer sizes, rounds and clients, shorter windows; about
+three minutes on a 2-core machine) and says so at the top of the report; every run prints its
+estimate before it starts. Every option left unset takes the full or the quick plan's value. The
+run fails (exit 1) on any error and on any row whose throughput contradicts its latency
+(``bench.consistency``).
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ def add_parser(commands: Any, service_options: argparse.ArgumentParser) -> None:
     from bench.cli import comma_list, parse_size
 
     r = commands.add_parser("report", parents=[service_options], help="the full report: HTML, Markdown, JSON")
-    r.add_argument("--quick", action="store_true", help="a subset in under 2 minutes, marked as such in the report")
+    r.add_argument("--quick", action="store_true", help="a subset in about 3 minutes, marked as such in the report")
     types: dict[str, Any] = {"sizes": comma_list(parse_size), "ints": comma_list(int), "int": int, "float": float}
     for option, kind, what in PLAN_OPTIONS:
         name = option[2:].replace("-", "_")
