@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import math
 import os
 import random
 import secrets
@@ -40,7 +39,7 @@ from sqlalchemy import Table as SqlTable
 
 from bench import environment, output
 from bench.clients import unwrap
-from bench.measure import common_window, inside, shares_inside
+from bench.measure import common_window, inside, shares_inside, weighted_mean
 from bench.rig import service_from
 from bench.service import Endpoint, Service, provision
 from bench.stats import Distribution, percentile
@@ -127,14 +126,13 @@ class Tps:
     concurrency: int
     round: int = 0
     elapsed: float = 0.0
-    """Seconds of the window in which every client thread was running."""
+    """Seconds of the window in which every client thread was running (``close_window``)."""
     latencies: list[float] = field(default_factory=list)
-    """Seconds of each transaction counted (those overlapping the window)."""
+    """Seconds of each transaction counted (overlapping the window), with ``shares`` its share inside."""
     shares: list[float] = field(default_factory=list)
-    """Per transaction counted, the share of it inside the window (1 inside, less across an edge)."""
     spans: list[tuple[float, float]] = field(default_factory=list)
     clients: list[tuple[float, float]] = field(default_factory=list)
-    """Each thread's first start and last end (``time.monotonic()``)."""
+    """Every transaction's span, and each thread's first start and last end (``time.monotonic()``)."""
     errors: Counter[str] = field(default_factory=Counter)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds over the window per party (``app``, ``keymanager``, ``database``) that was measured."""
@@ -149,8 +147,7 @@ class Tps:
     @property
     def window_latency(self) -> float:
         """Mean transaction latency (seconds), each weighted by its share inside the window; NaN without any."""
-        total = sum(self.shares)
-        return sum(w * x for w, x in zip(self.shares, self.latencies, strict=True)) / total if total else math.nan
+        return weighted_mean(self.latencies, self.shares)
 
     def close_window(self) -> None:
         """Count the transactions of the window in which every thread ran (from ``spans`` and ``clients``)."""
@@ -369,17 +366,8 @@ def app_table(results: Sequence[Tps]) -> Table:
         overhead = "—" if base is None or r is base or not base.tps else f"{(1 - r.tps / base.tps) * 100:.1f}%"
         dist = Distribution.of(r.latencies)
         errors = sum(r.errors.values())
-        table.add_row(
-            r.mode,
-            r.kind,
-            str(r.concurrency),
-            f"{r.tps:,.1f}",
-            overhead,
-            f"{dist.p50 * 1e3:.2f}",
-            f"{r.p95 * 1e3:.2f}",
-            f"{dist.p99 * 1e3:.2f}",
-            f"[bold red]{errors}[/]" if errors else "0",
-        )
+        figures = (f"{r.tps:,.1f}", overhead, *(f"{v * 1e3:.2f}" for v in (dist.p50, r.p95, dist.p99)))
+        table.add_row(r.mode, r.kind, str(r.concurrency), *figures, f"[bold red]{errors}[/]" if errors else "0")
     return table
 
 

@@ -94,9 +94,7 @@ class Measurement:
         """Mean latency (seconds) of the work in the window: each operation weighted by its share inside,
         as the throughput counts it (every operation alike without shares); NaN without operations."""
         latencies = self.encrypt + self.decrypt
-        weights = self.shares if self.shares is not None else [1.0] * len(latencies)
-        total = sum(weights)
-        return sum(w * x for w, x in zip(weights, latencies, strict=True)) / total if total > 0 else math.nan
+        return weighted_mean(latencies, self.shares if self.shares is not None else [1.0] * len(latencies))
 
     @property
     def ops_per_s(self) -> float:
@@ -222,6 +220,12 @@ def common_window(clients: Sequence[Span]) -> Span:
 def inside(spans: Sequence[Span], start: float, end: float) -> list[Span]:
     """The operations that overlap the window (those counted, wholly or in part)."""
     return [(s, e) for s, e in spans if e > start and s < end]
+
+
+def weighted_mean(values: Sequence[float], weights: Sequence[float]) -> float:
+    """The mean of ``values`` weighted by ``weights`` (NaN when they weigh nothing)."""
+    total = sum(weights)
+    return sum(w * x for w, x in zip(weights, values, strict=True)) / total if total > 0 else math.nan
 
 
 def shares_inside(spans: Sequence[Span], start: float, end: float) -> list[float]:

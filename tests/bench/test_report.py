@@ -15,20 +15,17 @@ table's cell; bars on a linear axis from zero. Never asserts on timings.
 
 from __future__ import annotations
 
-import base64
-import itertools
 import json
-import math
 import re
 import subprocess
 import sys
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.bench.chromium import Page
+from tests.bench.drawing import axis_reader, close, digits_slack, marks, number, svgs
 
 ROOT = Path(__file__).resolve().parents[2]
 TOWNSEND = "Townsend Security, Alliance Key Manager on-board encryption table (the seed)"
@@ -39,7 +36,6 @@ TOLERANCE = 0.25
 UNSTABLE = 0.5
 """``bench.estimate.UNSTABLE``: rounds differing by more than half their mean are marked unstable."""
 NO_DIFFERENCE = "no measurable difference"
-SVG = "{http://www.w3.org/2000/svg}"
 SMALLER_THAN_QUICK = [
     "--quick", "--spawn", "--workers", "1", "--small-sizes", "512,5K", "--large-sizes", "1M", "--concurrency", "1,2",
     "--duration", "0.2", "--warmup", "0.05", "--app-duration", "0.3", "--app-rows", "60",
@@ -97,27 +93,11 @@ def table(page: dict[str, Any], caption: str) -> list[list[str]]:
     return rows
 
 
-def columns(page: dict[str, Any], caption: str) -> list[str]:
-    """The headings of the table with ``caption``."""
-    return next(list(t["columns"]) for t in page["tables"] if t["caption"] == caption)
-
-
-def number(text: str) -> float:
-    """A cell's figure: ``1,234.5`` → 1234.5."""
-    return float(text.replace(",", "").split()[0])
-
-
 def spread_of(text: str) -> tuple[float, float, bool]:
     """A spread cell ``2.61 to 3.10`` or ``5.0 to 204.0 unstable``: (low, high, marked unstable)."""
     match = re.fullmatch(r"([\d,.]+) to ([\d,.]+)( unstable)?", text)
     assert match, text
     return number(match[1]), number(match[2]), bool(match[3])
-
-
-def digits_slack(text: str) -> float:
-    """Half a unit of a cell's last printed digit (what rounding may have moved it)."""
-    decimals = len(text.split(".")[1]) if "." in text else 0
-    return 0.5 * 10**-decimals
 
 
 def test_the_page_loads_without_errors_and_shows_every_plot(page: dict[str, Any]) -> None:
@@ -320,44 +300,6 @@ def test_comparisons_are_framed(page: dict[str, Any]) -> None:
         assert caveat in notes[caption] and "Our analogue: km" in notes[caption], caption
     machine = next(r[1] for r in table(page, "Setting") if r[0] == "machine")
     assert "shared by the load generator" in machine and "the key manager" in machine and "PostgreSQL" in machine
-
-
-def svgs(run: tuple[Path, str]) -> dict[str, ET.Element]:
-    """The page's plots by their alt text, parsed from the data URIs of ``report.html``."""
-    page = (run[0] / "report.html").read_text()
-    found = re.findall(r'<img alt="([^"]+)" src="data:image/svg\+xml;base64,([^"]+)">', page)
-    return {alt: ET.fromstring(base64.b64decode(data)) for alt, data in found}  # noqa: S314 (the run's own SVG)
-
-
-def axis_reader(svg: ET.Element) -> tuple[bool, Any]:
-    """Whether the y axis is logarithmic (its label says so) and a function from a y position to a value,
-    fitted to the y tick labels as drawn."""
-    labels = [t.text or "" for t in svg.iter(f"{SVG}text") if "rotate(-90)" in t.get("transform", "")]
-    log = "log scale" in labels[0]
-    texts = [t for t in svg.iter(f"{SVG}text") if t.get("class") == "tick-y"]
-    ticks = [(number(t.text or ""), float(t.get("y", 0)) - 4) for t in texts]
-    assert len(ticks) >= 2, ticks
-    (v1, y1), (v2, y2) = ticks[0], ticks[-1]
-    scale = math.log10 if log else (lambda v: v)
-    per_unit = (y2 - y1) / (scale(v2) - scale(v1))
-    for (va, ya), (vb, yb) in itertools.pairwise(ticks):  # every tick sits where the axis's scale puts it
-        assert abs((yb - ya) - (scale(vb) - scale(va)) * per_unit) <= 0.3, (log, ticks)
-
-    def value(y: float) -> float:
-        at = scale(v1) + (y - y1) * (scale(v2) - scale(v1)) / (y2 - y1)
-        return 10**at if log else at
-
-    return log, value
-
-
-def marks(svg: ET.Element) -> dict[str, ET.Element]:
-    """Markers and bars by their ``<title>``."""
-    return {m.find(f"{SVG}title").text or "": m for m in svg.iter() if m.get("class") == "mark"}  # type: ignore[union-attr]
-
-
-def close(drawn: float, cell_text: str) -> bool:
-    """A value read from the drawing equals the cell, within the cell's rounding and a pixel's worth."""
-    return abs(drawn - number(cell_text)) <= digits_slack(cell_text) + 0.01 * abs(number(cell_text))
 
 
 def test_plots_draw_the_tables_numbers_and_bars_stand_on_a_linear_axis_from_zero(
