@@ -190,21 +190,34 @@ def audit_counts(installation: Installation) -> tuple[int, int]:
 
 
 # -- HAProxy from deploy/haproxy.cfg ----------------------------------------------------------
-def haproxy_config(port: int, replicas: list[int]) -> str:
+def haproxy_config(port: int, replicas: list[int], kmip: tuple[int, list[int]] | None = None) -> str:
     """``deploy/haproxy.cfg`` with the addresses of this machine: the listener on 127.0.0.1:``port``,
     the replicas on 127.0.0.1, reached from :data:`PROXY_SOURCE` (the one address the replicas
     trust to send the PROXY header), no Docker DNS resolver. Everything else (mode tcp, leastconn,
-    the PROXY v2 header, the ``/v1/ready`` checks, the timeouts) as deployed."""
+    the PROXY v2 header, the ``/v1/ready`` checks, the timeouts) as deployed. The KMIP sections
+    are left out, or with ``kmip`` (the KMIP listener's port and the replicas' KMIP ports, in the
+    order of ``replicas``) rewritten the same way."""
     text = HAPROXY_CFG.read_text()
     text = re.sub(r"(?ms)^resolvers docker\n.*?\n\n", "", text)
     text = text.replace(" resolvers docker init-addr last,libc,none", f" source {PROXY_SOURCE}")
     text = re.sub(r"(?m)^(\s+bind) :8443$", rf"\1 127.0.0.1:{port}", text)
+    https, kmip_part = text.split("\nfrontend keymanager_kmip\n", 1)
     for number, replica in enumerate(replicas, 1):
-        text = re.sub(rf"(?m)^(\s+server keymanager-{number}) \S+$", rf"\1 127.0.0.1:{replica}", text)
-    shape = "send-proxy-v2" in text and PROXY_SOURCE in text and text.count("server keymanager-") == len(replicas)
-    if "resolvers" in text or ":8443" in text or not shape:
+        https = re.sub(rf"(?m)^(\s+server keymanager-{number}) \S+$", rf"\1 127.0.0.1:{replica}", https)
+    servers = len(replicas)
+    if kmip is not None:
+        kmip_part = re.sub(r"(?m)^(\s+bind) :5696$", rf"\1 127.0.0.1:{kmip[0]}", kmip_part)
+        for number, (replica, kmip_replica) in enumerate(zip(replicas, kmip[1], strict=True), 1):
+            kmip_part = re.sub(
+                rf"(?m)^(\s+server keymanager-{number}) \S+ port 8443$",
+                rf"\1 127.0.0.1:{kmip_replica} port {replica}",
+                kmip_part,
+            )
+        https, servers = f"{https}\nfrontend keymanager_kmip\n{kmip_part}", 2 * len(replicas)
+    shape = "send-proxy-v2" in https and PROXY_SOURCE in https and https.count("server keymanager-") == servers
+    if "resolvers" in https or re.search(r":8443|:5696| 8443$", https, re.MULTILINE) or not shape:
         raise RuntimeError(f"{HAPROXY_CFG} changed shape: the bench cannot rewrite its addresses")
-    return text
+    return https
 
 
 @contextlib.contextmanager

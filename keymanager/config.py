@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import re
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -13,6 +14,12 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 DEV_PIN = "km-dev-pin"
 DEV_SO_PIN = "km-dev-so-pin"
 SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
+REST_PATHS = frozenset(
+    {"audit", "auth", "decrypt", "health", "key-specs", "keys", "principals", "ready", "sys", "whoami"}
+)
+"""The first segments of the paths under ``/v1/`` the REST API (and the Transit door's ``auth/``) serve or
+reserve: no Transit mount may be named so (``tests/transit/test_mounts.py`` checks the REST routes' list)."""
+_MOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}(?:/[A-Za-z0-9_-]{1,64}){0,3}")
 
 
 def is_softhsm_module(module: str) -> bool:
@@ -208,9 +215,40 @@ class Settings(BaseSettings):
     access_log: bool = False
     """One log line per request (``keymanager.access``: method, route, status, duration), whatever ``KM_LOG_LEVEL``."""
 
+    # --- the Vault Transit API (issue 35: api/transit.py, services/transit/, docs/transit.md) ---
+    transit_mount: Annotated[list[str], NoDecode] = ["transit"]
+    """Mount paths of the Vault Transit API (``/v1/<mount>/encrypt/<key>``, …), comma-separated: every
+    mount serves the same keys. A mount is 1-4 segments of letters, digits, ``_`` and ``-``; it may not
+    begin with a REST API path (``keys``, ``principals``, ``auth``, …) nor sit inside another mount."""
+    transit_token_ttl_seconds: int = Field(default=86400, ge=60, le=32 * 86400)
+    """Lifetime of a client token made by the Transit door's AppRole login (``POST /v1/auth/approle/login``)."""
+
+    @field_validator("transit_mount", mode="before")
+    @classmethod
+    def _mounts_comma_separated(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [part.strip().strip("/") for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("transit_mount")
+    @classmethod
+    def _mounts_apart_from_rest(cls, mounts: list[str]) -> list[str]:
+        for mount in mounts:
+            if _MOUNT.fullmatch(mount) is None:
+                raise ValueError(f"{mount!r} is not a mount path (1-4 segments of letters, digits, '_', '-')")
+            if mount.split("/")[0].lower() in REST_PATHS:
+                raise ValueError(f"the mount {mount!r} would shadow the REST API's /v1/{mount.split('/')[0]}")
+            inside = [other for other in mounts if other != mount and mount.startswith(other + "/")]
+            if inside or mounts.count(mount) > 1:
+                raise ValueError(
+                    f"the mount {mount!r} is given twice or sits inside the mount {inside[0] if inside else mount!r}"
+                )
+        return mounts
+
     # --- AWS KMS API (docs/kms-api.md) ---
     aws_account_id: str = Field(default="111122223333", pattern=r"^[0-9]{12}$")
-    """The account named in the KMS API's ARNs (``arn:aws:kms:<region>:<account>:key/<id>``)."""
+    """The account named in the KMS API's ARNs (``arn:<partition>:kms:<region>:<account>:key/<id>``, the
+    partition that of the request's region: ``aws-cn`` for ``cn-*``, ``aws-us-gov`` for ``us-gov-*``)."""
 
     @model_validator(mode="after")
     def _refuse_dev_secrets_in_production(self) -> Settings:

@@ -20,7 +20,18 @@ from keymanager.api.audit_trail import AuditContext
 from keymanager.api.deps import caller
 from keymanager.api.front_door import PUBLIC_PATHS
 from keymanager.api.kms import KNOWN_UNSUPPORTED
-from keymanager.api.routes import access_keys, audit, crypto, health, key_import, keys, principals, streams, tokens
+from keymanager.api.routes import (
+    access_keys,
+    approle,
+    audit,
+    crypto,
+    health,
+    key_import,
+    keys,
+    principals,
+    streams,
+    tokens,
+)
 from keymanager.services.authorization import RIGHTS
 from keymanager.services.container import Services
 
@@ -28,7 +39,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
 DOORS = sorted(
     [
         *(PACKAGE / "api").rglob("*.py"),
-        *(p for d in ("kms", "kmip", "xks") for p in (PACKAGE / "services" / d).rglob("*.py")),
+        *(p for d in ("kms", "kmip", "xks", "transit") for p in (PACKAGE / "services" / d).rglob("*.py")),
     ]
 )
 """The doors' own code: the API layer and the services' translation packages."""
@@ -79,7 +90,9 @@ def route(principal):
 
 def _routes() -> list[APIRoute]:
     """Every route of the REST API (the routers ``create_app`` includes)."""
-    routers = [module.router for module in (health, principals, access_keys, keys, crypto, streams, audit, tokens)]
+    routers = [
+        module.router for module in (health, principals, access_keys, approle, keys, crypto, streams, audit, tokens)
+    ]
     routers += [key_import.router, health.metrics_router]
     return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 

@@ -24,6 +24,7 @@ from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
     access_keys,
+    approle,
     asymmetric,
     audit,
     crypto,
@@ -35,6 +36,8 @@ from keymanager.api.routes import (
     streams,
     tokens,
 )
+from keymanager.api.transit import BodyLimits as TransitLimits
+from keymanager.api.transit import TransitDoor
 from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
@@ -45,7 +48,20 @@ from keymanager.services.throttle import AuthThrottle
 log = logging.getLogger(__name__)
 
 
-_MODULES = (health, principals, access_keys, key_specs, keys, crypto, asymmetric, streams, audit, tokens, key_import)
+_MODULES = (
+    health,
+    principals,
+    access_keys,
+    approle,
+    key_specs,
+    keys,
+    crypto,
+    asymmetric,
+    streams,
+    audit,
+    tokens,
+    key_import,
+)
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
@@ -144,6 +160,12 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
         kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
+        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
+            services=lambda: app.state.services,
+            throttle=throttle,
+            mounts=settings.transit_mount,
+            limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+        ),
     )
 
 

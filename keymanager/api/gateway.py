@@ -8,7 +8,8 @@ what uvicorn serves. Each HTTP request passes, in this order:
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
 2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
-   External Key Store door (``api/xks.py``); each answers it;
+   External Key Store door (``api/xks.py``), a path under a Transit mount or ``/v1/auth/`` to the
+   Vault Transit door (``api/transit.py``); each answers it;
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;
 4. a JSON request to a hot route (``api/fastpath.py``; all of them go to FastAPI with
@@ -49,6 +50,7 @@ from keymanager.api.kmip import KmipDoor
 from keymanager.api.logs import request_scope
 from keymanager.api.metrics import Metrics
 from keymanager.api.request_context import log_access, request_ids, response_ids
+from keymanager.api.transit import TransitDoor
 from keymanager.api.xks import MARK as XKS_MARK
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 
@@ -68,6 +70,7 @@ class Gateway:
         fast: FastPath | None,
         access_log: bool,
         kmip: KmipDoor | None = None,
+        transit: TransitDoor | None = None,
     ) -> None:
         self.app = app
         self.door = door
@@ -79,6 +82,7 @@ class Gateway:
         self.access_log = access_log
         self.kmip = kmip
         """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
+        self.transit = transit
 
     @property
     def state(self) -> State:
@@ -125,6 +129,9 @@ class Gateway:
             return
         if XKS_MARK in scope["path"]:
             await self.xks(scope, exchange.receive, exchange.send)
+            return
+        if self.transit is not None and self.transit.owns(scope["path"]):
+            await self.transit(scope, exchange.receive, exchange.send)
             return
         try:
             exchange.limit = await self.door.admit(scope, headers)

@@ -10,7 +10,13 @@ from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import InstrumentedAttribute
 
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import AccessKeyRow, MetadataVersionRow, PrincipalRow
+from keymanager.db.models import (
+    AccessKeyRow,
+    AppRoleCredentialRow,
+    AppRoleTokenRow,
+    MetadataVersionRow,
+    PrincipalRow,
+)
 
 _VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
 
@@ -43,7 +49,13 @@ class CredentialReader:
         before them (so they are at least that new); ``DatabaseUnavailable``."""
         with connection_errors_as_unavailable(), self._engine.connect() as connection:
             version = int(connection.execute(_VERSION).scalar_one())
-            tokens = _column(connection, PrincipalRow.token_hash, limit + 1)
+            # Bearer tokens, and the Transit door's secrets presented as such: AppRole client tokens, and
+            # AppRole secret ids (what a login from a throttled address is vouched for by).
+            tokens = [
+                *_column(connection, PrincipalRow.token_hash, limit + 1),
+                *_column(connection, AppRoleTokenRow.token_hash, limit + 1),
+                *_column(connection, AppRoleCredentialRow.secret_hash, limit + 1),
+            ][: limit + 1]
             subjects = _column(connection, PrincipalRow.cert_subject, limit + 1)
             access_keys = _column(connection, AccessKeyRow.id, limit + 1)
         complete = max(len(tokens), len(subjects), len(access_keys)) <= limit

@@ -231,3 +231,38 @@ class KmipObjectRow(Base):
     seal_label: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class TransitKeyRow(Base):
+    """What the Vault Transit door keeps of a key beyond the key itself (``db/transit.py``): Vault's safety
+    flag ``deletion_allowed`` and its ``min_encryption_version`` (0: the latest)."""
+
+    __tablename__ = "transit_keys"
+
+    key_id: Mapped[str] = mapped_column(ForeignKey("keys.id", ondelete="CASCADE"), primary_key=True)
+    deletion_allowed: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    min_encryption_version: Mapped[int] = mapped_column(Integer, server_default="0")
+
+
+class AppRoleCredentialRow(Base):
+    """An AppRole credential of a principal (the Transit door's ``POST /v1/auth/approle/login``): its
+    ``role_id`` and the SHA-256 of its ``secret_id`` (shown once, never stored)."""
+
+    __tablename__ = "approle_credentials"
+
+    role_id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    secret_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class AppRoleTokenRow(Base):
+    """A client token an AppRole login made (its SHA-256 only), valid until ``expires_at``."""
+
+    __tablename__ = "approle_tokens"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    role_id: Mapped[str] = mapped_column(ForeignKey("approle_credentials.role_id", ondelete="CASCADE"), index=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)

@@ -235,6 +235,9 @@ class KeySpec:
     stream header); None for a spec those formats do not seal with."""
     mode: BlockMode | None = None
     """How the spec's AES object seals (None: the spec does not encrypt with AES)."""
+    transit_type: str | None = None
+    """Vault Transit's name of the key type (``aes256-gcm96``, ``hmac``, ``ecdsa-p256``, …; None: the
+    Transit door does not serve the spec). Several HMAC rows share ``hmac``, told apart by key size."""
 
     @property
     def key_bytes(self) -> int:
@@ -330,7 +333,9 @@ def _hmac_row(algorithm: Algorithm, kms: str, mac: MacAlgorithm, bits: int) -> K
         ),
         algorithms={mac.value: ()},
     )
-    return KeySpec(algorithm, kms, HsmKeyType.GENERIC_SECRET, {usage.usage: usage}, usage.usage, key_bits=bits)
+    return KeySpec(
+        algorithm, kms, HsmKeyType.GENERIC_SECRET, {usage.usage: usage}, usage.usage, key_bits=bits, transit_type="hmac"
+    )
 
 
 _AES_GEN = Mechanism("AES_KEY_GEN", 32, "GENERATE")
@@ -378,11 +383,19 @@ def _rsa_row(bits: int) -> KeySpec:
         None,
         key_bits=bits,
         public_key=PublicKeyForm.SPKI,
+        transit_type=f"rsa-{bits}",
     )
 
 
 def _ec_row(
-    algorithm: Algorithm, curve: str, oid: str, bits: int, signing: SigningAlgorithm, *, agreement: bool
+    algorithm: Algorithm,
+    curve: str,
+    oid: str,
+    bits: int,
+    signing: SigningAlgorithm,
+    *,
+    agreement: bool,
+    transit_type: str | None = None,
 ) -> KeySpec:
     gen = Mechanism("EC_KEY_PAIR_GEN", bits, "GENERATE_KEY_PAIR", curve)
     sign = Usage(
@@ -414,6 +427,7 @@ def _ec_row(
         curve_bits=bits,
         public_key=PublicKeyForm.SPKI,
         shared_secret_bytes=(bits + 7) // 8,
+        transit_type=transit_type,
     )
 
 
@@ -441,6 +455,7 @@ def _ed25519_row() -> KeySpec:
         curve_oid="1.3.101.112",
         curve_bits=256,
         public_key=PublicKeyForm.SPKI,
+        transit_type="ed25519",
     )
 
 
@@ -478,14 +493,16 @@ def _symmetric_rows() -> tuple[KeySpec, ...]:
             format_id=1,
             mode=BlockMode.CBC_HMAC,
         ),
-        _gcm_row(Algorithm.AES_256_GCM, "SYMMETRIC_DEFAULT", 256, format_id=2),
+        _gcm_row(Algorithm.AES_256_GCM, "SYMMETRIC_DEFAULT", 256, format_id=2, transit_type="aes256-gcm96"),
         KeySpec(Algorithm.FF1_AES_256, None, HsmKeyType.AES, {ff1.usage: ff1}, ff1.usage, key_bits=256),
-        _gcm_row(Algorithm.AES_128_GCM, None, 128, format_id=3),
+        _gcm_row(Algorithm.AES_128_GCM, None, 128, format_id=3, transit_type="aes128-gcm96"),
         _gcm_row(Algorithm.AES_192_GCM, None, 192, format_id=4),
     )
 
 
-def _gcm_row(algorithm: Algorithm, kms: str | None, bits: int, *, format_id: int) -> KeySpec:
+def _gcm_row(
+    algorithm: Algorithm, kms: str | None, bits: int, *, format_id: int, transit_type: str | None = None
+) -> KeySpec:
     """An AES-GCM spec of ``bits`` (AWS's ``SYMMETRIC_DEFAULT`` is the 256-bit one; 128 and 192 are
     KMIP's and the native API's)."""
     size = bits // 8
@@ -508,6 +525,7 @@ def _gcm_row(algorithm: Algorithm, kms: str | None, bits: int, *, format_id: int
         key_bits=bits,
         format_id=format_id,
         mode=BlockMode.GCM,
+        transit_type=transit_type,
     )
 
 
@@ -529,12 +547,25 @@ SPECS: Mapping[Algorithm, KeySpec] = {
             256,
             SigningAlgorithm.ECDSA_SHA_256,
             agreement=True,
+            transit_type="ecdsa-p256",
         ),
         _ec_row(
-            Algorithm.ECC_NIST_P384, "secp384r1", "1.3.132.0.34", 384, SigningAlgorithm.ECDSA_SHA_384, agreement=True
+            Algorithm.ECC_NIST_P384,
+            "secp384r1",
+            "1.3.132.0.34",
+            384,
+            SigningAlgorithm.ECDSA_SHA_384,
+            agreement=True,
+            transit_type="ecdsa-p384",
         ),
         _ec_row(
-            Algorithm.ECC_NIST_P521, "secp521r1", "1.3.132.0.35", 521, SigningAlgorithm.ECDSA_SHA_512, agreement=True
+            Algorithm.ECC_NIST_P521,
+            "secp521r1",
+            "1.3.132.0.35",
+            521,
+            SigningAlgorithm.ECDSA_SHA_512,
+            agreement=True,
+            transit_type="ecdsa-p521",
         ),
         _ec_row(
             Algorithm.ECC_SECG_P256K1, "secp256k1", "1.3.132.0.10", 256, SigningAlgorithm.ECDSA_SHA_256, agreement=False

@@ -41,7 +41,12 @@ _ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 E = TypeVar("E", bound=StrEnum)
-_ARN = re.compile(r"arn:aws:kms:(?P<region>[a-z0-9-]{1,64}):(?P<account>[0-9]{12}):(?P<resource>(key|alias)/.+)")
+_ARN = re.compile(
+    r"arn:(?P<partition>aws[a-z-]{0,16}):kms:(?P<region>[a-z0-9-]{1,64}):(?P<account>[0-9]{12}):(?P<resource>(key|alias)/.+)"
+)
+_PARTITIONS = {"cn-": "aws-cn", "us-gov-": "aws-us-gov", "us-iso-": "aws-iso", "us-isob-": "aws-iso-b"}
+_PARTITIONS |= {"us-isof-": "aws-iso-f", "eu-isoe-": "aws-iso-e", "eusc-": "aws-eusc"}
+"""The partition of the regions whose names begin so (botocore's ``endpoints.json``); ``aws`` for the others."""
 
 
 class KmsError(errors.KeyManagerError):
@@ -67,7 +72,16 @@ DENIED = frozenset(
 
 
 def unsupported(what: str) -> KmsError:
-    return KmsError("UnsupportedOperationException", f"{what} is not supported by this service")
+    """UnsupportedOperationException naming ``what`` (and why, for what :data:`WHY_UNSUPPORTED` explains)."""
+    why = WHY_UNSUPPORTED.get(what)
+    return KmsError(
+        "UnsupportedOperationException", f"{what} is not supported by this service" + (f": {why}" if why else "")
+    )
+
+
+_ONE_HSM = "a key is generated in this installation's HSM and its material never leaves it (docs/kms-api.md)"
+WHY_UNSUPPORTED = {"MultiRegion": _ONE_HSM, "ReplicateKey": _ONE_HSM, "UpdatePrimaryRegion": _ONE_HSM}
+"""The reasons given with refusals a client may not expect: multi-Region keys share material between regions."""
 
 
 def aws_error(exc: errors.KeyManagerError) -> KmsError:
@@ -116,25 +130,32 @@ wins, so a subclass comes before its base); ``tests/security/test_kms_error_clas
 # -- key references ---------------------------------------------------------------------
 
 
+def partition(region: str) -> str:
+    """AWS's partition of ``region``: ``aws-cn`` for ``cn-*``, ``aws-us-gov`` for ``us-gov-*``, …"""
+    return next((name for prefix, name in _PARTITIONS.items() if region.startswith(prefix)), "aws")
+
+
 def key_arn(key_id: str, region: str, account: str) -> str:
-    return f"arn:aws:kms:{region}:{account}:key/{key_id}"
+    return f"arn:{partition(region)}:kms:{region}:{account}:key/{key_id}"
 
 
 def alias_arn(name: str, region: str, account: str) -> str:
-    return f"arn:aws:kms:{region}:{account}:{ALIAS_PREFIX}{name}"
+    return f"arn:{partition(region)}:kms:{region}:{account}:{ALIAS_PREFIX}{name}"
 
 
 def resolve(key_id: str, account: str) -> str:
     """The native reference (key id or key name) a ``KeyId`` designates; NotFoundException otherwise.
 
     Accepted: the key id (32 hex digits, or the same as a dashed UUID), its key ARN,
-    ``alias/<name>`` and the alias ARN (of this service's account, any region).
+    ``alias/<name>`` and the alias ARN (of this service's account, any region, in the region's partition).
     """
     ref = key_id
     match = _ARN.fullmatch(key_id)
     if match is not None:
         if match["account"] != account:
             raise KmsError("NotFoundException", "the key ARN names another account")
+        if match["partition"] != partition(match["region"]):
+            raise KmsError("NotFoundException", f"the region {match['region']} is not in {match['partition']}")
         resource = match["resource"]
         ref = resource.removeprefix("key/") if resource.startswith("key/") else resource
     if ref.startswith(ALIAS_PREFIX):
@@ -144,6 +165,11 @@ def resolve(key_id: str, account: str) -> str:
     if _KEY_ID.fullmatch(ref):
         return ref
     raise KmsError("NotFoundException", "Invalid keyId: not a key id, key ARN, alias name or alias ARN")
+
+
+def names_alias(key_id: str) -> bool:
+    """Whether a ``KeyId`` is an alias (``alias/<name>`` or an alias ARN) rather than a key."""
+    return key_id.startswith(ALIAS_PREFIX) or (key_id.startswith("arn:") and f":{ALIAS_PREFIX}" in key_id)
 
 
 def alias_name(alias: str) -> str:
@@ -288,12 +314,12 @@ def string(params: Mapping[str, Any], name: str, *, required: bool = False, limi
     value = params.get(name)
     if value is None:
         if required:
-            raise KmsError("ValidationException", f"1 validation error detected: {name} must not be null")
+            raise _constraint("Value null", name, "not be null")
         return None
     if not isinstance(value, str):
         raise KmsError("SerializationException", f"{name} must be a string")
     if not 1 <= len(value) <= limit:
-        raise KmsError("ValidationException", f"{name} must be 1 to {limit} characters long")
+        raise _length(name, len(value), 1, limit)
     return value
 
 
@@ -313,7 +339,7 @@ def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required:
     value = params.get(name)
     if value is None:
         if required:
-            raise KmsError("ValidationException", f"1 validation error detected: {name} must not be null")
+            raise _constraint("Value null", name, "not be null")
         return None
     if not isinstance(value, str):
         raise KmsError("SerializationException", f"{name} must be a base64 string")
@@ -322,8 +348,20 @@ def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required:
     except (binascii.Error, ValueError):
         raise KmsError("SerializationException", f"{name} is not valid base64") from None
     if not low <= len(data) <= high:
-        raise KmsError("ValidationException", f"{name} must be {low} to {high} bytes long")
+        raise _length(name, len(data), low, high)
     return data
+
+
+def _length(name: str, length: int, low: int, high: int) -> KmsError:
+    bound = f"greater than or equal to {low}" if length < low else f"less than or equal to {high}"
+    return _constraint("Value", name, f"have length {bound}")
+
+
+def _constraint(value: str, name: str, rule: str) -> KmsError:
+    """AWS's words for a field that breaks its model's constraint (``Plaintext`` is ``'plaintext'``; as
+    for AWS's sensitive fields, never the value given)."""
+    message = f"1 validation error detected: {value} at '{name[:1].lower() + name[1:]}' failed to satisfy constraint"
+    return KmsError("ValidationException", f"{message}: Member must {rule}")
 
 
 def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[str, str] | None:
@@ -370,42 +408,3 @@ def choice(params: Mapping[str, Any], name: str, names: type[E], *, required: bo
 def data(value: bytes) -> str:
     """A blob as JSON 1.1 carries it: standard base64."""
     return base64.b64encode(value).decode()
-
-
-# -- tags -----------------------------------------------------------------------------------
-
-MAX_TAGS = 50
-MAX_TAG_KEY_CHARS = 128
-MAX_TAG_VALUE_CHARS = 256
-
-
-def tags(params: Mapping[str, Any], name: str = "Tags") -> dict[str, str]:
-    """Field ``name``, a list of ``{"TagKey", "TagValue"}``, as a map; ``TagException`` for a tag
-    AWS refuses (key 1-128 characters, not ``aws:``…; value 0-256 characters; a key twice)."""
-    value = params.get(name)
-    if value is None:
-        return {}
-    if not isinstance(value, list) or not all(isinstance(tag, dict) for tag in value):
-        raise KmsError("SerializationException", f"{name} must be a list of tags")
-    out: dict[str, str] = {}
-    for tag in value:
-        key, text = tag.get("TagKey"), tag.get("TagValue")
-        if not isinstance(key, str) or not isinstance(text, str):
-            raise KmsError("SerializationException", "a tag is {TagKey: string, TagValue: string}")
-        check_tag_key(key)
-        if len(text) > MAX_TAG_VALUE_CHARS:
-            raise KmsError("TagException", f"a TagValue is at most {MAX_TAG_VALUE_CHARS} characters")
-        if key in out:
-            raise KmsError("TagException", f"the TagKey {key!r} is given twice")
-        out[key] = text
-    if len(out) > MAX_TAGS:
-        raise KmsError("TagException", f"a key holds at most {MAX_TAGS} tags")
-    return out
-
-
-def check_tag_key(key: str) -> None:
-    """``TagException`` unless ``key`` is a tag key AWS accepts."""
-    if not 1 <= len(key) <= MAX_TAG_KEY_CHARS:
-        raise KmsError("TagException", f"a TagKey is 1 to {MAX_TAG_KEY_CHARS} characters")
-    if key.lower().startswith("aws:"):
-        raise KmsError("TagException", "TagKeys beginning with aws: are reserved")

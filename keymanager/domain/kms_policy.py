@@ -9,8 +9,9 @@ would not be enforced as written. Exactly means:
 
 - ``Effect`` ``Allow`` (the native policy has no deny), ``Resource`` ``"*"`` (a key policy is
   about its key), no ``NotAction``/``NotPrincipal``/``NotResource``;
-- ``Principal`` ``{"AWS": …}`` of ``arn:aws:iam::<account>:user/<name>`` ARNs of this service's
-  account (the caller checks that each ``<name>`` is an existing principal);
+- ``Principal`` ``{"AWS": …}`` of ``arn:<partition>:iam::<account>:user/<name>`` ARNs of this
+  service's account, in the request's partition (the caller checks that each ``<name>`` is an
+  existing principal);
 - ``Action``: whole groups of :data:`POLICY_ACTIONS`, since a native operation grants all the
   actions of its group (``encrypt`` allows Encrypt *and* ReEncryptTo: a statement allowing
   only ``kms:Encrypt`` would be enforced as more than it says); ``kms:GenerateDataKey*``
@@ -55,9 +56,9 @@ _STATEMENT_FIELDS = frozenset({"Sid", "Effect", "Principal", "Action", "Resource
 _WINDOW = {"DateGreaterThan": "not_before", "DateLessThan": "not_after"}
 
 
-def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
+def policy_document(policy: Mapping[str, Any], account: str, partition: str = "aws") -> dict[str, Any]:
     """An IAM-style key policy generated from a native policy (``Policy.to_dict()``): one statement
-    per operation that names principals, principals as ``arn:aws:iam::<account>:user/<name>``,
+    per operation that names principals, principals as ``arn:<partition>:iam::<account>:user/<name>``,
     ``not_before``/``not_after`` as ``aws:CurrentTime`` conditions."""
     condition: dict[str, Any] = {}
     if policy.get("not_before"):
@@ -72,7 +73,7 @@ def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
         statement: dict[str, Any] = {
             "Sid": operation,
             "Effect": "Allow",
-            "Principal": {"AWS": [user_arn(name, account) for name in names]},
+            "Principal": {"AWS": [user_arn(name, account, partition) for name in names]},
             "Action": actions,
             "Resource": "*",
         }
@@ -82,8 +83,8 @@ def policy_document(policy: Mapping[str, Any], account: str) -> dict[str, Any]:
     return {"Version": "2012-10-17", "Id": "keymanager-native-policy", "Statement": statements}
 
 
-def user_arn(name: str, account: str) -> str:
-    return f"arn:aws:iam::{account}:user/{name}"
+def user_arn(name: str, account: str, partition: str = "aws") -> str:
+    return f"arn:{partition}:iam::{account}:user/{name}"
 
 
 @dataclass(frozen=True)
@@ -95,7 +96,7 @@ class PolicyDraft:
     named_in: Mapping[str, str]
 
 
-def parse_document(text: str, account: str) -> PolicyDraft:
+def parse_document(text: str, account: str, partition: str = "aws") -> PolicyDraft:
     """The native policy ``text`` (a PutKeyPolicy ``Policy``) translates into exactly; else
     ``MalformedPolicyDocumentException`` naming the statement (see the module docstring)."""
     if len(text) > MAX_POLICY_CHARS:
@@ -120,7 +121,7 @@ def parse_document(text: str, account: str) -> PolicyDraft:
     windows: list[tuple[str, dict[str, datetime]]] = []
     for number, statement in enumerate(statements, start=1):
         label = _label(number, statement)
-        names, operations, window = _statement(label, statement, account)
+        names, operations, window = _statement(label, statement, user_arn("", account, partition))
         for operation in operations:
             grants.setdefault(operation, set()).update(names)
         for name in names:
@@ -140,8 +141,9 @@ def parse_document(text: str, account: str) -> PolicyDraft:
     return PolicyDraft(policy, named_in)
 
 
-def _statement(label: str, statement: Any, account: str) -> tuple[set[str], set[Operation], dict[str, datetime]]:
-    """Principal names, native operations and validity window of one statement."""
+def _statement(label: str, statement: Any, prefix: str) -> tuple[set[str], set[Operation], dict[str, datetime]]:
+    """Principal names (``prefix`` + name: the ARNs of this service's users), native operations and
+    validity window of one statement."""
     if not isinstance(statement, dict):
         raise _malformed(f"{label} is not an object")
     unknown = sorted(set(statement) - _STATEMENT_FIELDS)
@@ -153,13 +155,12 @@ def _statement(label: str, statement: Any, account: str) -> tuple[set[str], set[
         raise _malformed(f'{label}: Resource must be "*" (the key itself)')
     principal = statement.get("Principal")
     if not isinstance(principal, dict) or set(principal) != {"AWS"} or not _strings(principal["AWS"]):
-        raise _malformed(f'{label}: Principal must be {{"AWS": [arn:aws:iam::{account}:user/<name>, …]}}')
-    prefix = user_arn("", account)
+        raise _malformed(f'{label}: Principal must be {{"AWS": [{prefix}<name>, …]}}')
     names = set()
     for arn in _strings(principal["AWS"]) or []:
         name = arn.removeprefix(prefix)
         if not arn.startswith(prefix) or not 1 <= len(name) <= 128:
-            raise _malformed(f"{label}: principal {arn[:256]} is not a user of account {account}")
+            raise _malformed(f"{label}: principal {arn[:256]} is not a user of this account ({prefix}<name>)")
         names.add(name)
     return names, _operations(label, statement.get("Action")), _window(label, statement.get("Condition"))
 

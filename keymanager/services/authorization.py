@@ -35,6 +35,7 @@ class Right(enum.Enum):
     KEY_POLICY = "whatever the key's policy grants (decided per key)"
     CREATE_OWNED = "create keys and objects it then owns (admins; a principal given create_keys)"
     MANAGE_OWNED = "manage the keys and objects it owns (decided per key: require_owner)"
+    DIGEST = "compute a digest, touching no key (the Vault Transit API's hash)"
 
 
 ROLES: Mapping[Right, tuple[Role, ...]] = {
@@ -47,6 +48,7 @@ ROLES: Mapping[Right, tuple[Role, ...]] = {
     Right.KEY_POLICY: (Role.ADMIN, Role.APP, Role.AUDITOR),
     Right.CREATE_OWNED: (Role.ADMIN,),
     Right.MANAGE_OWNED: (Role.ADMIN, Role.APP),
+    Right.DIGEST: (Role.ADMIN, Role.APP),
 }
 """The roles holding each right: the only place a role is written down for a door."""
 GRANTED: Mapping[Right, tuple[Role, ...]] = {Right.CREATE_OWNED: (Role.APP,)}
@@ -149,6 +151,19 @@ _KMIP_KEY_POLICY = (
     "SignatureVerify",
 )
 _KMIP_ANYONE = ("Query", "DiscoverVersions")
+_TRANSIT_MANAGE = ("key_create", "key_config", "key_rotate", "key_delete", "key_trim")
+_TRANSIT_KEY_POLICY = (
+    "key_read",
+    "key_list",
+    "export",
+    "encrypt",
+    "decrypt",
+    "rewrap",
+    "datakey",
+    "hmac",
+    "sign",
+    "verify",
+)
 
 RIGHTS: Mapping[str, Right] = {
     **dict.fromkeys(_REST_MANAGE, Right.MANAGE),
@@ -167,6 +182,13 @@ RIGHTS: Mapping[str, Right] = {
     **{f"kmip.{operation}": Right.MANAGE_OWNED for operation in _KMIP_MANAGE},
     **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
     **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},
+    **dict.fromkeys(("approle.create", "approle.list", "approle.delete"), Right.MANAGE),
+    **{f"transit.{operation}": Right.MANAGE for operation in _TRANSIT_MANAGE},
+    **{f"transit.{operation}": Right.KEY_POLICY for operation in _TRANSIT_KEY_POLICY},
+    "transit.random": Right.RANDOM,
+    "transit.hash": Right.DIGEST,
+    "transit.login": Right.SELF,
+    "transit.lookup_self": Right.SELF,
 }
 """The right each action of each door needs."""
 

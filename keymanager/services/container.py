@@ -13,6 +13,7 @@ from keymanager.db.credentials import CredentialReader
 from keymanager.db.kmip import KmipStore
 from keymanager.db.kms import KmsStore
 from keymanager.db.orphans import OrphanStore
+from keymanager.db.transit import TransitStore
 from keymanager.domain.models import Algorithm
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
@@ -36,6 +37,7 @@ from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
 from keymanager.services.tokens import TokenService
+from keymanager.services.transit import TransitService
 from keymanager.services.xks import XksHealth, XksService
 
 
@@ -79,6 +81,7 @@ class Services:
     xks: XksService
     xks_health: XksHealth
     kmip: KmipService
+    transit: TransitService
     owns_hsm: bool = True
 
     @classmethod
@@ -113,7 +116,13 @@ class Services:
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
         asymmetric = AsymmetricService(hsm, crypto)
-        cache = MetadataCache(store, max_principals=settings.cache_max_principals, max_keys=settings.cache_max_keys)
+        transit_store = TransitStore(engine, audit_key=audit_key)
+        cache = MetadataCache(
+            store,
+            max_principals=settings.cache_max_principals,
+            max_keys=settings.cache_max_keys,
+            client_tokens=transit_store.principal_by_client_token,
+        )
         audit_log = AuditLog(audit_writer)
         readiness = Readiness(
             hsm,
@@ -164,6 +173,17 @@ class Services:
                 audit_log=audit_log,
                 max_plaintext_bytes=settings.max_plaintext_bytes,
             ),
+            transit=TransitService(
+                keys=keys,
+                lifecycle=lifecycle,
+                crypto=crypto,
+                asymmetric=asymmetric,
+                store=transit_store,
+                hsm=hsm,
+                principal=store.principal_by_name,
+                max_batch_items=settings.max_batch_items,
+                token_ttl_seconds=settings.transit_token_ttl_seconds,
+            ),
             owns_hsm=owns_hsm,
         )
 
@@ -178,9 +198,11 @@ class Services:
 
     def maintain(self) -> None:
         """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,
-        destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes."""
+        destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes, and
+        forget the Transit door's expired client tokens."""
         self.lifecycle.rotate_due()
         self.lifecycle.sweep()
+        self.transit.approles.sweep()
         if self.settings.orphan_sweep:
             self.lifecycle.sweep_orphans_when_due()
         remove_dead(self.settings.spool_dir)

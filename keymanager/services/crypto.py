@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
+from keymanager.domain.key_specs import SPECS, BlockMode, spec_of
 from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
@@ -172,28 +173,44 @@ class CryptoService:
         )
         return encrypted, KeyUse(opened.key_id, opened.key_version)
 
-    # -- AES-GCM with the caller's AAD (protocols that fix the AAD themselves: XKS) -----
+    # -- AES-GCM with the caller's AAD (protocols that fix the AAD themselves: XKS, Vault Transit) -----
     async def seal_with_aad(
-        self, snapshot: KeyLookup, principal: Principal, ref: str, plaintext: bytes, aad_of: Callable[[int], bytes]
+        self,
+        snapshot: KeyLookup,
+        principal: Principal,
+        ref: str,
+        plaintext: bytes,
+        aad_of: Callable[[int], bytes],
+        *,
+        version: int | None = None,
+        operation: Operation = Operation.ENCRYPT,
     ) -> Sealed:
-        """AES-256-GCM of ``plaintext`` under the primary version ``v`` of key ``ref``, authenticating
-        ``aad_of(v)`` and nothing else (no ciphertext header). InvalidRequest for a key of another algorithm."""
+        """AES-GCM of ``plaintext`` under version ``v`` of key ``ref`` (``version``, default the primary),
+        authenticating ``aad_of(v)`` and nothing else (no ciphertext header); ``principal`` needs
+        ``operation`` on the key (``reencrypt`` for a rewrap). InvalidRequest for a key of another mode or
+        a version it does not have, VersionBelowMinimum below its minimum."""
         self._check_size(plaintext)
-        key = _gcm(usable(await snapshot.key(ref), principal, Operation.ENCRYPT))
-        version = key.versions[key.primary_version]
-        body = await self._hsm.aencrypt(version.hsm, key.algorithm, b"", plaintext, aad_of(version.version))
+        key = _gcm(usable(await snapshot.key(ref), principal, operation))
+        found = key.versions[key.primary_version] if version is None else _encryption_version(key, version)
+        body = await self._hsm.aencrypt(found.hsm, key.algorithm, b"", plaintext, aad_of(found.version))
         iv, sealed = body[: ct.NONCE_BYTES], body[ct.NONCE_BYTES :]
-        return Sealed(
-            key.id, version.version, iv, sealed[: -ct.TAG_BYTES], sealed[-ct.TAG_BYTES :], objects=version.hsm
-        )
+        return Sealed(key.id, found.version, iv, sealed[: -ct.TAG_BYTES], sealed[-ct.TAG_BYTES :], objects=found.hsm)
 
     async def open_with_aad(
-        self, snapshot: KeyLookup, principal: Principal, ref: str, version: int, body: bytes, aad: bytes
+        self,
+        snapshot: KeyLookup,
+        principal: Principal,
+        ref: str,
+        version: int,
+        body: bytes,
+        aad: bytes,
+        *,
+        operation: Operation = Operation.DECRYPT,
     ) -> Decrypted:
         """The plaintext of IV ‖ ciphertext ‖ tag made by :meth:`seal_with_aad` with version ``version`` of
-        key ``ref``; DecryptionFailed for every failure of the ciphertext (VersionBelowMinimum below the key's
-        minimum), InvalidRequest for a key of another algorithm."""
-        key = _gcm(usable(await snapshot.key(ref), principal, Operation.DECRYPT))
+        key ``ref`` (``principal`` needs ``operation`` on it); DecryptionFailed for every failure of the
+        ciphertext (VersionBelowMinimum below the key's minimum), InvalidRequest for a key of another mode."""
+        key = _gcm(usable(await snapshot.key(ref), principal, operation))
         found = _decryption_version(key, version)
         plaintext = await self._hsm.adecrypt(found.hsm, key.algorithm, b"", body, aad)
         return Decrypted(key.id, found.version, plaintext)
@@ -266,14 +283,16 @@ class CryptoService:
         context: Context = None,
         *,
         framed: bool = True,
+        version: int | None = None,
     ) -> Mac:
-        """Deterministic HMAC of ``data`` (and the context) with the primary version of HMAC key ``ref``,
-        under the key's algorithm. ``framed=False``: of ``data`` alone, as AWS KMS's GenerateMac (no context)."""
+        """Deterministic HMAC of ``data`` (and the context) with version ``version`` (default: the primary)
+        of HMAC key ``ref``, under the key's algorithm. ``framed=False``: of ``data`` alone, as AWS KMS's
+        GenerateMac and Vault's hmac (no context)."""
         self._check_size(data)
         key = usable(await snapshot.key(ref), principal, Operation.MAC)
-        version = key.versions[key.primary_version]
-        digest = await self._hsm.amac(version.hsm, mac_message(data, context, framed=framed), key.algorithm)
-        return Mac(key.id, version.version, digest)
+        used = key.versions[key.primary_version] if version is None else _encryption_version(key, version)
+        digest = await self._hsm.amac(used.hsm, mac_message(data, context, framed=framed), key.algorithm)
+        return Mac(key.id, used.version, digest)
 
     async def verify_mac(
         self,
@@ -388,9 +407,21 @@ def _parsed_for(key: Key, text: str) -> ct.Ciphertext:
 
 
 def _gcm(key: Key) -> Key:
-    if key.algorithm is not Algorithm.AES_256_GCM:
-        raise InvalidRequest("this operation needs a key of algorithm AES_256_GCM")
+    if spec_of(key.algorithm).mode is not BlockMode.GCM:
+        gcm = ", ".join(a for a, row in SPECS.items() if row.mode is BlockMode.GCM)
+        raise InvalidRequest(f"this operation needs an AES-GCM key ({gcm})")
     return key
+
+
+def _encryption_version(key: Key, number: int) -> KeyVersion:
+    """Version ``number`` of ``key`` to encrypt with: InvalidRequest when the key has none, VersionBelowMinimum
+    below its minimum (what it sealed could not be opened)."""
+    version = key.version(number)
+    if version is None:
+        raise InvalidRequest("the key has no such version")
+    if number < key.min_decryption_version:
+        raise VersionBelowMinimum()
+    return version
 
 
 def _encrypted(key: Key, version: KeyVersion, body: bytes) -> Encrypted:

@@ -110,9 +110,18 @@ class MetadataCache:
     """This process's principals (by credential) and keys (by id and name), each table bounded."""
 
     def __init__(
-        self, store: Store, *, max_principals: int = 10_000, max_keys: int = 10_000, max_access_keys: int = 4096
+        self,
+        store: Store,
+        *,
+        max_principals: int = 10_000,
+        max_keys: int = 10_000,
+        max_access_keys: int = 4096,
+        client_tokens: Callable[[str], Principal | None] | None = None,
     ) -> None:
+        """``client_tokens``: the principal of a token hash no principal's bearer token has (the Transit
+        door's AppRole client tokens, ``db/transit.py``), if any."""
         self._store = store
+        self._client_tokens = client_tokens
         self._lock = threading.Lock()
         self._version: int | None = None
         self._principals: _Table[Principal] = _Table("principals", max_principals)
@@ -201,7 +210,7 @@ class Snapshot:
         table, name = self.cache._principals, credential.cache_name
         found = self._hit(table, name)
         if found is None:
-            found = await self._load(table, name, lambda s: _principal(s, credential))
+            found = await self._load(table, name, lambda s: _principal(s, credential, self.cache._client_tokens))
             if found is None:
                 raise Unauthenticated()
         return found
@@ -272,11 +281,16 @@ def _names(name: str, value: object) -> list[str]:
     return [name]
 
 
-def _principal(store: Store, credential: Credential) -> Principal | None:
-    """The principal a bearer token or certificate subject authenticates at the REST door (``admits``)."""
+def _principal(
+    store: Store, credential: Credential, client_tokens: Callable[[str], Principal | None] | None = None
+) -> Principal | None:
+    """The principal a bearer token (or a client token ``client_tokens`` knows) or certificate subject
+    authenticates at the REST door (``admits``)."""
     found = None
     if credential.token_hash is not None:
         found = store.principal_by_token_hash(credential.token_hash)
+        if found is None and client_tokens is not None:
+            found = client_tokens(credential.token_hash)
     elif credential.subject is not None:
         found = store.principal_by_cert_subject(credential.subject)
     return found if found is not None and admits(Door.REST, found.role) else None

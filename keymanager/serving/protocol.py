@@ -17,6 +17,10 @@ Each request is known by its client's address (``scope["client"]``): the one the
 (``announced_client``), or the one a trusted balancer's ``Forwarded`` / ``X-Forwarded-For`` names
 (``serving/client_address.py``). Refusals (400, 408, 431) are counted and logged in bounded volume
 (``serving/refusals.py``), never a line each.
+
+Vault's clients list with the method ``LIST``, which httptools (llhttp) cannot parse: a request that
+begins a read with ``LIST <target>`` is read as ``GET <target>?list=true``, the form Vault takes too
+and the Go client sends (the Transit door reads it as a list, ``api/transit.py``).
 """
 
 from __future__ import annotations
@@ -79,6 +83,14 @@ def connection_limits() -> ConnectionLimits:
     )
 
 
+def _as_get_list(data: bytes) -> bytes:
+    """``LIST <target> …`` as ``GET <target>?list=true …`` (``&list=true`` after a query)."""
+    target, space, rest = data[len(b"LIST ") :].partition(b" ")
+    if not space:
+        return data  # no whole request line: httptools refuses it as before
+    return b"GET " + target + (b"&" if b"?" in target else b"?") + b"list=true " + rest
+
+
 class ClientCertProtocol(HttpToolsProtocol):
     """httptools protocol that exposes the TLS client certificate's subject to the app."""
 
@@ -88,6 +100,7 @@ class ClientCertProtocol(HttpToolsProtocol):
     _head_bytes = 0
     _head_timer: asyncio.TimerHandle | None = None
     _refused = False
+    _between_requests = True
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -119,6 +132,7 @@ class ClientCertProtocol(HttpToolsProtocol):
             super().shutdown()
 
     def on_message_begin(self) -> None:
+        self._between_requests = False
         super().on_message_begin()
         if self._head_timer is None:  # the next request on a kept-alive connection
             self._start_head()
@@ -128,6 +142,8 @@ class ClientCertProtocol(HttpToolsProtocol):
     def data_received(self, data: bytes) -> None:
         if self._refused:
             return
+        if self._between_requests and data.startswith(b"LIST "):
+            data = _as_get_list(data)
         super().data_received(data)
         if self._head_timer is not None and self._head_bytes > connection_limits().max_header_bytes:
             self._refuse(431, "the request head is larger than the limit")
@@ -160,6 +176,7 @@ class ClientCertProtocol(HttpToolsProtocol):
             super().on_body(body)
 
     def on_message_complete(self) -> None:
+        self._between_requests = True
         if not self._refused:
             super().on_message_complete()
 

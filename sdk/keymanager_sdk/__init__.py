@@ -8,7 +8,7 @@ envelope-encrypted locally (``encrypt_stream`` / ``encrypt_file``) in the KMEV f
 in ``docs/envelope-format.md``.
 """
 
-from keymanager_sdk._access_keys import AccessKey, NewAccessKey
+from keymanager_sdk._access_keys import AccessKey, AppRole, NewAccessKey, NewAppRole
 from keymanager_sdk._asymmetric import DataKeyPair, PeerKey, PublicKey, SharedSecret, Signature
 from keymanager_sdk._async_client import AsyncKeyManager
 from keymanager_sdk._client import KeyManager
@@ -59,6 +59,7 @@ from keymanager_sdk._tokens import Token
 __all__ = [
     "APIError",
     "AccessKey",
+    "AppRole",
     "AsyncKeyManager",
     "AuditRecord",
     "AuditVerification",
@@ -88,6 +89,7 @@ __all__ = [
     "KeyVersion",
     "Mac",
     "NewAccessKey",
+    "NewAppRole",
     "NewPrincipal",
     "NotFound",
     "PayloadTooLarge",

@@ -1,11 +1,14 @@
-"""Access keys of the AWS KMS API (admin): the calls, and the methods both clients inherit.
+"""Access keys of the AWS KMS API and AppRole credentials of the Vault Transit API (admin): the calls,
+and the methods both clients inherit.
 
 A principal's access key signs AWS KMS API requests (SigV4) as that principal.
 ``km.create_access_key("billing")`` gives a :class:`NewAccessKey` whose secret the service shows
 this once (``repr`` hides it); ``km.create_access_key("billing", access_key_id=…,
 secret_access_key=…)`` registers a given pair; ``km.list_access_keys("billing")`` lists ids and
 creation times, never secrets; ``km.delete_access_key("billing", id)`` revokes one at once.
-Creating and deleting are never retried.
+``km.create_approle("billing")`` gives a :class:`NewAppRole` (``role_id`` and ``secret_id``, the
+secret shown this once) for Vault's ``auth/approle/login``; ``list_approles`` and ``delete_approle``
+as for access keys. Creating and deleting are never retried.
 """
 
 from __future__ import annotations
@@ -42,6 +45,44 @@ class NewAccessKey(AccessKey):
     def from_json(cls, data: Mapping[str, Any]) -> NewAccessKey:
         base = AccessKey.from_json(data)
         return cls(base.access_key_id, base.created_at, str(data["secret_access_key"]))
+
+
+@dataclass(frozen=True)
+class AppRole:
+    """An AppRole credential of a principal, as listed: its role id and creation time."""
+
+    role_id: str
+    created_at: datetime
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AppRole:
+        return cls(str(data["role_id"]), datetime.fromisoformat(str(data["created_at"])))
+
+
+@dataclass(frozen=True)
+class NewAppRole(AppRole):
+    """An AppRole credential just created, with its ``secret_id`` (shown by the service only once)."""
+
+    secret_id: str = field(default="", repr=False)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> NewAppRole:
+        base = AppRole.from_json(data)
+        return cls(base.role_id, base.created_at, str(data["secret_id"]))
+
+
+def create_approle_call(principal: str) -> Call[NewAppRole]:
+    path = _path("principals", principal, "approle")
+    return Call("POST", path, _json_parser(NewAppRole.from_json), json={}, principal=principal)
+
+
+def list_approles_call(principal: str) -> Call[list[AppRole]]:
+    parse = _json_parser(lambda data: [AppRole.from_json(item) for item in data])
+    return Call("GET", _path("principals", principal, "approle"), parse, retryable=True, principal=principal)
+
+
+def delete_approle_call(principal: str, role_id: str) -> Call[None]:
+    return Call("DELETE", _path("principals", principal, "approle", role_id), _no_content, principal=principal)
 
 
 def create_access_key_call(
@@ -90,6 +131,18 @@ class AccessKeyMethods:
         """Revoke an access key of ``principal``: it stops authenticating at once."""
         self._run(delete_access_key_call(principal, access_key_id))
 
+    def create_approle(self, principal: str) -> NewAppRole:
+        """A new AppRole credential of ``principal`` (Vault Transit's login); its ``secret_id`` is shown this once."""
+        return self._run(create_approle_call(principal))
+
+    def list_approles(self, principal: str) -> list[AppRole]:
+        """The role ids and creation times of ``principal``'s AppRole credentials, oldest first."""
+        return self._run(list_approles_call(principal))
+
+    def delete_approle(self, principal: str, role_id: str) -> None:
+        """Delete an AppRole credential of ``principal`` and the client tokens its logins made."""
+        self._run(delete_approle_call(principal, role_id))
+
 
 class AsyncAccessKeyMethods:
     """Access key methods of :class:`~keymanager_sdk.AsyncKeyManager` (as :class:`AccessKeyMethods`, awaited)."""
@@ -110,3 +163,15 @@ class AsyncAccessKeyMethods:
     async def delete_access_key(self, principal: str, access_key_id: str) -> None:
         """Revoke an access key of ``principal``: it stops authenticating at once."""
         await self._run(delete_access_key_call(principal, access_key_id))
+
+    async def create_approle(self, principal: str) -> NewAppRole:
+        """A new AppRole credential of ``principal``; its ``secret_id`` is shown this once."""
+        return await self._run(create_approle_call(principal))
+
+    async def list_approles(self, principal: str) -> list[AppRole]:
+        """The role ids and creation times of ``principal``'s AppRole credentials, oldest first."""
+        return await self._run(list_approles_call(principal))
+
+    async def delete_approle(self, principal: str, role_id: str) -> None:
+        """Delete an AppRole credential of ``principal`` and the client tokens its logins made."""
+        await self._run(delete_approle_call(principal, role_id))

@@ -69,9 +69,13 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     echo = [ceilings[when]["raw_asgi_echo"]["requests_per_s"] for when in ("start", "end", "used")]
     assert echo[0] == echo[1] == echo[2] > 0  # --fast measures the ceilings once
     goals = {t["name"]: t for t in report["targets"]}
-    assert len(goals) == 23
-    for goal in goals.values():
+    assert len(goals) == 27
+    xks_rate = "XKS Encrypt rate with p99 <= 35 ms (open loop)"
+    for name, goal in goals.items():
         assert {"measured", "ceiling", "ceiling_name", "fraction", "goal", "kind", "met"} <= goal.keys(), goal
+        if name == xks_rate and goal["measured"] is None:  # no rate held (a loaded machine): no verdict
+            assert goal["met"] is None and report["informational"]["xks_open_loop"]["highest_within_budget"] is None
+            continue
         assert goal["measured"] > 0 and goal["fraction"] > 0 and isinstance(goal["met"], bool), goal
         if goal["kind"] == "absolute":
             assert goal["ceiling"] is None and goal["fraction"] == goal["goal"] / goal["measured"]
@@ -91,6 +95,13 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     kmip_ops = goals["KMIP Encrypt x4 vs native REST encrypt (one driver)"]
     kmip_cpu = goals["KMIP CPU per Encrypt vs native REST"]
     assert (kmip_ops["kind"], kmip_ops["goal"], kmip_cpu["kind"], kmip_cpu["goal"]) == ("share", 0.8, "at_most", 1.2)
+    transit_ops = goals["Transit encrypt x4 vs native REST encrypt (wrk)"]
+    transit_cpu = goals["Transit CPU per encrypt vs native REST"]
+    assert (transit_ops["kind"], transit_ops["goal"], transit_cpu["kind"], transit_cpu["goal"]) == (
+        "share", 0.8, "at_most", 1.2
+    )  # fmt: skip
+    assert transit_ops["ceiling"] == measured["rest_gcm_high"]["summary"]["ops_per_s"]
+    assert measured["transit_high"]["driver"] == measured["rest_gcm_high"]["driver"] == "wrk"
     rounds = {name: m for name, m in measured.items() if name.startswith(("kmip_encrypt_high_", "kmip_native_high_"))}
     assert list(rounds) == ["kmip_encrypt_high_1", "kmip_native_high_1", "kmip_encrypt_high_2", "kmip_native_high_2"]
     assert {m["driver"] for m in rounds.values()} == {"asyncio replay"}
@@ -113,6 +124,22 @@ def test_targets_judges_every_target_against_a_ceiling_of_the_same_run(tmp_path:
     assert "asymmetric keys through the SDK, one client, p50: verify" in done.stdout
     assert {"kms_api_boto3_sequential", "emulator_boto3_sequential"} <= report["informational"].keys()
     assert report["informational"]["emulator_cpu_per_encrypt_over_ours"] > 0
+    at_quota, within = (
+        goals["XKS Encrypt p99 at 1,800/s (open loop)"],
+        goals["XKS Encrypt rate with p99 <= 35 ms (open loop)"],
+    )
+    assert (at_quota["kind"], at_quota["goal"], within["kind"], within["ceiling"]) == (
+        "absolute",
+        35.0,
+        "at_least",
+        1800.0,
+    )
+    xks = report["informational"]["xks_open_loop"]
+    assert xks["quota"]["offered_per_s"] == 1800.0 and 1 <= len(xks["tried"]) <= 7
+    best = xks["highest_within_budget"]
+    assert within["measured"] == (best and best["offered_per_s"]) and (best is None or best["p99_ms"] <= 35)
+    assert measured["xks_open_loop_quota"]["driver"] == "open loop (asyncio)"
+    assert "XKS Encrypt, open loop (a data key, CDIV asked), at AWS's quota 1,800/s" in done.stdout
     assert all(m["summary"]["error_count"] == 0 for m in measured.values())
 
 

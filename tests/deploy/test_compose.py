@@ -139,10 +139,39 @@ def test_load_balancer_passes_tls_through_to_both_replicas(compose: dict[str, An
     assert re.search(r"^\s*mode tcp\s*$", config, re.MULTILINE), "TLS passthrough"
     assert not re.search(r"\bbind\b.*\bssl\b", config), "HAProxy must not terminate TLS"
     assert re.search(r"http-check send meth GET uri /v1/ready\b", config)
-    assert re.search(r"default-server\b.*\bcheck\b.*\bcheck-ssl\b", config)
-    servers = re.findall(r"^\s*server\s+\S+\s+(\S+):(\d+)", config, re.MULTILINE)
+    https = _section(config, "backend keymanager_replicas")
+    assert re.search(r"default-server\b.*\bsend-proxy-v2\b.*\bcheck\b.*\bcheck-ssl\b.*\bcheck-send-proxy\b", https)
+    servers = re.findall(r"^\s*server\s+\S+\s+(\S+):(\d+)$", https, re.MULTILINE)
     assert {host for host, _ in servers} == set(_replicas(compose))
     assert {port for _, port in servers} == {"8443"}
+
+
+def _section(config: str, name: str) -> str:
+    """The lines of HAProxy section ``name`` (``backend x``), up to the next section, without comments."""
+    found = re.search(rf"(?ms)^{re.escape(name)}\n(.*?)(?=^\S|\Z)", config)
+    assert found, name
+    return "\n".join(line for line in found.group(1).splitlines() if not line.lstrip().startswith("#"))
+
+
+def test_every_door_has_its_port(compose: dict[str, Any]) -> None:
+    """HTTPS (REST, the AWS KMS API, XKS by path) and KMIP, published by HAProxy and passed through to
+    each replica's KMIP listener with the PROXY v2 header (every listener reads it), checked on the
+    HTTPS port."""
+    replicas = _replicas(compose)
+    for name, replica in replicas.items():
+        assert replica["environment"]["KM_KMIP_PORT"] == "5696", name
+    haproxy = _services(compose)["haproxy"]
+    assert {str(p).rpartition(":")[2] for p in haproxy["ports"]} == {"8443", "5696"}
+    config = HAPROXY_CFG.read_text()
+    front = _section(config, "frontend keymanager_kmip")
+    assert re.search(r"^\s*bind :5696$", front, re.MULTILINE)
+    assert "default_backend keymanager_kmip_replicas" in front
+    kmip = _section(config, "backend keymanager_kmip_replicas")
+    assert re.search(r"default-server\b.*\bsend-proxy-v2\b.*\bcheck\b.*\bcheck-ssl\b.*\bcheck-send-proxy\b", kmip)
+    servers = re.findall(r"^\s*server\s+\S+\s+(\S+):(\d+) port (\d+)$", kmip, re.MULTILINE)
+    assert {host for host, _, _ in servers} == set(replicas)
+    assert {(port, check) for _, port, check in servers} == {("5696", "8443")}
+    assert "/kms/xks/v1" in COMPOSE.read_text() and "/kms/xks/v1" in config  # XKS's path, on HTTPS
 
 
 def test_secrets_generator(tmp_path: Path) -> None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import math
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from keymanager.config import Settings
 from tests.deploy.support import ANY_ADDRESS, K8S, SECRET_NAME, k8s_documents, load_yaml
 
 PROBE_PATHS = {"readinessProbe": "/v1/ready", "livenessProbe": "/v1/health"}
@@ -84,7 +87,7 @@ def test_deployment_replicas_and_security(documents: list[tuple[Path, dict[str, 
 def test_probes_over_https(documents: list[tuple[Path, dict[str, Any]]]) -> None:
     (container,) = _only(documents, "Deployment")["spec"]["template"]["spec"]["containers"]
     ports = {p["name"]: p["containerPort"] for p in container["ports"]}
-    assert ports["https"] == 8443
+    assert ports["https"] == 8443 == int(_config(documents)["KM_PORT"])
     for probe, path in PROBE_PATHS.items():
         http = container[probe]["httpGet"]
         assert http["path"] == path, probe
@@ -117,6 +120,7 @@ def test_pin_and_tls_are_secret_files(documents: list[tuple[Path, dict[str, Any]
             ("KM_PKCS11_PIN_FILE", "keymanager-pkcs11"),
             ("KM_TLS_CERT", "keymanager-tls"),
             ("KM_TLS_KEY", "keymanager-tls"),
+            ("KM_TLS_CLIENT_CA", "keymanager-tls"),
         ):
             directory = str(Path(config[setting]).parent)
             assert directory in mounts, f"{kind}: {setting} is not on a mounted volume"
@@ -142,8 +146,64 @@ def test_service_selects_the_deployment(documents: list[tuple[Path, dict[str, An
     service = _only(documents, "Service")
     pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
     assert service["spec"]["selector"].items() <= pod_labels.items()
-    (port,) = service["spec"]["ports"]
-    assert port["port"] == 8443 and port["targetPort"] == "https"
+    ports = {p["name"]: (p["port"], p["targetPort"], p["protocol"]) for p in service["spec"]["ports"]}
+    assert ports == {"https": (8443, "https", "TCP"), "kmip": (5696, "kmip", "TCP")}
+
+
+def test_every_door_has_its_port(documents: list[tuple[Path, dict[str, Any]]]) -> None:
+    """HTTPS (REST, the AWS KMS API, XKS by path) and KMIP, whose client certificates need a CA
+    that the Secret holds (the image has no development CA: without one the pods do not start)."""
+    config = _config(documents)
+    (container,) = _only(documents, "Deployment")["spec"]["template"]["spec"]["containers"]
+    ports = {p["name"]: (p["containerPort"], p["protocol"]) for p in container["ports"]}
+    assert ports == {"https": (8443, "TCP"), "kmip": (int(config["KM_KMIP_PORT"]), "TCP")}
+    assert int(config["KM_KMIP_PORT"]) == Settings.model_fields["kmip_port"].default == 5696
+    assert config["KM_TLS_CLIENT_CA"] == "/etc/keymanager/tls/ca.crt"
+    template = [doc for path, doc in documents if path.name == "secret.template.yaml"]
+    tls = next(doc for doc in template if doc["metadata"]["name"] == "keymanager-tls")
+    assert "ca.crt" in tls["stringData"]
+
+
+def test_the_network_policy_admits_the_doors_ports_only(documents: list[tuple[Path, dict[str, Any]]]) -> None:
+    deployment = _only(documents, "Deployment")
+    policy = _only(documents, "NetworkPolicy")
+    assert policy["apiVersion"] == "networking.k8s.io/v1"
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert policy["spec"]["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert "Ingress" in policy["spec"]["policyTypes"]
+    (rule,) = policy["spec"]["ingress"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    assert {(p["port"], p["protocol"]) for p in rule["ports"]} == {(p["name"], "TCP") for p in container["ports"]}
+    assert "from" not in rule  # from anywhere: the doors are the service (narrow it per installation)
+
+
+_UNITS = {"": 1, "k": 1000, "M": 1000**2, "G": 1000**3, "Ki": 1024, "Mi": 1024**2, "Gi": 1024**3, "Ti": 1024**4}
+
+
+def _bytes(quantity: str) -> int:
+    """A Kubernetes quantity of bytes (``2304Mi``, ``2Gi``, ``512``)."""
+    number, unit = re.fullmatch(r"([0-9]+)([kMG]|[KMGT]i)?", quantity).groups()  # type: ignore[union-attr]
+    return int(number) * _UNITS[unit or ""]
+
+
+def test_the_var_volume_holds_the_spool_of_every_worker(documents: list[tuple[Path, dict[str, Any]]]) -> None:
+    """``KM_MAX_SPOOL_BYTES`` per worker process (one per CPU of the limit), with 256 Mi for the rest of
+    ``KM_VAR_DIR``, fits the ``var`` emptyDir (a spool beyond its sizeLimit gets the pod evicted), the
+    node reserves as much, and one stream of ``KM_MAX_STREAM_BYTES`` fits the quota."""
+    config = _config(documents)
+    pod = _only(documents, "Deployment")["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    mount = next(m["name"] for m in container["volumeMounts"] if m["mountPath"] == config["KM_VAR_DIR"])
+    volume = next(v for v in pod["volumes"] if v["name"] == mount)
+    size = _bytes(volume["emptyDir"]["sizeLimit"])
+    cpu = str(container["resources"]["limits"]["cpu"])
+    workers = math.ceil(int(cpu[:-1]) / 1000 if cpu.endswith("m") else float(cpu))
+    spool = int(config.get("KM_MAX_SPOOL_BYTES", Settings.model_fields["max_spool_bytes"].default))
+    stream = int(config.get("KM_MAX_STREAM_BYTES", Settings.model_fields["max_stream_bytes"].default))
+    assert workers * spool + 256 * 1024**2 <= size, (workers, spool, size)
+    assert size - workers * spool <= 512 * 1024**2, "the volume is sized to the spool, not far beyond it"
+    assert stream <= spool
+    assert _bytes(container["resources"]["requests"]["ephemeral-storage"]) >= size
 
 
 def test_job_runs_init_and_does_not_match_the_service(documents: list[tuple[Path, dict[str, Any]]]) -> None:

@@ -76,3 +76,19 @@ def test_env_example_holds_no_secret() -> None:
 
 def test_units_exist() -> None:
     assert sorted(p.name for p in Path(SYSTEMD).glob("*.service")) == sorted(UNITS)
+
+
+def _example() -> dict[str, str]:
+    lines = [line.strip() for line in (SYSTEMD / "env.example").read_text().splitlines()]
+    return dict(line.split("=", 1) for line in lines if line and not line.startswith("#"))
+
+
+def test_every_door_has_its_port() -> None:
+    """HTTPS on KM_PORT (REST, the AWS KMS API, XKS by path) and KMIP on KM_KMIP_PORT, whose client
+    certificates need KM_TLS_CLIENT_CA (no development CA on a production host)."""
+    env = _example()
+    assert (env["KM_PORT"], env["KM_KMIP_PORT"]) == ("8443", "5696")
+    assert env["KM_TLS_CLIENT_CA"].startswith("/etc/keymanager/tls/")
+    assert "/kms/xks/v1" in (SYSTEMD / "env.example").read_text()
+    unit = systemd_unit(SYSTEMD / "keymanager.service")
+    assert "AF_INET" in unit_values(unit, "Service", "RestrictAddressFamilies")[0]

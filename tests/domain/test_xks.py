@@ -150,7 +150,18 @@ def test_request_metadata_refusals(metadata: object) -> None:
     with pytest.raises(xks.XksError) as refused:
         xks.request_metadata({"requestMetadata": metadata}, "Encrypt")
     assert refused.value.name == "ValidationException"
-    assert xks.request_metadata({"requestMetadata": metadata}, "GetHealthStatus") is not None
+
+
+@pytest.mark.parametrize(
+    "metadata",
+    [None, {}, {"kmsOperation": "KmsHealthCheck"}, {"kmsRequestId": "r"}, {"kmsOperation": 1, "kmsRequestId": "r"}],
+)
+def test_a_health_checks_metadata_names_its_operation_and_request(metadata: object) -> None:
+    with pytest.raises(xks.XksError) as refused:
+        xks.request_metadata({} if metadata is None else {"requestMetadata": metadata}, "GetHealthStatus")
+    assert refused.value.name == "ValidationException"
+    kept = xks.request_metadata({"requestMetadata": {"kmsOperation": "Future", "kmsRequestId": "r"}}, "GetHealthStatus")
+    assert kept == {"kmsOperation": "Future", "kmsRequestId": "r"}
 
 
 def test_service_errors_become_the_specs() -> None:

@@ -702,17 +702,26 @@ def test_generate_data_key_pair_refusals(admin_kms: Any, unchecked: Any, asym_ke
 # -- rotation, aliases, policies ---------------------------------------------------------------------
 
 
-def test_asymmetric_keys_do_not_rotate(admin_kms: Any, asym_key: KeyFactory) -> None:
-    for spec, usage in (("RSA_2048", "SIGN_VERIFY"), ("ECC_NIST_P256", "KEY_AGREEMENT")):
-        key = asym_key(spec, usage)["KeyId"]
+def test_asymmetric_and_hmac_keys_do_not_rotate(admin_kms: Any, asym_key: KeyFactory) -> None:
+    """As AWS: their rotation status is false (Terraform's ``aws_kms_key`` reads it for every key);
+    changing or listing their rotations is refused."""
+    for spec, usage in (
+        ("RSA_2048", "SIGN_VERIFY"),
+        ("ECC_NIST_P256", "KEY_AGREEMENT"),
+        ("ECC_NIST_P256", "SIGN_VERIFY"),
+        ("HMAC_256", "GENERATE_VERIFY_MAC"),
+    ):
+        key = asym_key(spec, usage)
+        status = admin_kms.get_key_rotation_status(KeyId=key["KeyId"])
+        assert (status["KeyId"], status["KeyRotationEnabled"]) == (key["Arn"], False), spec
+        assert "RotationPeriodInDays" not in status
         for call in (
-            lambda k=key: admin_kms.enable_key_rotation(KeyId=k),
-            lambda k=key: admin_kms.disable_key_rotation(KeyId=k),
-            lambda k=key: admin_kms.rotate_key_on_demand(KeyId=k),
-            lambda k=key: admin_kms.get_key_rotation_status(KeyId=k),
-            lambda k=key: admin_kms.list_key_rotations(KeyId=k),
+            lambda k=key["KeyId"]: admin_kms.enable_key_rotation(KeyId=k),
+            lambda k=key["KeyId"]: admin_kms.disable_key_rotation(KeyId=k),
+            lambda k=key["KeyId"]: admin_kms.rotate_key_on_demand(KeyId=k),
+            lambda k=key["KeyId"]: admin_kms.list_key_rotations(KeyId=k),
         ):
-            assert refused(call)[0] == "UnsupportedOperationException"
+            assert refused(call)[0] == "UnsupportedOperationException", spec
 
 
 def test_an_alias_moves_only_between_keys_of_one_type_and_usage(admin_kms: Any, asym_key: KeyFactory) -> None:

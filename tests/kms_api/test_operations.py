@@ -344,6 +344,12 @@ def test_rotation(admin_kms: Any, key: dict[str, Any]) -> None:
     admin_kms.enable_key_rotation(KeyId=key["KeyId"], RotationPeriodInDays=90)
     status = admin_kms.get_key_rotation_status(KeyId=key["KeyId"])
     assert status["KeyRotationEnabled"] is True and status["RotationPeriodInDays"] == 90
+    admin_kms.schedule_key_deletion(KeyId=key["KeyId"], PendingWindowInDays=7)
+    assert admin_kms.get_key_rotation_status(KeyId=key["KeyId"])["KeyRotationEnabled"] is False  # as AWS
+    admin_kms.cancel_key_deletion(KeyId=key["KeyId"])
+    status = admin_kms.get_key_rotation_status(KeyId=key["KeyId"])
+    assert status["KeyRotationEnabled"] is True and status["RotationPeriodInDays"] == 90
+    admin_kms.enable_key(KeyId=key["KeyId"])
     admin_kms.disable_key_rotation(KeyId=key["KeyId"])
     assert admin_kms.get_key_rotation_status(KeyId=key["KeyId"])["KeyRotationEnabled"] is False
     old = admin_kms.encrypt(KeyId=key["KeyId"], Plaintext=b"v1")["CiphertextBlob"]

@@ -30,6 +30,11 @@ class Call:
     key_ref: str | None = None
     """The last key reference the request named (its audit record names that key when refused)."""
 
+    @property
+    def partition(self) -> str:
+        """The AWS partition of the request's region (``aws-cn`` for ``cn-*``, …): its ARNs' first field."""
+        return kms.partition(self.region)
+
     def arn(self, key_id: str) -> str:
         return kms.key_arn(key_id, self.region, self.account)
 

@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms, kms_policy
+from keymanager.domain import kms, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
@@ -105,9 +105,14 @@ class KmsKeys:
         return {"Aliases": [_alias(a, call) for a in shown], **rest}
 
     def get_key_rotation_status(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        key = _rotating(self._admin_key(call))
-        answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": key.rotation_period_days is not None}
-        if key.rotation_period_days is not None:
+        """Whether the key rotates, and how often. As AWS answers: ``false`` for a key that cannot
+        rotate (asymmetric and HMAC keys; Enable/DisableKeyRotation refuse them) and for a key
+        pending deletion (its period is kept: cancelling the deletion shows it again)."""
+        key = self._admin_key(call)
+        pending = key.state is KeyState.PENDING_DELETION
+        rotates = _can_rotate(key) and key.rotation_period_days is not None and not pending
+        answer: dict[str, Any] = {"KeyId": call.arn(key.id), "KeyRotationEnabled": rotates}
+        if rotates:
             answer["RotationPeriodInDays"] = key.rotation_period_days
         return answer
 
@@ -126,7 +131,7 @@ class KmsKeys:
         the HSM lacks its UnsupportedOperationException."""
         params = call.params
         self._refuse_unsupported(params)
-        tags = kms.tags(params)
+        tags = kms_tags.tags(params)
         spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
         spec = spec or kms.SYMMETRIC_DEFAULT
         algorithm = kms.creatable(spec)
@@ -140,7 +145,7 @@ class KmsKeys:
         description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
         document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
         if document is not None:
-            policy = self._resources.policy_of(document, call.account)
+            policy = self._resources.policy_of(document, call)
         else:
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in rights_for(algorithm, usage)})
         key = self._keys.create(
@@ -265,7 +270,11 @@ class KmsKeys:
         return key
 
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
+        """The alias of ``AliasName`` and the key of ``TargetKeyId`` (a key id or key ARN: an alias
+        names no alias, as AWS answers)."""
         name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
+        if kms.names_alias(kms.string(call.params, "TargetKeyId", required=True) or ""):
+            raise kms.KmsError("ValidationException", "Aliases must refer to keys. Not aliases")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)
         if target.state is KeyState.DESTROYED:
@@ -298,10 +307,16 @@ class KmsKeys:
             raise kms.KmsError("LimitExceededException", f"a key holds at most {kms.MAX_ALIASES_PER_KEY} aliases")
 
 
+def _can_rotate(key: Key) -> bool:
+    """Whether AWS rotates keys of the kind of ``key``: symmetric keys; not HMAC keys, nor asymmetric
+    keys, which have one version."""
+    return not spec_of(key.algorithm).asymmetric and key.key_usage is not KeyUsage.GENERATE_VERIFY_MAC
+
+
 def _rotating(key: Key) -> Key:
-    """``key`` if AWS rotates keys of its kind (symmetric keys): UnsupportedOperationException for HMAC
-    keys and for asymmetric keys, which have one version (as AWS answers for both)."""
-    if spec_of(key.algorithm).asymmetric or key.key_usage is KeyUsage.GENERATE_VERIFY_MAC:
+    """``key`` if it can rotate (:func:`_can_rotate`); UnsupportedOperationException otherwise (as AWS
+    answers the operations that change or list rotations)."""
+    if not _can_rotate(key):
         raise kms.unsupported(f"rotation of {kms.key_spec(key)} keys")
     return key
 

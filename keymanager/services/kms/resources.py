@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms, kms_policy
+from keymanager.domain import kms, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Policy
@@ -40,7 +40,7 @@ class KmsKeyResources:
         """The native policy as an IAM-style document (``PolicyName`` ``default``, the only one)."""
         key = self.admin_key(call)
         _policy_name(call, required=False)
-        document = kms_policy.policy_document(self._keys.named([key.policy])[0].to_dict(), call.account)
+        document = kms_policy.policy_document(self._keys.named([key.policy])[0].to_dict(), call.account, call.partition)
         return {"Policy": json.dumps(document, separators=(",", ":")), "PolicyName": _POLICY_NAME}
 
     def put_key_policy(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -53,7 +53,7 @@ class KmsKeyResources:
             raise kms.KmsError("SerializationException", "BypassPolicyLockoutSafetyCheck must be a boolean")
         text = kms.string(call.params, "Policy", required=True, limit=kms_policy.MAX_POLICY_CHARS)
         assert text is not None
-        self._keys.update(key.id, policy=self.policy_of(text, call.account), record=entry)
+        self._keys.update(key.id, policy=self.policy_of(text, call), record=entry)
         return {}
 
     def list_key_policies(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
@@ -61,10 +61,10 @@ class KmsKeyResources:
         names, rest = page(call.params, [_POLICY_NAME], most=1000)
         return {"PolicyNames": names, **rest}
 
-    def policy_of(self, text: str, account: str) -> Policy:
-        """The native policy (by principal name) of a document; MalformedPolicyDocumentException
+    def policy_of(self, text: str, call: Call) -> Policy:
+        """The native policy (by principal name) of a document of ``call``; MalformedPolicyDocumentException
         naming the statement that cannot be translated or names a principal that cannot be named."""
-        draft = kms_policy.parse_document(text, account)
+        draft = kms_policy.parse_document(text, call.account, call.partition)
         refused = self._keys.unnameable(draft.named_in.keys())
         for name, label in draft.named_in.items():
             if refused.get(name) is Unnameable.MISSING:
@@ -78,7 +78,7 @@ class KmsKeyResources:
     # -- tags --------------------------------------------------------------------------------
     def tag_resource(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._taggable(call)
-        tags = kms.tags(call.params)
+        tags = kms_tags.tags(call.params)
         if not tags:
             raise kms.KmsError("ValidationException", "1 validation error detected: Tags must not be empty")
         self.add_tags(key, tags, replace(entry, key_id=key.id, details={"tag_keys": sorted(tags)}))
@@ -86,8 +86,8 @@ class KmsKeyResources:
 
     def add_tags(self, key: Key, tags: dict[str, str], entry: AuditEntry | None) -> None:
         """Store ``tags`` with ``key``; TagException when it would hold more than AWS allows."""
-        if not self._store.tag_key(key.id, tags, limit=kms.MAX_TAGS, record=entry):
-            raise kms.KmsError("TagException", f"a key holds at most {kms.MAX_TAGS} tags")
+        if not self._store.tag_key(key.id, tags, limit=kms_tags.MAX_TAGS, record=entry):
+            raise kms.KmsError("TagException", f"a key holds at most {kms_tags.MAX_TAGS} tags")
 
     def untag_resource(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._taggable(call)
@@ -97,7 +97,7 @@ class KmsKeyResources:
         if not tag_keys:
             raise kms.KmsError("ValidationException", "1 validation error detected: TagKeys must not be empty")
         for tag_key in tag_keys:
-            kms.check_tag_key(tag_key)
+            kms_tags.check_tag_key(tag_key)
         self._store.untag_key(
             key.id, tag_keys, record=replace(entry, key_id=key.id, details={"tag_keys": sorted(tag_keys)})
         )

@@ -67,7 +67,9 @@ class XksService:
 
     async def encrypt(self, snapshot: Snapshot, call: XksCall) -> dict[str, Any]:
         """AES-GCM under the key's primary version with the caller's AAD (and, when asked, the CDIV,
-        computed before the result is opened once more in the HSM, as the spec's Appendix C says)."""
+        computed before the result is opened once more in the HSM, as the spec's Appendix C says).
+        A CDIV is an answer that decrypts: it is asked of a key the store may decrypt with only
+        (else InvalidKeyUsageException, before anything is encrypted)."""
         params = call.params
         xks.require_algorithm(params)
         integrity = xks.wants_integrity_value(params)
@@ -75,6 +77,10 @@ class XksService:
         aad = xks.blob(params, "additionalAuthenticatedData", high=xks.MAX_AAD_BYTES, required=False) or b""
         assert plaintext is not None
         key = await self._gcm_key(snapshot, call)
+        if integrity:
+            _require(
+                key, call.principal, Operation.DECRYPT, "a ciphertextDataIntegrityValue is confirmed by decrypting"
+            )
         sealed = await self._crypto.seal_with_aad(
             snapshot, call.principal, key.id, plaintext, lambda version: xks.gcm_aad(aad, xks.metadata_of(version))
         )
@@ -123,6 +129,15 @@ class XksService:
         if key.algorithm is not Algorithm.AES_256_GCM:
             raise xks.XksError("InvalidKeyUsageException", f"an {key.algorithm.value} key does not serve XKS")
         return key
+
+
+def _require(key: Key, principal: Principal, operation: Operation, why: str) -> None:
+    """Forbidden (InvalidKeyUsageException at this door; read afresh if the policy changed) unless the
+    key's policy lets ``principal`` do ``operation`` (``require_use``, the rule of every door)."""
+    try:
+        require_use(key, principal, operation)
+    except Forbidden as exc:
+        raise Forbidden(f"{why}: {exc.message}") from None
 
 
 def _may(key: Key, principal: Principal, operation: Operation) -> bool:

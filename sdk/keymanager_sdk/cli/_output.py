@@ -18,12 +18,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any, TextIO
 
-from keymanager_sdk._access_keys import AccessKey
+from keymanager_sdk._access_keys import AccessKey, AppRole
 from keymanager_sdk._models import AuditRecord, Encrypted, Key, Principal
 from keymanager_sdk.cli._config import UsageError
 
 OUTPUTS = ("table", "json", "text")
-SHOWN_ONCE = frozenset({"token", "secret_access_key", "plaintext"})
+SHOWN_ONCE = frozenset({"token", "secret_access_key", "secret_id", "plaintext"})
 """Fields hidden from ``repr`` that kmctl prints: secrets the service shows only in a creation's
 answer, and a data key's plaintext (what ``kmctl datakey`` is for)."""
 AUDIT_COLUMNS = ("seq", "time", "principal", "action", "key", "key_version", "outcome", "status")
@@ -31,6 +31,7 @@ COLUMNS: dict[type, tuple[str, ...]] = {
     Key: ("name", "id", "algorithm", "state", "primary_version", "min_decryption_version", "description"),
     Principal: ("name", "role", "cert_subject", "created_at"),
     AccessKey: ("access_key_id", "created_at"),
+    AppRole: ("role_id", "created_at"),
     AuditRecord: AUDIT_COLUMNS,
     dict: AUDIT_COLUMNS,  # audit_rows
 }

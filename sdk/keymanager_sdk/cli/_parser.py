@@ -17,7 +17,14 @@ from keymanager_sdk._models import OPERATIONS
 from keymanager_sdk._spec_names import KEY_SPECS, SIGNING_ALGORITHMS, USAGES
 from keymanager_sdk.cli import _asymmetric, _completion, _crypto
 from keymanager_sdk.cli import _commands as cmd
-from keymanager_sdk.cli._access_keys import access_keys_create, access_keys_delete, access_keys_list
+from keymanager_sdk.cli._access_keys import (
+    access_keys_create,
+    access_keys_delete,
+    access_keys_list,
+    approle_create,
+    approle_delete,
+    approle_list,
+)
 from keymanager_sdk.cli._commands import Command
 from keymanager_sdk.cli._config import UsageError
 from keymanager_sdk.cli._output import OUTPUTS, emit
@@ -171,6 +178,14 @@ def _access_keys(group: Any) -> None:
     delete = _sub(access_keys, "delete", access_keys_delete, "revoke an access key")
     delete.add_argument("principal", help="principal name")
     delete.add_argument("access_key_id", help="the id 'access-keys list' shows")
+    approle = _group(group, "approle", "manage the AppRole credentials of the Vault Transit API")
+    create = _sub(approle, "create", approle_create, "create an AppRole credential (prints its secret id once)")
+    create.add_argument("principal", help="principal name")
+    listing = _sub(approle, "list", approle_list, "list a principal's AppRole credentials")
+    listing.add_argument("principal", help="principal name")
+    delete = _sub(approle, "delete", approle_delete, "delete an AppRole credential and its client tokens")
+    delete.add_argument("principal", help="principal name")
+    delete.add_argument("role_id", help="the role id 'approle list' shows")
 
 
 def _fields(group: Any) -> None:
