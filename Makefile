@@ -1,12 +1,20 @@
 # keymanager: `make run` installs the service, the SDK and kmctl (runtime packages only) and serves
-# on https://127.0.0.1:$KM_PORT (8443); `make test` installs the test tools too and runs the checks;
+# on https://127.0.0.1:$KM_PORT (8443); `make test` installs the test tools too and runs the checks
+# (lint, types, every test but the interop ones); `make test-interop` runs the rest: other people's
+# suites and clients (the Encryption SDK's, PyKMIP's, libmongocrypt, the AWS CLI, schemathesis,
+# hypothesis) and the bench's smoke and report tests (wrk, Chromium). CI runs both.
 # `make setup` installs the service alone; `make bench` runs the benchmark's report
 # (`make bench BENCH_ARGS="report --quick --spawn"`: the same in about 3 minutes).
 VENV := .venv
 BIN := $(VENV)/bin
 BENCH_ARGS ?= report --spawn
 
-.PHONY: setup sdk setup-test setup-bench run init test test-hsm lint typecheck pytest bench clean
+.PHONY: setup sdk setup-test setup-bench run init test test-interop test-hsm lint typecheck pytest bench clean
+
+# pytest-xdist: one process per core (PYTEST_WORKERS=0: none), tests that share a server kept on one
+# worker (tests/conftest.py groups them: --dist loadgroup).
+PYTEST_WORKERS ?= auto
+XDIST = -n $(PYTEST_WORKERS) --dist loadgroup
 
 # The tests that prove an HSM: the adapter (less its SoftHSM-only files), imports, the API's and the KMS
 # door's cryptography over real TLS. `make test-hsm` runs them on KM_TEST_PKCS11_MODULE (default SoftHSM).
@@ -47,9 +55,13 @@ typecheck: setup-test
 
 pytest: setup-test
 	@mkdir -p var
-	$(BIN)/python -m pytest --junitxml=var/test-report.xml $(PYTEST_ARGS)
+	$(BIN)/python -m pytest $(XDIST) -m "not interop" --junitxml=var/test-report.xml $(PYTEST_ARGS)
 
 test: lint typecheck pytest
+
+test-interop: setup-test
+	@mkdir -p var
+	$(BIN)/python -m pytest $(XDIST) -m interop --junitxml=var/test-interop-report.xml $(PYTEST_ARGS)
 
 test-hsm: setup-test
 	@mkdir -p var

@@ -1,18 +1,22 @@
-"""CI guard: fail unless the test command ran every collected test, each passed, and every area ran enough.
+"""CI guard: fail unless the test commands ran every collected test, each passed, and every area ran enough.
 
-Usage: check_report.py JUNIT_XML COLLECTION_JSON [--test-exit-status N]
+Usage: check_report.py JUNIT_XML... --collection COLLECTION_JSON [--test-exit-status N]...
        check_report.py JUNIT_XML --at-least N [--test-exit-status N]
 
 ``COLLECTION_JSON`` comes from ``.ci/run``'s own ``pytest --collect-only`` of ``tests/`` (plugin
 ``ci_collection``, no options from the environment or the configuration's ``addopts``), so it
-says what a full run must execute; ``JUNIT_XML`` is what ``make test`` executed. The run fails on
+says what a full run must execute; the ``JUNIT_XML`` reports are what the test commands executed
+(``make test`` and ``make test-interop``: together they must be the whole collection). The run fails on
 
-- a test collected but not executed (deselected with ``-m``/``-k``, a narrower path, ``-x``, ...),
-  or executed but not collected;
+- a test collected but not executed by any of the commands (deselected with ``-m``/``-k``, a
+  narrower path, ``-x``, ...), or executed but not collected;
 - any skip, xfail or xpass, any failure or error, and a run that executed no test (pytest exit 5);
 - a test carrying a ``skip``, ``skipif`` or ``xfail`` marker, or a hook deselecting tests;
 - fewer executed tests in an area than ``MINIMUMS`` requires. Areas are told apart by file and by
   marker (the PostgreSQL parametrisation carries ``pytest.mark.postgres``), never by test names.
+
+A test's name in a report of ``pytest-xdist --dist loadgroup`` ends in ``@<group>`` (the group of
+tests sharing its server); the group is not part of the test's name here.
 
 The second form checks a run of a subset (the HSM subset on a second PKCS#11 token): no
 collection to compare with; it fails on any skip, xfail, failure or error, and on fewer than
@@ -80,12 +84,26 @@ class Outcome:
     detail: str
 
 
-def junit_outcomes(report: Path) -> dict[str, Outcome]:
-    """Each test case of a JUnit report by ``classname::name``; a case reported twice keeps its worst outcome."""
+def without_group(name: str) -> str:
+    """A test's name less the ``@<group>`` that ``--dist loadgroup`` appends (not one inside ``[...]``)."""
+    at = name.rfind("@")
+    return name[:at] if at > name.rfind("]") else name
+
+
+def junit_outcomes(reports: list[Path]) -> tuple[dict[str, Outcome], list[str]]:
+    """Each test case of the JUnit reports by ``classname::name`` (a case reported twice keeps its
+    worst outcome), and a problem for each report that cannot be read."""
     outcomes: dict[str, Outcome] = {}
+    unread: list[str] = []
     rank = {"passed": 0, "skipped": 1, "xfail": 1, "failed": 2}
-    for case in ET.parse(report).getroot().iter("testcase"):  # noqa: S314 (our own run's report)
-        name = f"{case.get('classname')}::{case.get('name')}"
+    cases = []
+    for report in reports:
+        try:
+            cases += ET.parse(report).getroot().iter("testcase")  # noqa: S314 (our own runs' reports)
+        except (OSError, ET.ParseError) as exc:
+            unread.append(f"no JUnit report {report} from its test command ({exc})")
+    for case in cases:
+        name = f"{case.get('classname')}::{without_group(case.get('name') or '')}"
         outcome = Outcome("passed", "")
         for element in case:
             if element.tag in ("failure", "error"):
@@ -95,7 +113,7 @@ def junit_outcomes(report: Path) -> dict[str, Outcome]:
                 outcome = Outcome(kind, element.get("message") or "")
         if name not in outcomes or rank[outcome.kind] > rank[outcomes[name].kind]:
             outcomes[name] = outcome
-    return outcomes
+    return outcomes, unread
 
 
 def listing(names: list[str]) -> str:
@@ -143,7 +161,7 @@ def check(outcomes: dict[str, Outcome], collection: dict[str, Any]) -> tuple[lis
     if marked:
         problems.append(f"{len(marked)} tests marked skip/skipif/xfail: {listing(marked)}")
     if not outcomes:
-        problems.append("the test command executed no test (pytest exit 5 or no report)")
+        problems.append("the test commands executed no test (pytest exit 5 or no report)")
     not_run = [item["nodeid"] for name, item in by_junit.items() if name not in outcomes]
     if not_run:
         problems.append(f"{len(not_run)} of {len(items)} collected tests were not executed: {listing(not_run)}")
@@ -163,18 +181,16 @@ def check(outcomes: dict[str, Outcome], collection: dict[str, Any]) -> tuple[lis
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("junit", type=Path)
-    parser.add_argument("collection", type=Path, nargs="?")
+    parser.add_argument("junit", type=Path, nargs="+")
+    parser.add_argument("--collection", type=Path, metavar="COLLECTION_JSON", help="what a full run must execute")
     parser.add_argument("--at-least", type=int, metavar="N", help="a subset's run: no collection, N tests passed")
-    parser.add_argument("--test-exit-status", type=int, default=0)
+    parser.add_argument("--test-exit-status", type=int, action="append", default=[], help="once per test command")
     args = parser.parse_args(argv)
     if (args.collection is None) == (args.at_least is None):
-        parser.error("give either COLLECTION_JSON or --at-least N")
-    try:
-        outcomes = junit_outcomes(args.junit)
-    except (OSError, ET.ParseError) as exc:
-        print(f"CI check: no JUnit report from the test command ({exc})")
-        outcomes = {}
+        parser.error("give either --collection COLLECTION_JSON or --at-least N")
+    if args.at_least is not None and len(args.junit) > 1:
+        parser.error("--at-least checks one report")
+    outcomes, unread = junit_outcomes(args.junit)
     if args.at_least is not None:
         lines, problems = check_subset(outcomes, args.at_least)
     else:
@@ -184,9 +200,9 @@ def main(argv: list[str]) -> int:
             print(f"CI check failed: no collection of tests/ ({exc})")
             return 1
         lines, problems = check(outcomes, collection)
-    if args.test_exit_status:
-        problems.insert(0, f"the test command exited with status {args.test_exit_status}")
-    print(f"CI check of {args.junit}:", *lines, sep="\n")
+    statuses = [f"a test command exited with status {status}" for status in args.test_exit_status if status]
+    problems = statuses + unread + problems
+    print(f"CI check of {', '.join(map(str, args.junit))}:", *lines, sep="\n")
     if problems:
         print("CI check failed:", *(f"- {problem}" for problem in problems), sep="\n")
         return 1

@@ -215,6 +215,11 @@ class Settings(BaseSettings):
     access_log: bool = False
     """One log line per request (``keymanager.access``: method, route, status, duration), whatever ``KM_LOG_LEVEL``."""
 
+    # -- the web console (issue 39: api/console.py, keymanager/ui/, docs/usage.md) --
+    ui: bool | None = None
+    """Serve the web console at ``/ui/`` on the HTTPS port: static files from the package, a client
+    of the REST API with the API's own credentials, under a strict Content-Security-Policy. Default:
+    on in development, off in production (set ``KM_UI=true`` there to serve it)."""
     # --- the Vault Transit API (issue 35: api/transit.py, services/transit/, docs/transit.md) ---
     transit_mount: Annotated[list[str], NoDecode] = ["transit"]
     """Mount paths of the Vault Transit API (``/v1/<mount>/encrypt/<key>``, …), comma-separated: every
@@ -261,6 +266,15 @@ class Settings(BaseSettings):
         if self.log_format is not None:
             return self.log_format
         return "json" if self.env == "production" else "text"
+
+    def ui_enabled(self) -> bool:
+        """``KM_UI``, else on in development and off in production."""
+        return self.ui if self.ui is not None else self.env == "development"
+
+    @property
+    def development_tls(self) -> bool:
+        """Whether the service serves the development certificate ``keymanager init`` made (no ``KM_TLS_CERT``)."""
+        return self.tls_cert is None
 
     def pin(self) -> str:
         """The user PIN: ``KM_PKCS11_PIN_FILE`` wins over ``KM_PKCS11_PIN``; development default otherwise."""

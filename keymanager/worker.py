@@ -74,7 +74,8 @@ class Worker(Generic[J, R]):
     ``serve`` runs on the worker thread only and returns one result or :class:`Failure` per
     job, in order; an exception escaping ``serve`` fails every job it was given with it. It is
     given up to ``max_batch`` jobs at once, or one at a time when ``separately``. The thread
-    starts with the first job.
+    starts with the first job. ``clock`` gives the seconds deadlines are read in (a test's clock
+    may stand in for ``time.monotonic``; the waits themselves are timeouts of real seconds).
     """
 
     def __init__(
@@ -84,8 +85,10 @@ class Worker(Generic[J, R]):
         *,
         max_batch: int = 1,
         separately: bool = False,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._name = name
+        self._clock = clock
         self._serve = serve
         self._max_batch = max_batch
         self._separately = separately
@@ -109,12 +112,12 @@ class Worker(Generic[J, R]):
         """Seconds the running batch is past its last caller's deadline (a job served separately: past
         its own); 0.0 when none is."""
         deadline = self._running_deadline
-        return 0.0 if deadline is None else max(0.0, time.monotonic() - deadline)
+        return 0.0 if deadline is None else max(0.0, self._clock() - deadline)
 
     def submit(self, work: J, timeout: float) -> concurrent.futures.Future[R]:
         """Queue ``work``; the future gives its result or error. It is never started after ``timeout`` s."""
         future: concurrent.futures.Future[R] = concurrent.futures.Future()
-        self._put(_Job(work, time.monotonic() + timeout, future))
+        self._put(_Job(work, self._clock() + timeout, future))
         return future
 
     def call(self, work: J, timeout: float) -> R:
@@ -128,7 +131,7 @@ class Worker(Generic[J, R]):
         """:meth:`call` for an event loop, which goes on meanwhile."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[R] = loop.create_future()
-        self._put(_Job(work, time.monotonic() + timeout, waiter))
+        self._put(_Job(work, self._clock() + timeout, waiter))
         expiry = loop.call_later(timeout, _expire, waiter)
         try:
             return await waiter
@@ -220,7 +223,7 @@ class Worker(Generic[J, R]):
                 job = taken.popleft()
             except IndexError:
                 break
-            now = time.monotonic()
+            now = self._clock()
             if outcomes and now >= settle_by:
                 _settle(outcomes)
                 outcomes = []
@@ -245,7 +248,7 @@ class Worker(Generic[J, R]):
 
     def _serve_batch(self, batch: list[_Job[J]]) -> None:
         """Serve the jobs whose deadline has not passed in one call; settle every waiter."""
-        now = time.monotonic()
+        now = self._clock()
         expired = [job for job in batch if job.deadline <= now]
         if expired:
             _settle([(job.waiter, Failure(DeadlineExceeded())) for job in expired])

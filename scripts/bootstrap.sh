@@ -66,8 +66,10 @@ if [ "$purpose" = test ] || [ "$purpose" = bench ]; then
 fi
 if [ "$purpose" = test ]; then
   command -v jq >/dev/null || missing+=(jq)  # the README's curl examples, run by the e2e tests
-  command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless
+  command -v chromium >/dev/null || missing+=(chromium)  # the bench report's test renders it headless; tests/ui drives it
   command -v pgbouncer >/dev/null || [ -x /usr/sbin/pgbouncer ] || missing+=(pgbouncer)  # tests/replicas/test_pgbouncer.py
+  # tests/bench/test_scaleout.py checks the balancer's config with it; test_client_addresses.py balances through it
+  command -v haproxy >/dev/null || [ -x /usr/sbin/haproxy ] || missing+=(haproxy)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   step "installing the Debian packages ${missing[*]}" "20-60 s"
@@ -109,11 +111,10 @@ case "$purpose" in
     step_done
     ;;
 esac
-if [ "$purpose" = run ] || [ "$purpose" = sdk ]; then
-  # pip compiled the packages it installed; ours are editable, so compile them now: the first
-  # start then does not spend its first seconds compiling in silence.
-  step "compiling keymanager's modules" "2-5 s"
-  "$VENV/bin/python" -m compileall -q keymanager sdk/keymanager_sdk
-  step_done
-fi
+# pip compiled the packages it installed; ours are editable, so compile them now: the first start
+# then does not spend its first seconds compiling in silence, nor does every server the tests start
+# where PYTHONDONTWRITEBYTECODE is set (about a second of CPU per process otherwise).
+step "compiling keymanager's modules" "2-5 s"
+"$VENV/bin/python" -m compileall -q keymanager sdk/keymanager_sdk
+step_done
 touch "$stamp"

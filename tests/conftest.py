@@ -11,8 +11,24 @@ token directory of the run is chosen here, at import, before any test touches PK
 ``server`` is the session's one real two-worker ``keymanager serve`` over TLS (``tests/e2e/conftest.py``
 says how it runs), shared by ``tests/e2e``, ``tests/sdk`` and ``tests/security``: one start-up for the
 three. ``kms_server`` is the one of the AWS doors' tests (``tests/kms_api``, ``tests/xks``, and the KMS
-door's attacks of ``tests/security``), with the settings :data:`DOOR_SETTINGS`. A test that needs
-settings of its own starts a server of its own.
+door's attacks of ``tests/security``), with the settings :data:`DOOR_SETTINGS`. Both come from
+``server_pool`` (``tests/support/server_pool.py``): one server per distinct settings in a test
+process, so a fixture asking it for settings another already asked for gets that server.
+
+Under ``make test`` the tests run on pytest-xdist workers (one per core). Each worker imports this
+module, so each has its own SoftHSM token directory (chosen below), var dirs, ports and PostgreSQL
+databases. The tests sharing a server (or anything else a session- or module-scoped fixture made
+with ``server_pool`` or ``tmp_path_factory``) are kept on one worker: :func:`pytest_collection_modifyitems`
+gives them one ``xdist_group`` (``--dist loadgroup``), so the server starts once in the run.
+
+A test that must own a server (it injects faults, restarts the server, or reads its log or
+counters alone) starts it with ``running_server(...)`` inside the test and says so with
+``@pytest.mark.own_server``. Tests marked ``interop`` (other people's suites and clients, the
+browser) run in ``make test-interop``, the others in ``make test``.
+
+Migrated databases: :func:`migrated_sqlite` is one SQLite file migrated once per test process;
+``settings`` and ``services`` start from a copy of it instead of running every migration again.
+:func:`postgres_template` is its PostgreSQL counterpart (``CREATE DATABASE … TEMPLATE …``).
 """
 
 from __future__ import annotations
@@ -29,6 +45,7 @@ from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
 from keymanager.config import SOFTHSM_MODULE, Settings, is_softhsm_module
+from keymanager.db import make_engine, migrate
 from keymanager.domain.models import Role
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
@@ -37,6 +54,7 @@ from keymanager.services.container import Services
 
 if TYPE_CHECKING:
     from tests.e2e.conftest import Server
+    from tests.support.server_pool import ServerPool
 
 
 def _test_pin() -> str:
@@ -101,9 +119,42 @@ def make_settings(var_dir: Path, database_url: str | None = None, **overrides: o
     )
 
 
+@pytest.fixture(scope="session")
+def migrated_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A SQLite database at the newest schema revision, made once per test process: copy it, never open it."""
+    path = tmp_path_factory.mktemp("migrated") / "keymanager.db"
+    engine = make_engine(f"sqlite:///{path}")
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A PostgreSQL database at the newest schema revision, made once per test process, to copy
+    (``create_database(template=postgres_template)``), never to open; dropped at the end."""
+    from tests.support.postgres import create_database, drop_database
+
+    url = create_database()
+    engine = make_engine(url)
+    try:
+        migrate(engine)
+    finally:
+        engine.dispose()
+    yield url
+    drop_database(url)
+
+
 @pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    return make_settings(tmp_path / "var")
+def settings(tmp_path: Path, migrated_sqlite: Path) -> Settings:
+    """Settings of a test's own service: a private var dir whose SQLite database is a copy of
+    :func:`migrated_sqlite` (already migrated; ``Services.build`` finds nothing to do)."""
+    var_dir = tmp_path / "var"
+    var_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    shutil.copyfile(migrated_sqlite, var_dir / "keymanager.db")
+    return make_settings(var_dir)
 
 
 @pytest.fixture
@@ -129,12 +180,29 @@ def auth(token: str) -> dict[str, str]:
 
 
 @pytest.fixture(scope="session")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """One real two-worker server over TLS (client certificates from the dev CA) for the session."""
-    from tests.e2e.conftest import running_server  # it imports this module: not at import time
+def server_pool(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPool]:
+    """This test process's servers, one per distinct settings (``tests/support/server_pool.py``)."""
+    from tests.support.server_pool import ServerPool  # it imports this module: not at import time
 
-    with running_server(tmp_path_factory.mktemp("e2e")) as started:
-        yield started
+    pool = ServerPool(tmp_path_factory)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist turns the groups into node ids
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Tests sharing a server (a shared root: ``tests/support/server_pool.py``) get one ``xdist_group``."""
+    from tests.support.server_pool import mark_groups
+
+    mark_groups(items)
+
+
+@pytest.fixture(scope="session")
+def server(server_pool: ServerPool) -> Server:
+    """One real two-worker server over TLS (client certificates from the dev CA) for the session."""
+    return server_pool.get()
 
 
 DOOR_SETTINGS = {
@@ -148,9 +216,6 @@ DOOR_SETTINGS = {
 
 
 @pytest.fixture(scope="session")
-def kms_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+def kms_server(server_pool: ServerPool) -> Server:
     """One real two-worker server for the AWS KMS API's and the XKS proxy's tests (:data:`DOOR_SETTINGS`)."""
-    from tests.e2e.conftest import running_server
-
-    with running_server(tmp_path_factory.mktemp("doors"), **DOOR_SETTINGS) as started:
-        yield started
+    return server_pool.get(**DOOR_SETTINGS)

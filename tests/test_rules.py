@@ -26,6 +26,7 @@ from keymanager.api.routes import (
     audit,
     crypto,
     health,
+    inventory,
     key_import,
     keys,
     principals,
@@ -93,7 +94,7 @@ def _routes() -> list[APIRoute]:
     routers = [
         module.router for module in (health, principals, access_keys, approle, keys, crypto, streams, audit, tokens)
     ]
-    routers += [key_import.router, health.metrics_router]
+    routers += [key_import.router, inventory.router, health.metrics_router]
     return [r for router in routers for r in router.routes if isinstance(r, APIRoute)]
 
 

@@ -17,6 +17,7 @@ from fastapi import APIRouter, FastAPI
 from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
+from keymanager.api.console import ConsoleDoor, console_files
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway
@@ -29,6 +30,7 @@ from keymanager.api.routes import (
     audit,
     crypto,
     health,
+    inventory,
     key_import,
     key_specs,
     keys,
@@ -61,6 +63,7 @@ _MODULES = (
     audit,
     tokens,
     key_import,
+    inventory,
 )
 ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
 """The routers of the app, in the order FastAPI matches them."""
@@ -160,6 +163,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
         kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
+        console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
         transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
             services=lambda: app.state.services,
             throttle=throttle,

@@ -9,7 +9,8 @@ what uvicorn serves. Each HTTP request passes, in this order:
    route fills;
 2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
    External Key Store door (``api/xks.py``), a path under a Transit mount or ``/v1/auth/`` to the
-   Vault Transit door (``api/transit.py``); each answers it;
+   Vault Transit door (``api/transit.py``), ``/ui`` and below to the web console's static files
+   (``api/console.py``, with ``KM_UI``); each answers it;
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;
 4. a JSON request to a hot route (``api/fastpath.py``; all of them go to FastAPI with
@@ -43,6 +44,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from keymanager.api.audit_trail import CLIENT_CLOSED, AuditContext, AuditTrail
+from keymanager.api.console import is_console_path
 from keymanager.api.errors import render, unexpected
 from keymanager.api.fastpath import SERVED, FastPath, FastRoute, read_body, replay
 from keymanager.api.front_door import FrontDoor
@@ -71,6 +73,7 @@ class Gateway:
         access_log: bool,
         kmip: KmipDoor | None = None,
         transit: TransitDoor | None = None,
+        console: ASGIApp | None = None,
     ) -> None:
         self.app = app
         self.door = door
@@ -83,6 +86,8 @@ class Gateway:
         self.kmip = kmip
         """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
         self.transit = transit
+        self.console = console
+        """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
 
     @property
     def state(self) -> State:
@@ -132,6 +137,9 @@ class Gateway:
             return
         if self.transit is not None and self.transit.owns(scope["path"]):
             await self.transit(scope, exchange.receive, exchange.send)
+            return
+        if self.console is not None and is_console_path(scope["path"]):
+            await self.console(scope, exchange.receive, exchange.send)
             return
         try:
             exchange.limit = await self.door.admit(scope, headers)

@@ -330,6 +330,8 @@ class AuditRecords:
             statement = statement.where(AuditRecordRow.principal == query.principal)
         if query.action is not None:
             statement = statement.where(AuditRecordRow.action == query.action)
+        if query.outcome is not None:
+            statement = statement.where(AuditRecordRow.outcome == query.outcome.value)
         if query.since is not None:
             statement = statement.where(AuditRecordRow.time >= query.since)
         order = AuditRecordRow.position.desc() if query.newest_first else AuditRecordRow.position

@@ -176,6 +176,7 @@ class AuditQuery:
     key_id: str | None = None
     principal: str | None = None
     action: str | None = None
+    outcome: Outcome | None = None
     since: datetime | None = None
     after: int = 0
     limit: int = 100

@@ -27,11 +27,12 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Sequence
+from typing import Any
 
 from keymanager.domain.key_specs import EncryptionAlgorithm, KeyUsage, SigningAlgorithm
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import DecryptionFailed
-from keymanager.hsm import export
+from keymanager.hsm import attributes, export
 from keymanager.hsm import key_pairs as kp
 from keymanager.hsm import operations as op
 from keymanager.hsm.capabilities import Capabilities
@@ -150,6 +151,10 @@ class Hsm(Dispatcher):
         """:meth:`find_labels`, also seeing objects other processes made or destroyed since this one
         last wrote (SoftHSM keeps a view per process: its library is re-initialised first)."""
         return self.call(op.find_labels_afresh, prefix)
+
+    async def aversion_objects(self, objects: HsmObjects) -> list[dict[str, Any]]:
+        """What the token says of the objects of a key version (:func:`attributes.version_objects`)."""
+        return await self.acall(attributes.version_objects, objects)
 
     async def aidentity(self) -> tuple[str, str, str]:
         """The token's manufacturer, model and serial number."""

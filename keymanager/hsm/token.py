@@ -173,6 +173,18 @@ class Token:
         self._keys[label] = copy
         return copy
 
+    def token_object(self, label: str, object_class: ObjectClass = ObjectClass.SECRET_KEY) -> Any:
+        """The token object ``label`` of ``object_class`` itself (``CKA_TOKEN`` true: not the session
+        copy :meth:`key` made, which has its label), looked for again after the module's view is
+        refreshed as :meth:`_find` does; MissingKeyObject if absent."""
+        template = {Attribute.CLASS: object_class, Attribute.LABEL: label, Attribute.TOKEN: True}
+        found = list(self.session().get_objects(template))
+        if not found and self.quirks.refresh_view(self):
+            found = list(self.session().get_objects(template))
+        if not found:
+            raise MissingKeyObject()
+        return found[0]
+
     def _find(self, label: str, object_class: ObjectClass = ObjectClass.SECRET_KEY) -> Any:
         """The token object ``label``, looked up again after the module's view is refreshed (SoftHSM:
         the library re-initialised, see :mod:`keymanager.hsm.quirks`); MissingKeyObject if absent."""

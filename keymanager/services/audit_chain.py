@@ -63,6 +63,7 @@ class AuditChain:
         self._key = key
         self._checkpoint_file = checkpoint_file
         self._emitted: Checkpoint | None = None
+        self._emitted_at: datetime | None = None
         self._emit_lock = threading.Lock()
 
     def prepare(self) -> Presence:
@@ -114,12 +115,19 @@ class AuditChain:
         with self._emit_lock:
             if head == self._emitted and not always:
                 return head
-            self._emitted = head
+            self._emitted, self._emitted_at = head, datetime.now(UTC)
             if self._always_logged or _service_log.isEnabledFor(logging.INFO):
                 checkpoint_log.info("%s", head.line())
             if self._checkpoint_file is not None:
                 _append_line(self._checkpoint_file, head)
         return head
+
+    def last_checkpoint(self) -> tuple[Checkpoint, datetime] | None:
+        """The last checkpoint this process wrote and when (None before its first)."""
+        with self._emit_lock:
+            if self._emitted is None or self._emitted_at is None:
+                return None
+            return self._emitted, self._emitted_at
 
 
 def _append_line(path: Path, head: Checkpoint) -> None:

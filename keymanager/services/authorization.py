@@ -27,7 +27,7 @@ class Right(enum.Enum):
     """What an action needs of its caller's role."""
 
     MANAGE = "manage keys, principals and access keys"
-    READ_LOG = "read the audit log and the metrics"
+    READ_LOG = "read the audit log, the metrics, the key inventory and the service's facts"
     RANDOM = "draw random bytes from the HSM"
     SELF = "learn who it is (its own name and role)"
     CATALOG = "learn what the service offers (the table of key types)"
@@ -93,7 +93,7 @@ _REST_KEY_POLICY = (
     "key.derive_shared_secret",
     "key.datakey_pair",
 )
-_REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read")
+_REST_READ_LOG = ("audit.read", "audit.verify", "metrics.read", "key.inventory", "key.hsm_objects", "service.read")
 _KMS_MANAGE = (
     "CreateKey",
     "EnableKey",

@@ -31,6 +31,7 @@ from keymanager.services.kmip import KmipService
 from keymanager.services.kms.crypto import KmsCrypto
 from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.overview import Overview
 from keymanager.services.principals import PrincipalService
 from keymanager.services.public_hosts import public_hosts
 from keymanager.services.readiness import Readiness
@@ -81,6 +82,7 @@ class Services:
     xks: XksService
     xks_health: XksHealth
     kmip: KmipService
+    overview: Overview
     transit: TransitService
     owns_hsm: bool = True
 
@@ -131,6 +133,13 @@ class Services:
             probe_interval=settings.ready_probe_interval_seconds,
             timeout=settings.hsm_timeout_seconds,
         )
+        audit_chain = AuditChain(
+            audit_records,
+            audit_key,
+            checkpoint_file=settings.audit_checkpoint_file,
+            checkpoints_always_logged=settings.env == "production",
+        )
+        inventory = Inventory(engine)
         return cls(
             settings=settings,
             store=store,
@@ -147,15 +156,10 @@ class Services:
             audit_log=audit_log,
             audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
             cache=cache,
-            audit_chain=AuditChain(
-                audit_records,
-                audit_key,
-                checkpoint_file=settings.audit_checkpoint_file,
-                checkpoints_always_logged=settings.env == "production",
-            ),
+            audit_chain=audit_chain,
             readiness=readiness,
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
-            inventory=Inventory(engine),
+            inventory=inventory,
             access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name, public_hosts(settings)),
             kms_crypto=KmsCrypto(crypto, hsm, asymmetric),
             kms_keys=KmsKeys(keys, lifecycle, kms_store, symmetric_default=_symmetric_default(settings, hsm)),
@@ -172,6 +176,15 @@ class Services:
                 cache=cache,
                 audit_log=audit_log,
                 max_plaintext_bytes=settings.max_plaintext_bytes,
+            ),
+            overview=Overview(
+                settings=settings,
+                store=store,
+                keys=keys,
+                inventory=inventory,
+                hsm=hsm,
+                readiness=readiness,
+                audit_chain=audit_chain,
             ),
             transit=TransitService(
                 keys=keys,

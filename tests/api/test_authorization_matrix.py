@@ -50,6 +50,10 @@ MATRIX: list[tuple[str, str, dict[str, Any] | None, tuple[int, int, int]]] = [
     ("GET", "/v1/audit", None, (403, 200, 200)),
     ("GET", "/v1/audit/verify", None, (403, 200, 200)),
     ("GET", "/metrics", None, (403, 200, 200)),
+    ("GET", "/v1/inventory/keys", None, (403, 200, 200)),
+    ("GET", "/v1/inventory/keys?key=cards", None, (403, 200, 200)),
+    ("GET", "/v1/inventory/keys/cards/hsm-objects", None, (403, 200, 200)),
+    ("GET", "/v1/inventory/service", None, (403, 200, 200)),
 ]
 
 

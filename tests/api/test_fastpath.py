@@ -10,9 +10,11 @@ served by FastAPI).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +28,7 @@ from fastapi.testclient import TestClient
 from pydantic import BaseModel
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from keymanager.api import app as app_module
 from keymanager.api.app import create_app, hot_routes
 from keymanager.api.deps import AuditDep
 from keymanager.api.fastpath import SERVED, fast_routes
@@ -34,6 +37,7 @@ from keymanager.domain.models import Role
 from keymanager.errors import HsmUnavailable, KeyManagerError, RateLimited
 from keymanager.hsm import Hsm
 from keymanager.services.container import Services
+from keymanager.services.throttle import AuthThrottle
 from tests.api.support import b64, unb64
 from tests.conftest import auth, make_settings
 from tests.support.postgres import create_database, drop_database
@@ -92,18 +96,28 @@ class Pair:
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
-def database_url(request: pytest.FixtureRequest) -> Iterator[str | None]:
-    """SQLite (the default, under the var dir) or a throwaway PostgreSQL database."""
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str | None]:
+    """SQLite (the default, under the var dir) or a throwaway PostgreSQL database, each a copy of
+    the process's migrated template."""
     if request.param == "sqlite":
+        (tmp_path / "var").mkdir(mode=0o700)
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), tmp_path / "var" / "keymanager.db")
         yield None
         return
-    url = create_database()
+    url = create_database(template=request.getfixturevalue("postgres_template"))
     yield url
     drop_database(url)
 
 
 @pytest.fixture
-def pair(tmp_path: Path, hsm: Hsm, database_url: str | None) -> Iterator[Pair]:
+def stopped_throttle(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The apps made meanwhile throttle on a clock that stands still: a spent bucket stays spent,
+    and both paths compute the same Retry-After, however slowly this machine runs the requests."""
+    monkeypatch.setattr(app_module, "AuthThrottle", functools.partial(AuthThrottle, clock=lambda: 1000.0))
+
+
+@pytest.fixture
+def pair(tmp_path: Path, hsm: Hsm, database_url: str | None, stopped_throttle: None) -> Iterator[Pair]:
     """Apps with and without the fast path on one set of services, with small limits."""
     settings = make_settings(
         tmp_path / "var",

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import json
+import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,12 @@ PREFIX = "keystores/in-process"
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def services(request: pytest.FixtureRequest, tmp_path: Path, hsm: Hsm) -> Iterator[Services]:
-    url = None if request.param == "sqlite" else create_database()
+    if request.param == "sqlite":  # a copy of the process's migrated template, on either backend
+        url = None
+        (tmp_path / "var").mkdir(mode=0o700)
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), tmp_path / "var" / "keymanager.db")
+    else:
+        url = create_database(template=request.getfixturevalue("postgres_template"))
     settings = make_settings(
         tmp_path / "var",
         url,

@@ -27,6 +27,8 @@ import pytest
 from tests.bench.chromium import Page
 from tests.bench.drawing import axis_reader, close, digits_slack, marks, number, svgs
 
+pytestmark = pytest.mark.interop  # make test-interop: Chromium rendering the report
+
 ROOT = Path(__file__).resolve().parents[2]
 TOWNSEND = "Townsend Security, Alliance Key Manager on-board encryption table (the seed)"
 """``bench.TOWNSEND`` (``bench`` is not importable here: ``tests/bench`` takes its name)."""

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.interop  # make test-interop: the bench against spawned services, wrk
+
 ROOT = Path(__file__).resolve().parents[2]
 QUICK = ["--duration", "0.4", "--warmup", "0.1"]
 

@@ -16,7 +16,7 @@ def keymanager(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
         env={**clean, **env},
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,  # a Python start-up and the service's imports, on a machine possibly shared
         check=False,
     )
 

@@ -1,10 +1,12 @@
-"""The counts /metrics reads, on SQLite and PostgreSQL: keys by state, connections in use."""
+"""What /metrics and the console read, on SQLite and PostgreSQL: keys by state, connections in use,
+every key's tags, the database server's facts."""
 
 from __future__ import annotations
 
 from sqlalchemy import Engine
 
 from keymanager.db import Inventory, Store
+from keymanager.db.kms import KmsStore
 from keymanager.domain.models import KeyState
 from tests.db.test_store import a_key
 
@@ -26,3 +28,19 @@ def test_connections_in_use_follow_checkouts(engine: Engine) -> None:
     with engine.connect():
         assert inventory.connections_in_use() == before + 1
     assert inventory.connections_in_use() == before
+
+
+def test_every_keys_tags_in_one_read(store: Store, engine: Engine) -> None:
+    tagged, plain = a_key("tagged"), a_key("plain")
+    for key in (tagged, plain):
+        store.create_key(key)
+    KmsStore(engine).tag_key(tagged.id, {"team": "cards", "cost": "<b>42</b>"}, limit=50, record=None)
+    assert Inventory(engine).tags() == {tagged.id: {"cost": "<b>42</b>", "team": "cards"}}
+
+
+def test_the_database_server_facts(engine: Engine) -> None:
+    facts = Inventory(engine).database()
+    assert facts["dialect"] == engine.dialect.name and facts["version"]
+    if engine.dialect.name == "postgresql":
+        assert facts["standby"] is False  # the test server is a primary; a standby would say True
+        assert facts["replicas"] == []  # and streams to none

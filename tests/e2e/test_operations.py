@@ -7,6 +7,8 @@ import re
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.e2e.conftest import running_server
 
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
@@ -15,6 +17,7 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 PROCESS_FAMILIES = ("process_cpu_seconds_total", "process_resident_memory_bytes", "python_gc_collections_total")
 
 
+@pytest.mark.own_server
 def test_json_access_log_and_both_workers_process_metrics(tmp_path: Path) -> None:
     with running_server(tmp_path, workers=2, KM_LOG_FORMAT="json", KM_ACCESS_LOG="true") as server:
         with server.client(server.admin_token) as admin:

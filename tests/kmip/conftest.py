@@ -32,8 +32,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.conftest import Server, free_port, keymanager, running_server, server_env
+from tests.e2e.conftest import Server, free_port, keymanager, server_env
 from tests.kmip import server_fixtures
+from tests.support.server_pool import ServerPool
 
 HOST = "127.0.0.1"
 REFERENCE = os.environ.get("KM_TEST_KMIP_REFERENCE") == "pykmip"
@@ -129,14 +130,6 @@ OURS = {
 """The settings of our KMIP server, on top of ``running_server``'s."""
 
 
-@contextlib.contextmanager
-def our_kmip_server(home: Path) -> Iterator[KmipServer]:
-    """``keymanager serve`` with KMIP on a free port and the settings :data:`OURS`."""
-    port = free_port()
-    with running_server(home, KM_KMIP_PORT=str(port), **OURS) as https:
-        yield KmipServer(HOST, port, https.ca, home, https.env, https)
-
-
 REFERENCE_CONF = """[server]
 hostname={host}
 port={port}
@@ -178,10 +171,10 @@ def reference_kmip_server(home: Path) -> Iterator[KmipServer]:
 
 
 @pytest.fixture(scope="session")
-def kmip_ours(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KmipServer]:
-    """Our KMIP server, started once for the run."""
-    with our_kmip_server(tmp_path_factory.mktemp("kmip")) as started:
-        yield started
+def kmip_ours(server_pool: ServerPool) -> KmipServer:
+    """Our KMIP server (the pool's server of the settings :data:`OURS` with KMIP on), started once for the run."""
+    https = server_pool.get(kmip=True, **OURS)
+    return KmipServer(HOST, int(https.env["KM_KMIP_PORT"]), https.ca, https.var_dir.parent, https.env, https)
 
 
 @pytest.fixture(scope="session")

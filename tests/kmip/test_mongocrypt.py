@@ -29,6 +29,8 @@ from pymongocrypt.state_machine import MongoCryptCallback
 
 from tests.kmip.conftest import REFERENCE, Identity, KmipServer
 
+pytestmark = pytest.mark.interop  # make test-interop: libmongocrypt
+
 RANDOM = "AEAD_AES_256_CBC_HMAC_SHA_512-Random"
 DETERMINISTIC = "AEAD_AES_256_CBC_HMAC_SHA_512-Deterministic"
 CARD = "4111 1111 1111 1111"

@@ -26,6 +26,8 @@ import pytest
 from tests.kmip.conftest import REFERENCE, KmipServer
 from tests.support.third_party_suite import FetchError, PinnedSdist, outcomes
 
+pytestmark = pytest.mark.interop  # make test-interop: PyKMIP's own integration suite
+
 PYKMIP = PinnedSdist(
     project="pykmip",
     version="0.11.0",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tracemalloc
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kmip.core import enums, utils
@@ -17,6 +18,8 @@ from kmip.core.messages import contents, messages, payloads
 from keymanager.services.kmip import ttlv
 from keymanager.services.kmip.codec import decode
 from keymanager.services.kmip.messages import KmipRefusal
+
+pytestmark = pytest.mark.interop  # make test-interop: hypothesis
 
 SERVED = frozenset(enums.Operation)
 MAX_DEPTH = 16

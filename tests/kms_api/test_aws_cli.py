@@ -22,6 +22,8 @@ from cryptography.hazmat.primitives.asymmetric import ec, padding
 from tests.e2e.conftest import Server
 from tests.kms_api.conftest import REGION, Pair, new_pair
 
+pytestmark = pytest.mark.interop  # make test-interop: the AWS CLI, one process per call
+
 AWS = str(Path(sys.executable).parent / "aws")
 SERVICE_ERROR = 255
 """AWS CLI v1's exit code for an error the service answered (v1 is what PyPI's ``awscli`` is; v2 says 254)."""

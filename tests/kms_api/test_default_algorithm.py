@@ -3,14 +3,14 @@ CBC-PAD + HMAC-SHA256 in the HSM) or ``KM_KMS_DEFAULT_ALGORITHM``; either way bo
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import boto3
 from botocore.config import Config
 
-from tests.e2e.conftest import Server, running_server
+from tests.e2e.conftest import Server
 from tests.kms_api.conftest import REGION, new_pair
+from tests.support.server_pool import ServerPool
 
 
 def _native_algorithm(server: Server, key_id: str) -> str:
@@ -33,16 +33,16 @@ def test_symmetric_default_is_the_best_scheme_the_token_has(kms_server: Server, 
     assert _native_algorithm(kms_server, _round_trip(admin_kms)) == expected
 
 
-def test_the_setting_chooses_symmetric_default(tmp_path: Path) -> None:
-    with running_server(tmp_path, workers=1, KM_KMS_DEFAULT_ALGORITHM="AES_256_CBC_HMAC_SHA256") as server:
-        pair = new_pair(server, "kms-default-admin", "admin")
-        kms = boto3.client(
-            "kms",
-            endpoint_url=server.url,
-            region_name=REGION,
-            aws_access_key_id=pair.access_key_id,
-            aws_secret_access_key=pair.secret_access_key,
-            verify=str(server.ca),
-            config=Config(retries={"max_attempts": 1}),
-        )
-        assert _native_algorithm(server, _round_trip(kms)) == "AES_256_CBC_HMAC_SHA256"
+def test_the_setting_chooses_symmetric_default(server_pool: ServerPool) -> None:
+    server = server_pool.get(workers=1, KM_KMS_DEFAULT_ALGORITHM="AES_256_CBC_HMAC_SHA256")
+    pair = new_pair(server, "kms-default-admin", "admin")
+    kms = boto3.client(
+        "kms",
+        endpoint_url=server.url,
+        region_name=REGION,
+        aws_access_key_id=pair.access_key_id,
+        aws_secret_access_key=pair.secret_access_key,
+        verify=str(server.ca),
+        config=Config(retries={"max_attempts": 1}),
+    )
+    assert _native_algorithm(server, _round_trip(kms)) == "AES_256_CBC_HMAC_SHA256"

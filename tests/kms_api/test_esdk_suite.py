@@ -29,6 +29,8 @@ from tests.kms_api.conftest import new_pair
 from tests.kms_api.test_operations import grant
 from tests.support.third_party_suite import outcomes
 
+pytestmark = pytest.mark.interop  # make test-interop: the Encryption SDK's own integration suite
+
 SUITE = "test/integration"
 KEY_ID_VARIABLES = (  # test/integration/integration_test_utils.py
     "AWS_ENCRYPTION_SDK_PYTHON_INTEGRATION_TEST_AWS_KMS_KEY_ID",

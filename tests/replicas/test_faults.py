@@ -67,6 +67,7 @@ def writer_chains(url: str) -> list[tuple[int, int]]:
 
 
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.own_server
 def test_a_worker_killed_mid_commit_loses_no_acknowledged_record(
     backend: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
@@ -94,6 +95,7 @@ def test_a_worker_killed_mid_commit_loses_no_acknowledged_record(
         assert len(writer_chains(url)) > len(chains)
 
 
+@pytest.mark.own_server
 def test_postgresql_restarted_under_load_loses_no_acknowledged_record(tmp_path: Path) -> None:
     with private_postgres() as server:
         url = server.create_database("km_restarted")
@@ -103,7 +105,7 @@ def test_postgresql_restarted_under_load_loses_no_acknowledged_record(tmp_path: 
             with Load([node], token, "faulty", threads=8) as load:
                 load.wait_for(200)
                 server.stop(immediate=True)  # no checkpoint, no goodbye to the clients: as a crash
-                time.sleep(1)
+                time.sleep(0.2)  # away a moment longer than stopping and starting take
                 server.start()
                 before = len(load.acknowledged)
                 load.wait_for(before + 300, timeout=90)  # the service recovers by itself
@@ -119,6 +121,7 @@ def _skewed(env: dict[str, str]) -> dict[str, str]:
     return {**env, "PYTHONPATH": path, "SKEWED_CLOCK_SECONDS": str(-SKEW_SECONDS)}
 
 
+@pytest.mark.own_server
 def test_a_replica_with_its_clock_seconds_behind_keeps_every_record_and_the_merge_order(
     tmp_path: Path, database: str
 ) -> None:

@@ -90,6 +90,7 @@ def test_a_rehashed_tail_is_caught_by_the_api(server: Server, database: Engine) 
     assert "seal of record" in verdict["reason"]
 
 
+@pytest.mark.own_server
 def test_a_checkpoint_is_written_at_shutdown(tmp_path: Path) -> None:
     hourly = {"KM_AUDIT_CHECKPOINT_INTERVAL_SECONDS": "3600", "KM_LOG_LEVEL": "info"}  # info: see the server above
     with running_server(tmp_path, workers=1, **hourly) as stopped:

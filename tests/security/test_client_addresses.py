@@ -191,7 +191,7 @@ def test_a_slow_header_is_closed_within_the_header_timeout(server: Server) -> No
         try:
             for byte in v1("203.0.113.14"):
                 sock.sendall(bytes([byte]))
-                time.sleep(0.25)
+                time.sleep(0.2)
                 assert time.monotonic() < deadline, "the server kept a slow header open"
         except (BrokenPipeError, ConnectionResetError):
             pass
@@ -268,6 +268,7 @@ def test_behind_haproxy_each_client_has_its_own_address_and_bucket(server: Serve
 
 
 # -- a balancer that terminates TLS: X-Forwarded-For ----------------------------------------------
+@pytest.mark.own_server
 def test_forwarding_headers_are_believed_from_the_trusted_address_only(tmp_path: Path) -> None:
     settings = {"KM_TRUSTED_PROXIES": f"{PROXY}/32", "KM_PROXY_PROTOCOL": "false"}
     with running_server(tmp_path, workers=1, **settings) as server:

@@ -114,6 +114,7 @@ def test_ready_is_503_while_the_token_directory_is_gone_and_200_once_it_is_back(
     assert _new_key(admin, "token-back").status_code == 201
 
 
+@pytest.mark.own_server
 def test_a_call_that_never_returns_ends_the_worker_and_a_fresh_one_serves(tmp_path: Path) -> None:
     """The stuck thread cannot be replaced inside the process: the worker exits and uvicorn starts another."""
     settings = {"KM_HSM_TIMEOUT_SECONDS": str(DEADLINE), "KM_HSM_STUCK_EXIT_SECONDS": "1"}

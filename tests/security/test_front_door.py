@@ -176,6 +176,7 @@ def test_the_stream_routes_take_large_bodies_once_authenticated(server: Server) 
         assert opened.status_code == 200 and opened.content == blob
 
 
+@pytest.mark.own_server
 def test_failed_authentications_beyond_the_burst_get_429_with_retry_after(tmp_path: Path) -> None:
     settings = {"KM_AUTH_FAILURE_BURST": "5", "KM_AUTH_FAILURES_PER_SECOND": "0.2"}
     with running_server(tmp_path, workers=1, **settings) as server, client_from(server, "127.0.0.13") as stranger:

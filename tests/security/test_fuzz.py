@@ -47,6 +47,8 @@ from schemathesis.specs.openapi.checks import (
 
 from tests.security.conftest import Server, running_server
 
+pytestmark = pytest.mark.interop  # make test-interop: schemathesis
+
 ROLES = ("app", "auditor", "anonymous", "admin")  # admin last: its cases change and delete the keys
 FUZZED_PER_OPERATION = 4
 RUN_DEADLINE_SECONDS = 300.0  # a safety bound under load; the run takes ~45-60 s on 2 shared cores

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.security.conftest import Server, running_server
 
 
@@ -18,6 +20,7 @@ def _replica_dirs(var_dir: Path) -> list[Path]:
     return sorted(p for p in (var_dir / "metrics").iterdir() if p.is_dir())
 
 
+@pytest.mark.own_server
 def test_a_second_replica_leaves_the_first_ones_metrics(tmp_path: Path) -> None:
     with running_server(tmp_path, workers=1) as first:
         with first.client(first.admin_token) as client:
@@ -40,6 +43,7 @@ def test_a_second_replica_leaves_the_first_ones_metrics(tmp_path: Path) -> None:
             assert before <= _series(first)
 
 
+@pytest.mark.own_server
 def test_a_dead_replicas_directory_is_removed_at_start(tmp_path: Path) -> None:
     stale = tmp_path / "var" / "metrics" / "gone-host-12345"
     stale.mkdir(parents=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import time
+import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -16,13 +16,13 @@ from keymanager.services.audit import PROBE_ACTION, AuditWriter, StaleMetadata
 
 
 class SlowStore(AuditRecords):
-    """A store whose commits hang (a locked or unreachable database)."""
+    """A store whose commits hang (a locked or unreachable database) until ``released`` is set."""
 
     def __init__(self) -> None:
-        pass
+        self.released = threading.Event()
 
     def append_current(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
-        time.sleep(1.0)
+        assert self.released.wait(30)
         return 7, [expected in (None, 7) for _, expected in items]
 
 
@@ -30,14 +30,18 @@ ENTRY = AuditEntry(time=datetime.now(UTC), action="key.encrypt", outcome=Outcome
 
 
 def test_a_stuck_writer_fails_the_request_closed() -> None:
-    log = AuditWriter(SlowStore(), timeout=0.2)
+    store = SlowStore()
+    log = AuditWriter(store, timeout=0.2)
     with pytest.raises(DatabaseUnavailable):
         asyncio.run(log.awrite(ENTRY))
+    store.released.set()
     log.close()
 
 
 def test_a_stale_expected_version_is_refused_and_a_current_one_accepted() -> None:
-    log = AuditWriter(SlowStore(), timeout=5)
+    store = SlowStore()
+    store.released.set()
+    log = AuditWriter(store, timeout=5)
 
     async def both() -> list[object]:
         return await asyncio.gather(log.awrite(ENTRY, 7), log.awrite(ENTRY, 6), return_exceptions=True)

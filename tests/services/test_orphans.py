@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import multiprocessing
+import shutil
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -42,10 +43,12 @@ def orphan_token(softhsm_token: str, hsm: Hsm) -> Iterator[str]:
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database (a copy of the process's template) on either backend."""
     if request.param == "sqlite":
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), tmp_path / "orphans.db")
         yield f"sqlite:///{tmp_path / 'orphans.db'}"
         return
-    url = create_database()
+    url = create_database(template=request.getfixturevalue("postgres_template"))
     yield url
     drop_database(url)
 

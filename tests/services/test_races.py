@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue
+import shutil
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -26,10 +27,12 @@ RACE_DEADLINE_SECONDS = 120
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.postgres)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated database (a copy of the process's template) on either backend."""
     if request.param == "sqlite":
+        shutil.copyfile(request.getfixturevalue("migrated_sqlite"), tmp_path / "race.db")
         yield f"sqlite:///{tmp_path / 'race.db'}"
         return
-    url = create_database()
+    url = create_database(template=request.getfixturevalue("postgres_template"))
     yield url
     drop_database(url)
 

@@ -215,9 +215,21 @@ def test_a_batch_leaves_out_the_jobs_expired_in_the_queue(gate: threading.Event)
     assert batching.close(10)
 
 
-def _held_separate_worker(gate: threading.Event, name: str) -> tuple[Worker[Job, object], threading.Event]:
+class Clock:
+    """A clock that moves only when told (a worker's ``clock``): deadlines pass without waiting for them."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _held_separate_worker(
+    gate: threading.Event, name: str, clock: Callable[[], float] = time.monotonic
+) -> tuple[Worker[Job, object], threading.Event]:
     """A worker serving separately whose thread is held by a first job until ``gate`` is set."""
-    separate: Worker[Job, object] = Worker(name, serve_each, max_batch=100, separately=True)
+    separate: Worker[Job, object] = Worker(name, serve_each, max_batch=100, separately=True, clock=clock)
     started = threading.Event()
     separate.submit(_blocker(gate, started), 30)
     assert started.wait(10)
@@ -225,7 +237,8 @@ def _held_separate_worker(gate: threading.Event, name: str) -> tuple[Worker[Job,
 
 
 def test_a_batch_served_separately_checks_each_deadline_as_the_job_starts(gate: threading.Event) -> None:
-    separate, _ = _held_separate_worker(gate, "separate-deadlines")
+    clock = Clock()
+    separate, _ = _held_separate_worker(gate, "separate-deadlines", clock)
     second_gate, second_started = threading.Event(), threading.Event()
     ran: list[str] = []
     slow = separate.submit(_blocker(second_gate, second_started), 30)
@@ -233,7 +246,7 @@ def test_a_batch_served_separately_checks_each_deadline_as_the_job_starts(gate: 
     kept = separate.submit(lambda: ran.append("kept"), 30)
     gate.set()  # the thread takes the three queued jobs as one batch
     assert second_started.wait(10)
-    time.sleep(0.3)  # past the late job's deadline, while the slow one still runs
+    clock.now += 0.3  # past the late job's deadline, while the slow one still runs
     second_gate.set()
     with pytest.raises(DeadlineExceeded):
         late.result(10)  # failed when its turn came, never started

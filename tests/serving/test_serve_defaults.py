@@ -6,6 +6,8 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from keymanager.serving.affinity import CpuBudget
 from tests.e2e.conftest import Server, running_server
 
@@ -38,6 +40,7 @@ def pinned_cpus(pids: list[int]) -> list[set[int]]:
         time.sleep(0.2)
 
 
+@pytest.mark.own_server
 def test_the_default_is_a_worker_per_cpu_each_on_a_cpu_of_its_own(tmp_path: Path) -> None:
     expected = CpuBudget.of_this_process()
     assert expected.pinning(expected.workers())[0], "this machine runs the tests alone: pinning is safe"
@@ -50,6 +53,7 @@ def test_the_default_is_a_worker_per_cpu_each_on_a_cpu_of_its_own(tmp_path: Path
     assert sorted(min(cpu) for cpu in cpus) == sorted(os.sched_getaffinity(0))
 
 
+@pytest.mark.own_server
 def test_a_worker_claims_a_cpu_of_its_allowed_set_only(tmp_path: Path) -> None:
     allowed = os.sched_getaffinity(0)
     last = max(allowed)
@@ -63,6 +67,7 @@ def test_a_worker_claims_a_cpu_of_its_allowed_set_only(tmp_path: Path) -> None:
     assert sorted(p.name for p in (server.var_dir / "run").iterdir()) == [f"cpu-{last}.lock"]
 
 
+@pytest.mark.own_server
 def test_an_explicit_setting_wins_over_the_detection(tmp_path: Path) -> None:
     allowed = os.sched_getaffinity(0)
     with running_server(tmp_path, workers=2, KM_CPU_AFFINITY="false") as server:

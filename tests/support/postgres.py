@@ -2,6 +2,10 @@
 
 The server is required: when it cannot be reached these functions raise, so
 tests that need it error instead of being skipped.
+
+A test that needs a migrated database copies a template (``create_database(template=...)``, the
+session fixture ``postgres_template`` of ``tests/conftest.py``: migrated once per test process)
+instead of running every migration again; PostgreSQL copies it in a few milliseconds.
 """
 
 from __future__ import annotations
@@ -18,11 +22,18 @@ DEFAULT_SERVER_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 _TEST_DATABASE = re.compile(r"km_test_[0-9a-f]{16}")
 
 
-def create_database() -> str:
-    """Create an empty database ``km_test_<random hex>``; its SQLAlchemy URL (password included)."""
+def create_database(template: str | None = None) -> str:
+    """Create a database ``km_test_<random hex>``, empty or a copy of the database ``template`` (a
+    URL from this function, nobody connected to it); its SQLAlchemy URL (password included)."""
     server = _server_url()
     name = f"km_test_{secrets.token_hex(8)}"
-    _run_on_server(server, f'CREATE DATABASE "{name}"')
+    copied = ""
+    if template is not None:
+        source = make_url(template).database or ""
+        if not _TEST_DATABASE.fullmatch(source):
+            raise ValueError(f"refusing to copy {source!r}: not a test database")
+        copied = f' TEMPLATE "{source}"'
+    _run_on_server(server, f'CREATE DATABASE "{name}"{copied}')
     return server.set(database=name).render_as_string(hide_password=False)
 
 

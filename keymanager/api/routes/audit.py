@@ -12,7 +12,7 @@ from keymanager.api.audit_trail import unaudited
 from keymanager.api.deps import AUTHORIZED, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES, IsoTime, QueryInt
-from keymanager.domain.audit import AuditQuery
+from keymanager.domain.audit import AuditQuery, Outcome
 
 router = APIRouter(
     prefix="/v1/audit",
@@ -68,6 +68,7 @@ def list_audit(
     key: str | None = None,
     principal: str | None = None,
     action: str | None = None,
+    outcome: Annotated[Outcome | None, Query(description="ok, denied (401, 403) or error.")] = None,
     since: Annotated[IsoTime | None, Query(description="ISO 8601; records at or after this time.")] = None,
     after: Annotated[QueryInt, Query(ge=0, description="Records at a greater position.")] = 0,
     before: Annotated[QueryInt | None, Query(ge=1, description="Records at a smaller position.")] = None,
@@ -76,10 +77,11 @@ def list_audit(
 ) -> AuditPage:
     """Records of every chain merged in position order (``order=desc``: newest first): within a
     chain, sequence order; across chains, the order the database stored them in. Filtered by key
-    (name or id), principal, action and time; ``after`` / ``before`` bound the positions (the cursors)."""
+    (name or id), principal, action, outcome and time; ``after`` / ``before`` bound the positions (the cursors)."""
     query = AuditQuery(
         principal=principal,
         action=action,
+        outcome=outcome,
         since=since,
         after=after,
         before=before,
