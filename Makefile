@@ -4,7 +4,7 @@
 # suites and clients (the Encryption SDK's, PyKMIP's, libmongocrypt, the AWS CLI, schemathesis,
 # hypothesis) and the bench's smoke and report tests (wrk, Chromium). CI runs both.
 # `make setup` installs the service alone; `make bench` runs the benchmark's report
-# (`make bench BENCH_ARGS="report --quick --spawn"`: the same in under 2 minutes).
+# (`make bench BENCH_ARGS="report --quick --spawn"`: the same in about 3 minutes).
 VENV := .venv
 BIN := $(VENV)/bin
 BENCH_ARGS ?= report --spawn

@@ -7,9 +7,11 @@ the rows. Modes: ``plain`` (no encryption), ``onboard`` (one service call per fi
 (one ``encrypt_many``/``decrypt_many`` per transaction), ``envelope`` (local AES-256-GCM per
 field under a data key fetched once and cached by the application) and ``token`` (the card
 number replaced by an FF1 token, one ``tokenize``/``detokenize`` call per field). Every decrypted
-card number is compared with the one expected for its row. Beside transactions/s and latency,
-the CPU of the application (this process), the key manager and the database's backends over
-each window, in % of one core.
+card number is compared with the one expected for its row. Transactions per second are counted
+over the window in which every client thread was running (``bench.measure.common_window``: the
+last thread's first transaction to the first thread's last answer). Beside transactions/s and
+latency, the CPU of the application (this process), the key manager and the database's backends
+over each window, in % of one core.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from sqlalchemy import Table as SqlTable
 
 from bench import environment, output
 from bench.clients import unwrap
+from bench.measure import common_window, inside, shares_inside, weighted_mean
 from bench.rig import service_from
 from bench.service import Endpoint, Service, provision
 from bench.stats import Distribution, percentile
@@ -98,6 +101,15 @@ class Cipher:
             return [self.km.detokenize(self.key, s).encode() for s in stored]
         return [self.km.decrypt(s) for s in stored]
 
+    def seal_all(self, cards: Sequence[bytes]) -> list[str]:
+        """Stored values of many ``cards`` in as few calls as the mode allows (the table's set-up, not
+        measured): one batch for the per-field modes too, whose ciphertexts and tokens are the same."""
+        if self.km is not None and self.mode == "onboard":
+            return [unwrap(r).ciphertext for r in self.km.encrypt_many(self.key, cards)]
+        if self.km is not None and self.mode == "token":
+            return [unwrap(r).token for r in self.km.tokenize_batch(self.key, [c.decode() for c in cards])]
+        return self.seal(cards)
+
     def local_seal(self, card: bytes) -> str:
         """AES-256-GCM under the cached data key: base64 of nonce ‖ ciphertext ‖ tag."""
         assert self.aead is not None
@@ -107,21 +119,43 @@ class Cipher:
 
 @dataclass
 class Tps:
-    """Transactions of one kind, mode and concurrency."""
+    """Transactions of one kind, mode and concurrency (in one round of a report)."""
 
     mode: str
     kind: str
     concurrency: int
+    round: int = 0
     elapsed: float = 0.0
+    """Seconds of the window in which every client thread was running (``close_window``)."""
     latencies: list[float] = field(default_factory=list)
+    """Seconds of each transaction counted (overlapping the window), with ``shares`` its share inside."""
+    shares: list[float] = field(default_factory=list)
+    spans: list[tuple[float, float]] = field(default_factory=list)
+    clients: list[tuple[float, float]] = field(default_factory=list)
+    """Every transaction's span, and each thread's first start and last end (``time.monotonic()``)."""
     errors: Counter[str] = field(default_factory=Counter)
     cpu_s: dict[str, float] = field(default_factory=dict)
     """CPU seconds over the window per party (``app``, ``keymanager``, ``database``) that was measured."""
+    probed_s: float = 0.0
+    """Wall seconds over which the CPU figures were read."""
 
     @property
     def tps(self) -> float:
-        """Transactions per second."""
-        return len(self.latencies) / self.elapsed if self.elapsed else 0.0
+        """Transactions per second over the window (those across an edge by their share)."""
+        return sum(self.shares) / self.elapsed if self.elapsed else 0.0
+
+    @property
+    def window_latency(self) -> float:
+        """Mean transaction latency (seconds), each weighted by its share inside the window; NaN without any."""
+        return weighted_mean(self.latencies, self.shares)
+
+    def close_window(self) -> None:
+        """Count the transactions of the window in which every thread ran (from ``spans`` and ``clients``)."""
+        start, end = common_window(self.clients)
+        counted = inside(self.spans, start, end)
+        self.elapsed = end - start
+        self.latencies = [e - s for s, e in counted]
+        self.shares = shares_inside(counted, start, end)
 
     @property
     def p95(self) -> float:
@@ -131,7 +165,7 @@ class Tps:
     def cpu_pct(self, party: str) -> float | None:
         """``party``'s CPU over the window in % of one core; None when it was not measured."""
         seconds = self.cpu_s.get(party)
-        return None if seconds is None or not self.elapsed else seconds / self.elapsed * 100
+        return None if seconds is None or not self.probed_s else seconds / self.probed_s * 100
 
     def as_json(self) -> dict[str, Any]:
         """Figures for the report, with every latency (ms)."""
@@ -139,6 +173,7 @@ class Tps:
             "mode": self.mode,
             "kind": self.kind,
             "concurrency": self.concurrency,
+            "round": self.round,
             "tps": self.tps,
             "transactions": len(self.latencies),
             "elapsed_s": self.elapsed,
@@ -146,6 +181,7 @@ class Tps:
             "cpu_pct_of_one_core": {party: self.cpu_pct(party) for party in self.cpu_s},
             "errors": dict(self.errors),
             "latencies_ms": [round(x * 1e3, 3) for x in self.latencies],
+            "shares_in_window": [round(x, 4) for x in self.shares],
         }
 
 
@@ -156,7 +192,7 @@ def populate(engine: Engine, cipher: Cipher, rows: int) -> None:
     with engine.begin() as conn:
         for start in range(1, rows + 1, 500):
             ids = list(range(start, min(rows, start + 499) + 1))
-            stored = cipher.seal([card_of(i) for i in ids])
+            stored = cipher.seal_all([card_of(i) for i in ids])
             conn.execute(
                 customers.insert(),
                 [{"id": i, "name": f"customer {i}", "card": s} for i, s in zip(ids, stored, strict=True)],
@@ -185,19 +221,23 @@ def write_txn(engine: Engine, cipher: Cipher, ids: list[int]) -> None:
 def drive(
     txn: Callable[[list[int]], None], result: Tps, rows: int, fields: int, end: float, lock: threading.Lock
 ) -> None:
-    """One client thread: transactions on random rows until ``end``."""
+    """One client thread: transactions on random rows until ``end``; their spans go to ``result``."""
     rng = random.Random()  # noqa: S311 (row choice, not security)
+    spans: list[tuple[float, float]] = []
     while time.monotonic() < end:
         ids = rng.sample(range(1, rows + 1), fields)
-        start = time.perf_counter()
+        start = time.monotonic()
         try:
             txn(ids)
         except Exception as exc:
             with lock:
                 result.errors[type(exc).__name__] += 1
             continue
-        with lock:
-            result.latencies.append(time.perf_counter() - start)
+        spans.append((start, time.monotonic()))
+    with lock:
+        result.spans += spans
+        if spans:
+            result.clients.append((spans[0][0], spans[-1][1]))
 
 
 def cpu_used(before: dict[int, float], after: dict[int, float]) -> float:
@@ -225,27 +265,31 @@ def run_kind(
         thread.start()
     for thread in threads:
         thread.join()
-    result.elapsed = time.monotonic() - start
+    result.probed_s = time.monotonic() - start
     result.cpu_s = {party: cpu_used(before[party], read()) for party, read in (cpu or {}).items()}
+    result.close_window()
     return result
 
 
 def run_mode(
-    engine: Engine, endpoint: Endpoint, mode: str, args: argparse.Namespace, cpu: dict[str, CpuReader] | None = None
+    engine: Engine,
+    endpoint: Endpoint,
+    mode: str,
+    args: argparse.Namespace,
+    cpu: dict[str, CpuReader] | None = None,
+    round_: int = 0,
 ) -> list[Tps]:
     """Populate for ``mode``, then read and write transactions at every concurrency (``endpoint``: the
-    FF1 key's for ``token``, the encryption key's otherwise)."""
+    FF1 key's for ``token``, the encryption key's otherwise); ``round_`` names the round of a report."""
     with ExitStack() as stack:
         data_key = None
         if mode == "envelope":
             with endpoint.client() as km:
                 data_key = km.generate_data_key(endpoint.key).plaintext
-        clients: list[KeyManager] = []
 
         def cipher() -> Cipher:
             km = None if mode in ("plain", "envelope") else endpoint.client()
             if km is not None:
-                clients.append(km)
                 stack.callback(km.close)
             return Cipher(mode, km, endpoint.key, data_key)
 
@@ -258,7 +302,7 @@ def run_mode(
                     c = cipher()
                     return lambda ids: txn(engine, c, ids)
 
-                results.append(run_kind(make, Tps(mode, kind, concurrency), args, cpu))
+                results.append(run_kind(make, Tps(mode, kind, concurrency, round_), args, cpu))
         return results
 
 
@@ -322,17 +366,8 @@ def app_table(results: Sequence[Tps]) -> Table:
         overhead = "—" if base is None or r is base or not base.tps else f"{(1 - r.tps / base.tps) * 100:.1f}%"
         dist = Distribution.of(r.latencies)
         errors = sum(r.errors.values())
-        table.add_row(
-            r.mode,
-            r.kind,
-            str(r.concurrency),
-            f"{r.tps:,.1f}",
-            overhead,
-            f"{dist.p50 * 1e3:.2f}",
-            f"{r.p95 * 1e3:.2f}",
-            f"{dist.p99 * 1e3:.2f}",
-            f"[bold red]{errors}[/]" if errors else "0",
-        )
+        figures = (f"{r.tps:,.1f}", overhead, *(f"{v * 1e3:.2f}" for v in (dist.p50, r.p95, dist.p99)))
+        table.add_row(r.mode, r.kind, str(r.concurrency), *figures, f"[bold red]{errors}[/]" if errors else "0")
     return table
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from rich.console import Console
 
+from bench import output
 from bench.clients import DEFAULT_TARGETS, TARGET_NAMES
 
 SUBCOMMANDS = ("report", "blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath",
@@ -169,4 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if not available():
             raise SystemExit(f"{args.command}: wrk is not installed (apt-get install wrk)")
-    return int(args.func(args, Console(width=None if sys.stdout.isatty() else 160)))
+    try:
+        return int(args.func(args, Console(width=None if sys.stdout.isatty() else 160)))
+    finally:
+        output.discard_empty()

@@ -15,6 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 UNKNOWN = "—"
+UNSTABLE = "unstable"
+"""A cell that says so is set apart (``bench.estimate``: rounds that disagree)."""
+UNSTABLE_CELL = " unstable"
 
 
 def cell(value: object, digits: int = 1) -> str:
@@ -93,6 +96,8 @@ table { border-collapse: collapse; margin: .6rem 0 1rem; font-size: .85rem; }
 caption { text-align: left; font-weight: 600; padding: .3rem 0; }
 th, td { border: 1px solid #ccc; padding: .2rem .45rem; text-align: right; vertical-align: top; }
 th.text, td.text { text-align: left; }
+td.figure { white-space: nowrap; }
+td.unstable { background: #fde2d6; }
 thead th { background: #f0f0f0; }
 tr.reference td { font-style: italic; background: #f7f7ff; }
 p.note { font-size: .85rem; color: #444; margin-top: -.6rem; }
@@ -138,7 +143,8 @@ def html_block(block: Block) -> str:
     head = "".join(f'<th class="{kind(j)}">{html.escape(c)}</th>' for j, c in enumerate(block.columns))
     body = []
     for i, row in enumerate(block.rows):
-        cells = "".join(f'<td class="{kind(j)}">{html.escape(v)}</td>' for j, v in enumerate(row))
+        cells = "".join(f'<td class="{kind(j)}{UNSTABLE_CELL * (UNSTABLE in v)}">{html.escape(v)}</td>'
+                        for j, v in enumerate(row))  # fmt: skip
         body.append(f'<tr class="{"reference" if i in block.reference_rows else "measured"}">{cells}</tr>')
     note = f'<p class="note">{html.escape(block.note)}</p>' if block.note else ""
     return (

@@ -16,11 +16,26 @@ if TYPE_CHECKING:
     from bench.rig import Rig
 
 
+CREATED: list[Path] = []
+"""Output directories this process created (``discard_empty`` removes those it left empty)."""
+
+
 def directory(args: argparse.Namespace) -> Path:
     """``--out``, or ``bench-out/<timestamp>``; created."""
     out = Path(args.out) if args.out else Path("bench-out") / time.strftime("%Y%m%d-%H%M%S")
+    if not out.exists():
+        CREATED.append(out)
     out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def discard_empty() -> None:
+    """Remove the output directories this process created and wrote nothing into (a refused or failed
+    run leaves no empty timestamped directory behind)."""
+    while CREATED:
+        out = CREATED.pop()
+        if out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
 
 
 def command_line() -> str:

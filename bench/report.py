@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -12,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.estimate import Estimate
 from bench.measure import Measurement
 from bench.stats import Distribution, spread
 
@@ -27,15 +29,47 @@ def human_size(size: int) -> str:
     return f"{size} B"
 
 
+def latency_ms(m: Measurement, which: str) -> float:
+    """Mean latency of one item's ``which`` (``encrypt``, ``decrypt``, ``all``) in one round, ms (a
+    batch's latency divided by its fields); NaN when there was none."""
+    values = m.encrypt if which == "encrypt" else m.decrypt if which == "decrypt" else m.encrypt + m.decrypt
+    return statistics.fmean(values) / m.items * 1e3 if values else math.nan
+
+
+def mb_per_s(m: Measurement, which: str) -> float:
+    """Plaintext MB/s of one client doing only ``which`` in one round (size over its mean latency)."""
+    values = m.encrypt if which == "encrypt" else m.decrypt
+    return m.size * m.items / 1e6 / statistics.fmean(values) if values else math.nan
+
+
 @dataclass
 class Row:
-    """The repeats of one (target, size, concurrency, mode), aggregated."""
+    """The repeats (rounds) of one (target, size, concurrency, mode), aggregated. Every figure a
+    table prints or a plot draws of it is an ``Estimate`` over the rounds, from the functions here."""
 
     runs: list[Measurement]
 
     @property
     def first(self) -> Measurement:
         return self.runs[0]
+
+    @property
+    def ops(self) -> Estimate:
+        """Items per second, per round."""
+        return Estimate.of(m.ops_per_s for m in self.runs)
+
+    def latency(self, which: str) -> Estimate:
+        """Mean latency per item (ms) of ``which``, per round."""
+        return Estimate.of(latency_ms(m, which) for m in self.runs)
+
+    def mb(self, which: str) -> Estimate:
+        """MB/s of one client doing only ``which``, per round."""
+        return Estimate.of(mb_per_s(m, which) for m in self.runs)
+
+    @property
+    def unstable(self) -> bool:
+        """True when the rounds' items per second disagree (``bench.estimate.UNSTABLE``)."""
+        return self.ops.unstable
 
     @property
     def ops_per_s(self) -> float:
@@ -76,6 +110,7 @@ class Row:
             "repeats": len(self.runs),
             "ops_per_s": self.ops_per_s,
             "ops_per_s_spread": spread([r.ops_per_s for r in self.runs]),
+            "unstable": self.unstable,
             "mb_per_s": self.mb_per_s,
             "encrypt": self.latencies("encrypt").as_ms(),
             "decrypt": self.latencies("decrypt").as_ms(),
@@ -126,7 +161,7 @@ def blob_cells(row: Row) -> list[str]:
         f"{row.ops_per_s:,.1f}",
         f"{row.mb_per_s:,.2f}",
         "/".join(ms(v) for v in (both.p50, both.p90, both.p99, both.max)),
-        f"±{spread_figures['rsd_pct']:.1f}%" if len(row.runs) > 1 else "—",
+        f"±{spread_figures['rsd_pct']:.1f}%{' unstable' if row.unstable else ''}" if len(row.runs) > 1 else "—",
         "—" if cpu is None else f"{cpu:,.0f}",
         "—" if client is None else f"{client:.0f}",
         f"[bold red]{row.errors}[/]" if row.errors else "0",

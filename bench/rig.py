@@ -69,6 +69,12 @@ def client_processes(args: argparse.Namespace) -> int:
     return max(1, min(max(2, os.cpu_count() or 2), top))
 
 
+def require_service(args: argparse.Namespace) -> None:
+    """Refuse a run (SystemExit) that names no service: neither ``--spawn`` nor ``--url`` with ``--token``."""
+    if not args.spawn and not (args.url and args.token):
+        raise SystemExit("give --spawn, or --url with --token (an admin token) and usually --ca")
+
+
 @contextmanager
 def service_from(args: argparse.Namespace) -> Iterator[Service]:
     """The service of ``--spawn`` (started here, stopped afterwards) or of ``--url``/``--token``."""
@@ -76,8 +82,7 @@ def service_from(args: argparse.Namespace) -> Iterator[Service]:
         with spawned(args.workers) as service:
             yield service
         return
-    if not args.url or not args.token:
-        raise SystemExit("give --spawn, or --url with --token (an admin token) and usually --ca")
+    require_service(args)
     yield Service(url=args.url, ca=args.ca, admin_token=token_value(args.token), pid=args.server_pid, workers=None)
 
 

@@ -3,9 +3,11 @@ costs an application, measured in one run and written as a report a security tea
 
 Into ``--out`` (default ``bench-out/<time>/``): ``report.html`` (self-contained: tables, plots
 inline, printable), ``report.md`` with its plots as SVG files, and ``report.json`` with every
-sample. ``--quick`` measures a subset (fewer sizes, rounds and clients, shorter windows; under two
-minutes on a 2-core machine) and says so at the top of the report; the full run prints its
-estimate before it starts. Every option left unset takes the full or the quick plan's value.
+sample. ``--quick`` measures a subset (fewer sizes, rounds and clients, shorter windows; about
+three minutes on a 2-core machine) and says so at the top of the report; every run prints its
+estimate before it starts. Every option left unset takes the full or the quick plan's value. The
+run fails (exit 1) on any error and on any row whose throughput contradicts its latency
+(``bench.consistency``).
 """
 
 from __future__ import annotations
@@ -23,21 +25,22 @@ from rich.console import Console
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.exc import OperationalError
 
-from bench import app, document, findings, output
+from bench import app, document, findings, layout, output, workload
 from bench.clients import SMALL_LIMIT
-from bench.load import START_MARGIN
 from bench.measure import Measurement, Window, measure
 from bench.progress import Steps, steps
 from bench.report import human_size, rows_of
-from bench.rig import Rig, rig
+from bench.rig import Rig, require_service, rig
 from bench.tokenize import provision_tokens
 
 SMALL_TARGETS = ("km", "km-gcm", "km-batch", "km-kms-api", "aws-kms")
 LARGE_TARGETS = ("km", "km-envelope", "km-esdk")
-APP_MODES = ("plain", "onboard", "envelope", "token")
+APP_MODES = workload.MODES
 DB_SERVER = "postgresql+psycopg://postgres@127.0.0.1:5432/postgres"
 ASSUMED_MB_PER_S = {"km": 40.0, "km-envelope": 300.0, "km-esdk": 100.0}
 """Rates the estimate assumes for one large blob (a shared 2-core machine); only the estimate uses them."""
+SETUP_S = 0.3
+"""Seconds the estimate assumes for the clients' set-up of one measurement (their connections)."""
 
 
 @dataclass(frozen=True)
@@ -107,10 +110,10 @@ def estimate_s(plan: Plan) -> float:
     per_step = 0.0
     for target, size, _ in blob_steps(plan):
         one_blob = 2 * size / 1e6 / ASSUMED_MB_PER_S.get(target, 1e9) if size > SMALL_LIMIT else 0.0
-        per_step += START_MARGIN + plan.warmup + max(plan.duration, one_blob) + 0.3
-    populate = 2 * plan.app_rows / 150  # on-board and token rows are written one call each
-    workload = len(APP_MODES) * 2 * (plan.warmup + plan.app_duration + 0.2)
-    return 20 + per_step * plan.rounds + populate + workload
+        per_step += SETUP_S + plan.warmup + max(plan.duration, one_blob) + 0.3
+    populate = 2 * plan.app_rows / 1000  # batches of 500 rows per call, each mode each round
+    windows = len(APP_MODES) * 2 * (plan.warmup + plan.app_duration + 0.2)
+    return 20 + (per_step + windows + populate) * plan.rounds
 
 
 PLAN_OPTIONS = (
@@ -131,7 +134,7 @@ def add_parser(commands: Any, service_options: argparse.ArgumentParser) -> None:
     from bench.cli import comma_list, parse_size
 
     r = commands.add_parser("report", parents=[service_options], help="the full report: HTML, Markdown, JSON")
-    r.add_argument("--quick", action="store_true", help="a subset in under 2 minutes, marked as such in the report")
+    r.add_argument("--quick", action="store_true", help="a subset in about 3 minutes, marked as such in the report")
     types: dict[str, Any] = {"sizes": comma_list(parse_size), "ints": comma_list(int), "int": int, "float": float}
     for option, kind, what in PLAN_OPTIONS:
         name = option[2:].replace("-", "_")
@@ -156,11 +159,13 @@ def shown(full: object, quick: object) -> str:
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
-    """Measure the plan, write ``report.html``, ``report.md`` and ``report.json``; 1 on any error."""
+    """Measure the plan, write ``report.html``, ``report.md`` and ``report.json``; 1 on any error or on a
+    row whose throughput contradicts its latency (``bench.consistency``)."""
     plan = plan_of(args)
     args.concurrency = list(plan.concurrency)
+    require_service(args)
     out = output.directory(args)
-    total = len(blob_steps(plan)) * plan.rounds + len(APP_MODES) * 2
+    total = (len(blob_steps(plan)) + len(APP_MODES) * 2) * plan.rounds
     kind = "quick run (a subset, marked as such)" if plan.quick else "full run"
     console.print(f"report: {kind}, {total} measurements, estimated {estimate_s(plan) / 60:.1f} min; into {out}")
     started, load_before = time.time(), os.getloadavg()
@@ -180,11 +185,11 @@ def run(args: argparse.Namespace, console: Console) -> int:
         seconds=time.time() - started,
         load_average=(load_before, os.getloadavg()),
     )
-    report = findings.report(results)
+    report = layout.report(results)
     write(out, report, results, measurements)
     console.print("\n".join(results.summary))
     console.print(f"report: {out / 'report.html'} ({out / 'report.md'}, every sample in {out / 'report.json'})")
-    return 1 if results.errors else 0
+    return 1 if results.errors or results.contradictions else 0
 
 
 def blob_measurements(r: Rig, plan: Plan, progress: Steps) -> list[Measurement]:
@@ -225,7 +230,8 @@ def workload_database(server: str, out: Path) -> Iterator[tuple[Engine, str]]:
 
 
 def application(r: Rig, plan: Plan, server: str, out: Path, progress: Steps) -> tuple[list[app.Tps], str]:
-    """The customer workload in every mode of ``APP_MODES``; its results and the database's name."""
+    """The customer workload in every mode of ``APP_MODES``, ``plan.rounds`` times (the modes
+    interleaved: every mode once, then again); its results and the database's name."""
     assert r.service is not None and r.endpoint is not None
     tokens = provision_tokens(r.service)
     settings = argparse.Namespace(
@@ -239,12 +245,15 @@ def application(r: Rig, plan: Plan, server: str, out: Path, progress: Steps) -> 
     with workload_database(server, out) as (engine, database):
         cpu = app.cpu_readers(engine, r.service)
         try:
-            for mode in APP_MODES:
-                progress.starting(f"application workload: {mode}")
-                done = app.run_mode(engine, tokens if mode == "token" else r.endpoint, mode, settings, cpu)
-                for tps in done:
-                    progress.finished(f"application {mode} {tps.kind} x{tps.concurrency}", f"{tps.tps:,.1f} tx/s")
-                results += done
+            for round_ in range(plan.rounds):
+                for mode in APP_MODES:
+                    progress.starting(f"application workload: {mode} round {round_ + 1}/{plan.rounds}")
+                    endpoint = tokens if mode == "token" else r.endpoint
+                    done = app.run_mode(engine, endpoint, mode, settings, cpu, round_)
+                    for tps in done:
+                        what = f"application {mode} {tps.kind} x{tps.concurrency} round {round_ + 1}/{plan.rounds}"
+                        progress.finished(what, f"{tps.tps:,.1f} tx/s")
+                    results += done
         finally:
             app.metadata.drop_all(engine)
     return results, database

@@ -2,8 +2,11 @@
 
 A ``Chart`` has a title, axis labels with units, linear or logarithmic axes, and its marks:
 lines with markers and an optional low-high band, horizontal reference lines and bands, vertical
-markers, and grouped bars. The legend sits under the plot, one entry a line. ``render`` gives a
-standalone SVG document (no script, no external font or reference).
+markers, and grouped bars with a low-high whisker. Bars stand on a linear axis from zero (a bar's
+length is its value; ``Chart.bars`` refuses a log axis). The legend sits under the plot, one entry
+a line. ``render`` gives a standalone SVG document (no script, no external font or reference);
+every marker and bar carries a ``<title>`` naming its series and point, and the y ticks the class
+``tick-y``, so that a reader (or a test) can read the values back from the drawing.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ class Axis:
 
     label: str
     log: bool = False
+    zero: bool = False
+    """A linear axis that starts at zero (bars)."""
     ticks: Sequence[float] | None = None
     text: Callable[[float], str] = lambda v: f"{v:,.6g}"
     low: float = math.inf
@@ -41,6 +46,8 @@ class Axis:
         low, high = (self.low, self.high) if self.low <= self.high else (1.0, 10.0)
         if self.log:
             return low / 1.4, high * 1.4
+        if self.zero:
+            return 0.0, max(high, 0.0) * 1.05 or 1.0
         pad = (high - low) * 0.05 or abs(high) * 0.1 or 1.0
         return low - pad, high + pad
 
@@ -76,7 +83,9 @@ class Mark:
     kind: str
     label: str
     points: list[tuple[float, float, float, float]] = field(default_factory=list)
-    """(x, y, low, high) for lines; (group index, value, 0, 0) for bars."""
+    """(x, y, low, high) for lines; (group index, value, low, high) for bars."""
+    names: list[str] = field(default_factory=list)
+    """What each point is (its ``<title>``), in the order of ``points``."""
     value: tuple[float, float] = (0.0, 0.0)
     color: str = "#555"
 
@@ -102,7 +111,8 @@ class Chart:
         for x, y, low, high in ordered:
             self.x.include(x)
             self.y.include(y, low, high)
-        self.marks.append(Mark("line", label, list(ordered), color=self.next_color()))
+        names = [f"{label}: {self.x.text(x)}" for x, _, _, _ in ordered]
+        self.marks.append(Mark("line", label, list(ordered), color=self.next_color(), names=names))
 
     def hline(self, y: float, label: str) -> None:
         """A dotted horizontal reference line."""
@@ -118,12 +128,17 @@ class Chart:
         """A dashed vertical marker."""
         self.marks.append(Mark("vline", label, value=(x, x)))
 
-    def bars(self, label: str, values: Sequence[float]) -> None:
-        """One bar per group (``groups``), side by side with the other bar series."""
-        self.y.include(*values)
-        self.marks.append(
-            Mark("bars", label, [(i, v, 0.0, 0.0) for i, v in enumerate(values)], color=self.next_color())
-        )
+    def bars(self, label: str, values: Sequence[tuple[float, float, float]]) -> None:
+        """One bar per group (``groups``) of (value, low, high), side by side with the other bar series,
+        from zero on a linear axis, with a whisker from low to high."""
+        if self.y.log:
+            raise ValueError("bars stand on a linear axis from zero: a log axis misdraws their lengths")
+        self.y.zero = True
+        for value, low, high in values:
+            self.y.include(0.0, value, low, high)
+        points = [(float(i), v, low, high) for i, (v, low, high) in enumerate(values)]
+        names = [f"{label}: {group}" for group in self.groups[: len(points)]]
+        self.marks.append(Mark("bars", label, points, color=self.next_color(), names=names))
 
 
 def render(chart: Chart) -> str:
@@ -163,7 +178,9 @@ def grid(chart: Chart, px: Callable[[float], float], py: Callable[[float], float
     for t in chart.y.tick_values():
         y = py(t)
         out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + w}" y2="{y:.1f}" stroke="#ddd"/>')
-        out.append(f'<text x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(chart.y.text(t))}</text>')
+        out.append(
+            f'<text class="tick-y" x="{LEFT - 6}" y="{y + 4:.1f}" text-anchor="end">{esc(chart.y.text(t))}</text>'
+        )
     if chart.groups:
         for i, name in enumerate(chart.groups):
             x = LEFT + (i + 0.5) / len(chart.groups) * w
@@ -196,9 +213,13 @@ def draw(
         width = slot * 0.8 / len(bars)
         k = bars.index(mark)
         out = []
-        for i, value, _, _ in mark.points:
-            x, top = LEFT + i * slot + slot * 0.1 + k * width, py(value)
-            out.append(rect(x, top, width, TOP + PLOT_HEIGHT - top, f'fill="{mark.color}"'))
+        for (i, value, low, high), name in zip(mark.points, mark.names, strict=True):
+            x, top, base = LEFT + i * slot + slot * 0.1 + k * width, py(value), py(0.0)
+            paint = f'class="mark" fill="{mark.color}"'
+            out.append(rect(x, top, width, base - top, paint, name))
+            mid = x + width / 2
+            out.append(f'<path d="M{mid - 5:.1f} {py(high):.1f}h10M{mid:.1f} {py(high):.1f}V{py(low):.1f}'
+                       f'M{mid - 5:.1f} {py(low):.1f}h10" stroke="#222" stroke-width="1.5"/>')  # fmt: skip
         return out
     band = [(px(x), py(high)) for x, _, _, high in mark.points] + [
         (px(x), py(low)) for x, _, low, _ in reversed(mark.points)
@@ -206,7 +227,9 @@ def draw(
     line = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y, _, _ in mark.points)
     out = [f'<polygon points="{" ".join(f"{a:.1f},{b:.1f}" for a, b in band)}" fill="{mark.color}" fill-opacity="0.18"/>',  # noqa: E501
            f'<polyline points="{line}" fill="none" stroke="{mark.color}" stroke-width="2"/>']  # fmt: skip
-    out += [f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{mark.color}"/>' for x, y, _, _ in mark.points]
+    for (x, y, _, _), name in zip(mark.points, mark.names, strict=True):
+        circle = f'<circle class="mark" cx="{px(x):.1f}" cy="{py(y):.1f}" r="4" fill="{mark.color}">'
+        out.append(f"{circle}<title>{esc(name)}</title></circle>")
     return out
 
 
@@ -223,9 +246,10 @@ def legend_entry(mark: Mark, y: float) -> list[str]:
     return [sample, f'<text x="{x + 30}" y="{y}">{esc(mark.label)}</text>']
 
 
-def rect(x: float, y: float, width: float, height: float, paint: str) -> str:
-    """An SVG rectangle."""
-    return f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" {paint}/>'
+def rect(x: float, y: float, width: float, height: float, paint: str, title: str = "") -> str:
+    """An SVG rectangle (with a ``<title>`` when one is given)."""
+    box = f'<rect x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}" {paint}'
+    return f"{box}><title>{esc(title)}</title></rect>" if title else f"{box}/>"
 
 
 def esc(text: str) -> str:
