@@ -33,9 +33,15 @@ def test_the_haproxy_config_is_the_deployed_one_with_local_addresses(tmp_path: P
     assert "bind 127.0.0.1:18443" in text
     assert "server keymanager-1 127.0.0.1:18001" in text and "server keymanager-2 127.0.0.1:18002" in text
     assert "resolvers" not in text and "keymanager-1:8443" not in text
-    deployed = (ROOT / "deploy" / "haproxy.cfg").read_text().splitlines()
-    kept = [line for line in deployed if line.split()[:1] in (["mode"], ["balance"], ["http-check"])]
+    deployed = (ROOT / "deploy" / "haproxy.cfg").read_text()
+    https, kmip = deployed.split("\nfrontend keymanager_kmip\n", 1)  # the KMIP sections are left out here
+    kept = [line for line in https.splitlines() if line.split()[:1] in (["mode"], ["balance"], ["http-check"])]
     assert len(kept) == 4 and all(line in text.splitlines() for line in kept)  # passthrough, leastconn, checks
+    assert "keymanager_kmip" not in text
+    with_kmip = scaleout("print(haproxy_config(18443, [18001, 18002], (15696, [15001, 15002])), end='')")
+    kmip_kept = [line for line in kmip.splitlines() if line.split()[:1] in (["mode"], ["balance"])]
+    assert kmip_kept and all(line in with_kmip.splitlines() for line in kmip_kept)
+    assert "bind 127.0.0.1:15696" in with_kmip and "server keymanager-1 127.0.0.1:15001 port 18001" in with_kmip
     config = tmp_path / "haproxy.cfg"
     config.write_text(text)
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
