@@ -64,20 +64,38 @@ def test_a_key_on_the_named_curve_gives_its_point() -> None:
 @pytest.mark.parametrize(
     ("peer", "words"),
     [
-        (EXPLICIT_P256, "explicit parameters: it must name the curve secp256r1 (the curve of ECC_NIST_P256)"),
-        (EXPLICIT_BRAINPOOL, "explicit parameters: it must name the curve secp256r1"),
-        (NAMED_PRIME192V2, "on the curve 1.2.840.10045.3.1.2: it must be on the curve secp256r1"),
-        (spki(ec.generate_private_key(ec.SECP384R1())), "on the curve secp384r1: it must be on the curve secp256r1"),
-        (spki(ec.generate_private_key(ec.BrainpoolP256R1())), "on the curve brainpoolP256r1"),
-        (spki(rsa.generate_private_key(65537, 2048)), "must be an EC public key on the curve secp256r1"),
-        (spki(ed25519.Ed25519PrivateKey.generate()), "must be an EC public key on the curve secp256r1"),
-        (b"not a key", "not a DER SubjectPublicKeyInfo"),
-        (b"", "not a DER SubjectPublicKeyInfo"),
-        (b"\x30\x03\x02\x01\x00", "not a DER SubjectPublicKeyInfo"),
-        (EXPLICIT_P256[:60], "not a DER SubjectPublicKeyInfo"),  # cut inside its parameters
-        (b"\x30\x84\xff\xff\xff\xff", "not a DER SubjectPublicKeyInfo"),  # a length past the end
+        pytest.param(
+            EXPLICIT_P256,
+            "explicit parameters: it must name the curve secp256r1 (the curve of ECC_NIST_P256)",
+            id="explicit-p256",
+        ),
+        pytest.param(
+            EXPLICIT_BRAINPOOL, "explicit parameters: it must name the curve secp256r1", id="explicit-brainpool"
+        ),
+        pytest.param(
+            NAMED_PRIME192V2, "on the curve 1.2.840.10045.3.1.2: it must be on the curve secp256r1", id="prime192v2"
+        ),
+        pytest.param(
+            spki(ec.generate_private_key(ec.SECP384R1())),
+            "on the curve secp384r1: it must be on the curve secp256r1",
+            id="p384",
+        ),
+        pytest.param(
+            spki(ec.generate_private_key(ec.BrainpoolP256R1())), "on the curve brainpoolP256r1", id="brainpool"
+        ),
+        pytest.param(
+            spki(rsa.generate_private_key(65537, 2048)), "must be an EC public key on the curve secp256r1", id="rsa"
+        ),
+        pytest.param(
+            spki(ed25519.Ed25519PrivateKey.generate()), "must be an EC public key on the curve secp256r1", id="ed25519"
+        ),
+        pytest.param(b"not a key", "not a DER SubjectPublicKeyInfo", id="text"),
+        pytest.param(b"", "not a DER SubjectPublicKeyInfo", id="empty"),
+        pytest.param(b"\x30\x03\x02\x01\x00", "not a DER SubjectPublicKeyInfo", id="integer"),
+        pytest.param(EXPLICIT_P256[:60], "not a DER SubjectPublicKeyInfo", id="cut-in-parameters"),
+        pytest.param(b"\x30\x84\xff\xff\xff\xff", "not a DER SubjectPublicKeyInfo", id="length-past-end"),
     ],
-)
+)  # ids by name: generated keys in ids differ between xdist workers, which then refuse to run
 def test_every_other_peer_key_is_refused_naming_the_curve(peer: bytes, words: str) -> None:
     with pytest.raises(InvalidPeerKey) as refused:
         public_keys.peer_point(P256, peer)
