@@ -46,6 +46,9 @@ class Algorithm(enum.StrEnum):
     ECC_NIST_P521 = "ECC_NIST_P521"
     ECC_SECG_P256K1 = "ECC_SECG_P256K1"
     ECC_NIST_EDWARDS25519 = "ECC_NIST_EDWARDS25519"
+    AES_128_CBC_PAD = "AES_128_CBC_PAD"
+    AES_192_CBC_PAD = "AES_192_CBC_PAD"
+    AES_256_CBC_PAD = "AES_256_CBC_PAD"
 
 
 class KeyUsage(enum.StrEnum):
@@ -159,7 +162,10 @@ class BlockMode(enum.StrEnum):
     CBC_HMAC = "CBC_HMAC"
     """AES-CBC with PKCS#7 padding, then HMAC-SHA256 over it (an AES and an HMAC object)."""
     GCM = "GCM"
-    """AES-GCM (one AES object; KMIP's Encrypt and Decrypt run its other modes on that object too)."""
+    """AES-GCM (one AES object), nonces made by the service; KMIP's Encrypt and Decrypt use it in GCM only."""
+    CBC_PAD = "CBC_PAD"
+    """Raw AES-CBC with PKCS#7 padding, IVs made by the service (one AES object): KMIP's Encrypt and
+    Decrypt only (libmongocrypt's delegated keys, PyKMIP), never a native or another door's format."""
 
 
 class PublicKeyForm(enum.StrEnum):
@@ -497,7 +503,26 @@ def _symmetric_rows() -> tuple[KeySpec, ...]:
         KeySpec(Algorithm.FF1_AES_256, None, HsmKeyType.AES, {ff1.usage: ff1}, ff1.usage, key_bits=256),
         _gcm_row(Algorithm.AES_128_GCM, None, 128, format_id=3, transit_type="aes128-gcm96"),
         _gcm_row(Algorithm.AES_192_GCM, None, 192, format_id=4),
+        _cbc_pad_row(Algorithm.AES_128_CBC_PAD, 128),
+        _cbc_pad_row(Algorithm.AES_192_CBC_PAD, 192),
+        _cbc_pad_row(Algorithm.AES_256_CBC_PAD, 256),
     )
+
+
+def _cbc_pad_row(algorithm: Algorithm, bits: int) -> KeySpec:
+    """A raw AES-CBC-PAD spec of ``bits``: what KMIP's Create makes unless its Cryptographic Parameters
+    name GCM. No KMS name, no format id, no Transit type: no other door and no native format uses it."""
+    size = bits // 8
+    cbc = Usage(
+        KeyUsage.ENCRYPT_DECRYPT,
+        objects=(HsmObject(ObjectRole.AES, _SECRET, (_C.ENCRYPT, _C.DECRYPT)),),
+        mechanisms=(
+            Mechanism("AES_KEY_GEN", size, "GENERATE"),
+            Mechanism("AES_CBC_PAD", size, "ENCRYPT"),
+            Mechanism("AES_CBC_PAD", size, "DECRYPT"),
+        ),
+    )
+    return KeySpec(algorithm, None, HsmKeyType.AES, {cbc.usage: cbc}, cbc.usage, key_bits=bits, mode=BlockMode.CBC_PAD)
 
 
 def _gcm_row(
@@ -626,6 +651,9 @@ ASYMMETRIC = tuple(a for a, spec in SPECS.items() if spec.asymmetric)
 
 DATA_KEY_PAIR_SPECS = tuple(a for a in ASYMMETRIC if SPECS[a].kms_spec is not None)
 """The specs ``GenerateDataKeyPair`` makes (AWS's ``DataKeyPairSpec``: every asymmetric spec, Ed25519 too)."""
+
+RAW_MODES = frozenset({BlockMode.CBC_PAD})
+"""The modes of raw keys: used only by a door's raw block-cipher operations (KMIP's), in that mode."""
 
 HMAC_KEY_BITS: Mapping[Algorithm, int] = {
     a: spec.key_bits for a, spec in SPECS.items() if KeyUsage.GENERATE_VERIFY_MAC in spec.usages and spec.key_bits

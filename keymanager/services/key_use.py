@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from keymanager.domain.key_specs import Algorithm, KeyUsage, spec_of
+from keymanager.domain.key_specs import RAW_MODES, Algorithm, KeyUsage, spec_of
 from keymanager.domain.models import Key, KeyState, Principal, Role
 from keymanager.domain.policy import Operation
 from keymanager.errors import (
@@ -55,11 +55,12 @@ def rights_for(algorithm: Algorithm, usage: KeyUsage | None) -> frozenset[Operat
     return frozenset(op for op in served if USAGE_OF[op] in (None, chosen))
 
 
-def usable(key: Key, principal: Principal, operation: Operation, *, asymmetric: bool = False) -> Key:
+def usable(key: Key, principal: Principal, operation: Operation, *, asymmetric: bool = False, raw: bool = False) -> Key:
     """``key`` if ``principal`` may use it for ``operation`` now and it is of the kind the operation
     needs; else Forbidden, the error of the key's state, or WrongKeyUsage (a key of another usage, or
     of another kind: ``asymmetric`` says which the caller serves for encryption and decryption,
-    since a symmetric and an RSA key both encrypt)."""
+    since a symmetric and an RSA key both encrypt; ``raw`` that the caller runs the key's block
+    cipher mode itself, as KMIP's Encrypt does: a key of a raw mode serves only such callers)."""
     require_use(key, principal, operation)
     require_enabled(key)
     spec = spec_of(key.algorithm)
@@ -67,6 +68,10 @@ def usable(key: Key, principal: Principal, operation: Operation, *, asymmetric: 
     kind = True if operation in _ASYMMETRIC_ONLY else asymmetric
     if (needed is not None and key.key_usage is not needed) or spec.asymmetric is not kind:
         raise WrongKeyUsage(_misuse(key, operation, needed))
+    if spec.mode in RAW_MODES and not raw and needed is not None:
+        raise WrongKeyUsage(
+            f"a {key.algorithm} key is a raw {spec.mode} key: only KMIP's Encrypt and Decrypt use it, in its mode"
+        )
     return key
 
 

@@ -183,9 +183,9 @@ class KeyService:
         if spec.asymmetric:
             objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
         elif kmip is not None and kmip.exportable:
-            if spec.mode is not BlockMode.GCM:
-                gcm = ", ".join(a for a, row in SPECS.items() if row.mode is BlockMode.GCM)
-                raise InvalidRequest(f"only AES-GCM keys ({gcm}) are created exportable")
+            if spec.mode not in (BlockMode.GCM, BlockMode.CBC_PAD):
+                aes = ", ".join(a for a, row in SPECS.items() if row.mode in (BlockMode.GCM, BlockMode.CBC_PAD))
+                raise InvalidRequest(f"only AES keys of one AES object ({aes}) are created exportable")
             objects = self._hsm.generate_exportable(key_id, 1, algorithm)
         elif kmip is not None and kmip.material is not None:
             objects = self._hsm.import_aes(key_id, 1, kmip.material)
@@ -342,6 +342,8 @@ class KeyService:
         if enabled is not None:
             if key.state in _NOT_SWITCHABLE or not key.versions:
                 raise Conflict(f"a key in state {key.state.value} cannot be enabled or disabled")
+            if enabled and key.kmip_state is KmipState.COMPROMISED:  # terminal on every door (issue 41, item 5)
+                raise Conflict("a key in state compromised (revoked as compromised) is never enabled again")
             state = KeyState.ENABLED if enabled else KeyState.DISABLED
         if min_decryption_version is not None and not 1 <= min_decryption_version <= key.primary_version:
             raise InvalidRequest("min_decryption_version must be between 1 and the primary version")

@@ -83,6 +83,11 @@ class LifecycleService:
         objects = self._hsm.generate_version(key.id, key.primary_version + 1, key.algorithm)
         return add_version(self._store, self._hsm, key, objects, record=record, what="rotation")
 
+    @property
+    def min_pending_days(self) -> int:
+        """The shortest deletion window (``KM_MIN_PENDING_DAYS``), the window of KMIP's Destroy."""
+        return self._min_pending_days
+
     def schedule_deletion(self, key: Key, pending_days: int | None, *, record: AuditEntry | None = None) -> Key:
         """Stop all use of ``key`` now and destroy it after ``pending_days`` (default 30)."""
         days = DEFAULT_PENDING_DAYS if pending_days is None else pending_days
@@ -96,22 +101,6 @@ class LifecycleService:
         """Return a key pending deletion to ``disabled`` (as AWS KMS does)."""
         entry = replace(record, key_id=key.id) if record else None
         return self._store.cancel_deletion(key.id, now=datetime.now(UTC), record=entry)
-
-    def destroy_now(self, key: Key, *, record: AuditEntry | None = None) -> Key:
-        """Destroy ``key`` at once (KMIP's Destroy: no waiting period), recording ``record``: its use
-        stops, its HSM objects are destroyed, it is marked destroyed. A key already pending deletion
-        keeps its date until this; Conflict for one already destroyed. HSM objects that cannot be
-        destroyed now are left to :meth:`sweep`, whose date has come."""
-        if key.state is not KeyState.PENDING_DELETION:
-            key = self._store.schedule_deletion(key.id, datetime.now(UTC))
-        for version in key.versions.values():
-            self._hsm.destroy_version(version.hsm)
-        entry = replace(record, key_id=key.id) if record else None
-        if not self._store.mark_destroyed(key.id, record=entry):
-            raise Conflict("the key was destroyed meanwhile")
-        found = self._store.get_key(key.id)
-        assert found is not None
-        return found
 
     def sweep(self, now: datetime | None = None) -> list[str]:
         """Destroy every key whose deletion date has come; the ids this call marked destroyed."""

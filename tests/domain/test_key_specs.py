@@ -17,6 +17,7 @@ from keymanager.domain.key_specs import (
     ASYMMETRIC,
     DIGEST_BYTES,
     OAEP_HASHES,
+    RAW_MODES,
     SIGNING_HASHES,
     SPECS,
     Algorithm,
@@ -55,7 +56,8 @@ def test_each_row_is_whole(algorithm: Algorithm) -> None:
     assert spec.default_usage is None or spec.default_usage in spec.usages
     for usage, entry in spec.usages.items():
         assert entry.usage is usage and entry.mechanisms and entry.objects
-        assert set(entry.algorithms) <= ALGORITHMS_OF_USAGE[usage] and entry.algorithms, usage
+        assert set(entry.algorithms) <= ALGORITHMS_OF_USAGE[usage], usage
+        assert entry.algorithms or spec.mode in RAW_MODES, f"{usage}: only a raw-mode key is named by no algorithm"
         roles = {o.role for o in entry.objects}
         if spec.asymmetric:
             assert roles == {ObjectRole.PRIVATE, ObjectRole.PUBLIC}

@@ -219,3 +219,38 @@ def foreign_certificate(directory: Path) -> tuple[Path, Path]:
         key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
     return cert_path, key_path
+
+
+def create_aes(
+    server: KmipServer, identity: str, bits: int = 256, mode: enums.BlockCipherMode | None = enums.BlockCipherMode.GCM
+) -> str:
+    """The unique identifier of a new, activated AES key of ``identity`` whose Create names ``mode`` in
+    its Cryptographic Parameters (GCM: an ``AES_*_GCM`` key; None: none named, a raw ``AES_*_CBC_PAD``
+    key), as PyKMIP's ``ProxyKmipClient.create`` cannot say."""
+    from kmip.core import objects
+    from kmip.core.factories.attributes import AttributeFactory
+    from kmip.core.messages import payloads
+
+    made = AttributeFactory()
+    template = [
+        made.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM, enums.CryptographicAlgorithm.AES),
+        made.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_LENGTH, bits),
+        made.create_attribute(
+            enums.AttributeType.CRYPTOGRAPHIC_USAGE_MASK,
+            [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT],
+        ),
+    ]
+    if mode is not None:
+        parameters = {"block_cipher_mode": mode}
+        template.append(made.create_attribute(enums.AttributeType.CRYPTOGRAPHIC_PARAMETERS, parameters))
+    create = payloads.CreateRequestPayload(
+        object_type=enums.ObjectType.SYMMETRIC_KEY, template_attribute=objects.TemplateAttribute(attributes=template)
+    )
+    with server.tls(identity) as raw:
+        raw.sendall(request_message([(enums.Operation.CREATE, create)]))
+        item = read_response(raw).batch_items[0]
+    assert item.result_status.value == enums.ResultStatus.SUCCESS, item.result_message
+    uid = str(item.response_payload.unique_identifier)
+    with server.connected(identity) as client:
+        client.activate(uid)
+    return uid

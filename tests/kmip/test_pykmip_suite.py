@@ -55,6 +55,7 @@ WRAPPED_REGISTER = "Registers wrapped material to keep as is: keys are unwrapped
 SPLIT_KEY = "Registers a Split Key (KMIP 2.0 key shares): not an object type offered here"
 DERIVE_KEY = "DeriveKey: not offered (Operation Not Supported)"
 IDEA = "Creates an IDEA key: keys are made in the HSM, AES only"
+CALLERS_IV = "Encrypts with an IV of its own: the server makes every IV (issue 41: one key, one mode, the nonce ours)"
 
 
 DESELECTED: dict[str, str] = {
@@ -78,6 +79,7 @@ DESELECTED: dict[str, str] = {
     f"{PROXY}test_create_getattributes_locate_destroy": IDEA,
     f"{PROXY}test_split_key_register_get_destroy": SPLIT_KEY,
     f"{PROXY}test_modify_delete_attribute": IDEA,
+    f"{PROXY}test_encrypt_decrypt": CALLERS_IV,
 }
 """Node id (under ``kmip/tests/integration/services/``) to the reason it cannot pass against us: each by
 design (docs/kmip.md, "What is refused")."""

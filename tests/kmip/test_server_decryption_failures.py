@@ -1,6 +1,7 @@
 """Every KMIP decryption failure answers alike, so the KMIP door is no padding or tag oracle.
 
-One AES key (and a second, whose ciphertexts it is given) of the owner's, over raw TTLV in
+Two AES keys, a raw AES-CBC-PAD and an AES-GCM one (each with a second of its kind, whose
+ciphertexts it is given: one key, one mode), of the owner's, the IVs the server's, over raw TTLV in
 KMIP 1.4 (the version with GCM's AAD and tag fields). AES-CBC-PKCS5: a bad padding (the last byte
 of a two-block message's padding turned 0x00 through the block before it), a wrong IV (a one-block
 message, whose padding the IV reaches: its last byte turned 0xF8), the ciphertext cut by a byte and
@@ -22,7 +23,7 @@ from kmip import enums
 from kmip.core import attributes, utils
 from kmip.core.messages import messages, payloads
 
-from tests.kmip.server_fixtures import OWNER, KmipServer, kmip_server, read_response, request_message
+from tests.kmip.server_fixtures import OWNER, KmipServer, create_aes, kmip_server, read_response, request_message
 
 __all__ = ["kmip_server"]
 
@@ -53,19 +54,18 @@ def _one(raw: ssl.SSLSocket, operation: enums.Operation, payload: Any) -> messag
     return item
 
 
-def _encrypt(raw: ssl.SSLSocket, uid: str, gcm: bool, data: bytes, iv: bytes, aad: bytes = b"") -> tuple[bytes, bytes]:
-    """The ciphertext of ``data`` under key ``uid`` with ``iv`` (and GCM's tag, else ``b""``)."""
+def _encrypt(raw: ssl.SSLSocket, uid: str, gcm: bool, data: bytes, aad: bytes = b"") -> tuple[bytes, bytes, bytes]:
+    """The ciphertext of ``data`` under key ``uid``, the IV the server made, and GCM's tag (else ``b""``)."""
     payload = payloads.EncryptRequestPayload(
         unique_identifier=uid,
         cryptographic_parameters=_gcm() if gcm else _cbc(),
         data=data,
-        iv_counter_nonce=iv,
         auth_additional_data=aad or None,
     )
     item = _one(raw, enums.Operation.ENCRYPT, payload)
     assert item.result_status.value == enums.ResultStatus.SUCCESS, item.result_message
     sealed = item.response_payload
-    return bytes(sealed.data), bytes(sealed.auth_tag or b"")
+    return bytes(sealed.data), bytes(sealed.iv_counter_nonce), bytes(sealed.auth_tag or b"")
 
 
 def _decrypt(
@@ -93,26 +93,19 @@ def _flip(data: bytes, at: int, mask: int) -> bytes:
     return data[:at] + bytes([data[at] ^ mask]) + data[at + 1 :]
 
 
-def _new_key(kmip_server: KmipServer) -> str:
-    with kmip_server.connected(OWNER) as client:
-        uid: str = client.create(enums.CryptographicAlgorithm.AES, 256)
-        client.activate(uid)
-    return uid
-
-
 def test_every_decryption_failure_answers_and_is_audited_alike(kmip_server: KmipServer) -> None:
-    key, other = _new_key(kmip_server), _new_key(kmip_server)
+    key, other = create_aes(kmip_server, OWNER, mode=None), create_aes(kmip_server, OWNER, mode=None)
+    gcm_key, gcm_other = create_aes(kmip_server, OWNER), create_aes(kmip_server, OWNER)
     one_block, two_blocks = b"card 4111", b"x" * 20  # padded with 7 x 0x07; with 12 x 0x0c
-    iv1, iv2, nonce = secrets.token_bytes(16), secrets.token_bytes(16), secrets.token_bytes(12)
     aad, text = b"hdr", b"pan"
     failures: dict[str, list[messages.ResponseBatchItem]] = {}
     with kmip_server.tls(OWNER) as raw:
-        short, _ = _encrypt(raw, key, False, one_block, iv1)
-        long, _ = _encrypt(raw, key, False, two_blocks, iv2)
-        sealed, tag = _encrypt(raw, key, True, text, nonce, aad)
+        short, iv1, _ = _encrypt(raw, key, False, one_block)
+        long, iv2, _ = _encrypt(raw, key, False, two_blocks)
+        sealed, nonce, tag = _encrypt(raw, gcm_key, True, text, aad)
         assert _decrypt(raw, key, False, short, iv1).response_payload.data == one_block
         assert _decrypt(raw, key, False, long, iv2).response_payload.data == two_blocks
-        assert _decrypt(raw, key, True, sealed, nonce, aad, tag).response_payload.data == text
+        assert _decrypt(raw, gcm_key, True, sealed, nonce, aad, tag).response_payload.data == text
         sent = [short, long, sealed, tag, iv1, iv2, nonce]
         cbc = {
             "CBC bad padding": (_flip(long, 15, 0x0C), iv2),
@@ -124,8 +117,8 @@ def test_every_decryption_failure_answers_and_is_audited_alike(kmip_server: Kmip
             failures[name] = [_decrypt(raw, key, False, data, iv)]
         # Another key's ciphertext opens to bytes whose padding is right once in ~256: of four, the
         # ones that fail must fail alike, and one at least does.
-        others = [_encrypt(raw, other, False, secrets.token_bytes(9), iv1)[0] for _ in range(4)]
-        tried = [_decrypt(raw, key, False, data, iv1) for data in others]
+        others = [_encrypt(raw, other, False, secrets.token_bytes(9))[:2] for _ in range(4)]
+        tried = [_decrypt(raw, key, False, data, iv) for data, iv in others]
         failures["CBC another key's"] = [i for i in tried if i.result_status.value != enums.ResultStatus.SUCCESS]
         assert failures["CBC another key's"], "four of another key's ciphertexts all opened under this key"
         gcm = {
@@ -136,11 +129,11 @@ def test_every_decryption_failure_answers_and_is_audited_alike(kmip_server: Kmip
             "GCM cut by a byte": (sealed[:-1], nonce, aad, tag),
             "GCM tag cut to 12 bytes": (sealed, nonce, aad, tag[:12]),
         }
-        other_sealed, other_tag = _encrypt(raw, other, True, text, nonce, aad)
-        gcm["GCM another key's"] = (other_sealed, nonce, aad, other_tag)
-        sent += [other_sealed, other_tag, *others]
+        other_sealed, other_nonce, other_tag = _encrypt(raw, gcm_other, True, text, aad)
+        gcm["GCM another key's"] = (other_sealed, other_nonce, aad, other_tag)
+        sent += [other_sealed, other_tag, other_nonce, *(part for pair in others for part in pair)]
         for name, (data, iv, given_aad, given_tag) in gcm.items():
-            failures[name] = [_decrypt(raw, key, True, data, iv, given_aad, given_tag)]
+            failures[name] = [_decrypt(raw, gcm_key, True, data, iv, given_aad, given_tag)]
 
     answers = {name: {_wire(item) for item in items} for name, items in failures.items()}
     reference = failures["CBC bad padding"][0]
@@ -152,9 +145,9 @@ def test_every_decryption_failure_answers_and_is_audited_alike(kmip_server: Kmip
     }
 
     count = sum(len(items) for items in failures.values())
-    records = [r for r in kmip_server.audit("kmip.Decrypt") if r["key_id"] == key and r["outcome"] != "ok"]
+    records = [r for r in kmip_server.audit("kmip.Decrypt") if r["key_id"] in (key, gcm_key) and r["outcome"] != "ok"]
     assert len(records) == count, records
-    alike = [{field: value for field, value in r.items() if field not in PER_REQUEST} for r in records]
+    alike = [{field: value for field, value in r.items() if field not in PER_REQUEST | {"key_id"}} for r in records]
     assert all(record == alike[0] for record in alike), alike
     assert alike[0]["details"] == {"error": "CRYPTOGRAPHIC_FAILURE"}, alike[0]
     written = str(records)

@@ -7,7 +7,13 @@ import pytest
 from kmip import enums
 from kmip.pie.exceptions import KmipOperationFailure
 
-from tests.kmip.server_fixtures import OWNER, STRANGER, KmipServer, kmip_server, read_response, request_message
+from tests.kmip.server_fixtures import (
+    OWNER,
+    STRANGER,
+    KmipServer,
+    create_aes,
+    kmip_server,
+)
 
 __all__ = ["kmip_server"]
 
@@ -115,37 +121,32 @@ def test_aes_keys_of_every_length_of_the_table_are_created_and_used(kmip_server:
         )
     with kmip_server.admin() as rest:
         key = rest.get(f"/v1/keys/{uid}").json()
-        assert key["algorithm"] == f"AES_{bits}_GCM"  # (tests/api/test_crypto.py uses such keys natively)
+        assert key["algorithm"] == f"AES_{bits}_CBC_PAD"  # no mode named at Create: raw CBC, for KMIP only
+    gcm = create_aes(kmip_server, OWNER, bits)
+    with kmip_server.admin() as rest:
+        assert rest.get(f"/v1/keys/{gcm}").json()["algorithm"] == f"AES_{bits}_GCM"  # GCM named: usable natively
 
 
 @pytest.mark.parametrize("size", [16, 24])
 def test_a_registered_aes_128_or_192_key_is_the_key_the_hsm_uses(kmip_server: KmipServer, size: int) -> None:
     import os
 
-    from cryptography.hazmat.primitives.ciphers.aead import AESGCM
-    from kmip.core import attributes
-    from kmip.core.messages import payloads
+    from cryptography.hazmat.primitives import padding
+    from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
     from kmip.pie import objects
 
-    material, nonce = os.urandom(size), os.urandom(12)
+    material = os.urandom(size)
     with kmip_server.connected(OWNER) as client:
         masks = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
         uid = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, size * 8, material, masks))
         client.activate(uid)
-    gcm = attributes.CryptographicParameters(
-        cryptographic_algorithm=enums.CryptographicAlgorithm.AES, block_cipher_mode=enums.BlockCipherMode.GCM
-    )
-    encrypt = payloads.EncryptRequestPayload(
-        unique_identifier=uid, cryptographic_parameters=gcm, data=b"card number", iv_counter_nonce=nonce
-    )
-    with kmip_server.tls(OWNER) as raw:
-        raw.sendall(request_message([(enums.Operation.ENCRYPT, encrypt)], (1, 4)))
-        item = read_response(raw).batch_items[0]
-    assert item.result_status.value == enums.ResultStatus.SUCCESS, item.result_message
-    sealed = item.response_payload
-    assert AESGCM(material).decrypt(nonce, sealed.data + sealed.auth_tag, None) == b"card number"  # the given key
+        sealed, iv = client.encrypt(b"card number", uid=uid, cryptographic_parameters=CBC)
+    opened = Cipher(algorithms.AES(material), modes.CBC(iv)).decryptor()
+    unpadder = padding.PKCS7(128).unpadder()
+    plain = unpadder.update(opened.update(sealed) + opened.finalize()) + unpadder.finalize()
+    assert plain == b"card number"  # the given key, under the server's IV
     with kmip_server.admin() as rest:
-        assert rest.get(f"/v1/keys/{uid}").json()["algorithm"] == f"AES_{size * 8}_GCM"
+        assert rest.get(f"/v1/keys/{uid}").json()["algorithm"] == f"AES_{size * 8}_CBC_PAD"
 
 
 def _ttlv(tag: int, kind: int, value: bytes) -> bytes:

@@ -19,6 +19,7 @@ from tests.kmip.server_fixtures import (
     OWNER,
     KmipServer,
     closed,
+    create_aes,
     kmip_server,
     read_response,
     request_message,
@@ -72,21 +73,16 @@ def test_each_version_is_answered_in_kind(kmip_server: KmipServer, version: enum
 
 def test_aes_gcm_with_iv_aad_and_tag(kmip_server: KmipServer) -> None:
     """KMIP 1.4 and later (the AAD and the tag are 1.4's fields; ProxyKmipClient sends neither)."""
-    iv, aad = bytes(range(12)), b"header"
-    with kmip_server.connected(OWNER) as client:
-        uid = client.create(enums.CryptographicAlgorithm.AES, 256)
-        client.activate(uid)
+    aad = b"header"
+    uid = create_aes(kmip_server, OWNER)  # an AES_256_GCM key: its Create named GCM
     encrypt = payloads.EncryptRequestPayload(
-        unique_identifier=uid,
-        cryptographic_parameters=_gcm(),
-        data=b"sealed by the HSM",
-        iv_counter_nonce=iv,
-        auth_additional_data=aad,
+        unique_identifier=uid, cryptographic_parameters=_gcm(), data=b"sealed by the HSM", auth_additional_data=aad
     )
     with kmip_server.tls(OWNER) as raw:
         raw.sendall(request_message([(enums.Operation.ENCRYPT, encrypt)], (1, 4)))
         sealed = read_response(raw).batch_items[0].response_payload
-        assert sealed.iv_counter_nonce is None and len(sealed.auth_tag) == 16
+        iv = bytes(sealed.iv_counter_nonce)  # the server's nonce
+        assert len(iv) == 12 and len(sealed.auth_tag) == 16
         answers = []
         for given_aad, tag in ((aad, sealed.auth_tag), (b"other", sealed.auth_tag), (aad, bytes(16))):
             decrypt = payloads.DecryptRequestPayload(

@@ -59,6 +59,7 @@ READ_ONLY = frozenset(
         A.ORIGINAL_CREATION_DATE.value,
         A.SENSITIVE.value,
         A.EXTRACTABLE.value,
+        A.CRYPTOGRAPHIC_PARAMETERS.value,
     }
 )
 """Standard attributes the server keeps itself (a client names some at creation: checked there)."""

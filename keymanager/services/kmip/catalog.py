@@ -23,7 +23,7 @@ from kmip.core import enums
 from kmip.core.messages import payloads
 
 from keymanager.domain.kmip import KmipObject
-from keymanager.domain.models import Key, KmipState
+from keymanager.domain.models import Key, KeyState, KmipState
 from keymanager.errors import KeyNotFound
 from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, KmipChange
@@ -70,6 +70,9 @@ class View:
     server: Mapping[str, list[Any]]
     """What the server keeps, attribute name to values."""
     save: Callable[[KmipCall, dict[str, Any]], Awaitable[None]]
+    destroy_asked: bool = False
+    """A key whose Destroy (or scheduled deletion) waits out its window: Locate leaves it out, as a
+    destroyed object, unless a State is asked for (GetAttributes shows its state)."""
 
     @property
     def attributes(self) -> dict[str, list[Any]]:
@@ -106,7 +109,11 @@ class KmipCatalog:
         """The identifiers of the objects the caller may see that match every attribute given."""
         wanted = [attrs.parsed(attribute) for attribute in payload.attributes or []]
         if not any(name == A.STATE.value for name, _, _ in wanted):  # destroyed objects only when asked for
-            views = [view for view in await self._visible_views(call) if view.server[A.STATE.value][0] not in _GONE]
+            views = [
+                view
+                for view in await self._visible_views(call)
+                if view.server[A.STATE.value][0] not in _GONE and not view.destroy_asked
+            ]
         else:
             views = await self._visible_views(call)
         criteria = [(name, value) for name, _, value in wanted]
@@ -238,14 +245,15 @@ class KmipCatalog:
             await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
 
         owner = key.kmip_attributes.get("owner")
-        views = [View(key.id, key.created_at, owner, key.kmip_attributes, server, save)]
+        asked = key.state is KeyState.PENDING_DELETION
+        views = [View(key.id, key.created_at, owner, key.kmip_attributes, server, save, asked)]
         if pair and not key.kmip_attributes.get("public_destroyed"):
             public = {
                 **server,
                 A.UNIQUE_IDENTIFIER.value: [key.id + PUBLIC_SUFFIX],
                 A.OBJECT_TYPE.value: [enums.ObjectType.PUBLIC_KEY.value],
             }
-            views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.kmip_attributes, public, save))
+            views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.kmip_attributes, public, save, asked))
         return views
 
     def _object_view(self, found: KmipObject) -> View:

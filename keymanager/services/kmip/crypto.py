@@ -1,16 +1,20 @@
 """Encrypt and Decrypt (and MAC, MACVerify) of the KMIP door, with the keys of the services.
 
-KMIP names the mode, the IV and the AAD, and gets the block cipher's output as it is, so these run
-the HSM's AES in that mode on the key's AES object (``hsm/block_cipher.py``), not our ciphertext
-format. Modes: AES-CBC with PKCS5 padding (an IV of 16 bytes; none given: the server makes one
-and answers it, as libmongocrypt's delegated mode expects) and AES-GCM (an IV of 12 bytes, made
-when none is given; the AAD; a tag of 12 to 16 bytes, as long on decryption as its Tag Length says,
-16 when it says none). The key must be Active, of an AES-GCM type
-of the table (``AES_128_GCM``, ``AES_192_GCM``, ``AES_256_GCM``: what KMIP's Create makes), its
-policy naming the caller for ``encrypt`` or ``decrypt`` (``services/key_use.py`` ``usable``), and
-its Cryptographic Usage Mask, when a client
-set one, must hold the operation's bit. Every use commits its success record through
-``run_validated``. Every failure of a decryption answers the same Cryptographic Failure.
+KMIP names the mode and the AAD, and gets the block cipher's output as it is, so these run the
+HSM's AES on the key's AES object (``hsm/block_cipher.py``), not our ciphertext format. One key,
+one mode (issue 41): a key is used only in the mode of its spec, a raw AES-CBC-PAD key
+(``AES_*_CBC_PAD``, what KMIP's Create makes unless its Cryptographic Parameters name GCM) in
+AES-CBC with PKCS5 padding, an AES-GCM key (``AES_*_GCM``) in GCM with its AAD and a tag of 12 to
+16 bytes; Cryptographic Parameters naming another mode are Invalid Field naming the key's. The IV
+or nonce of an encryption is always the server's, made where the encryption is made and answered
+(as libmongocrypt's delegated mode expects): an Encrypt that names an IV/Counter/Nonce, or asks
+for a non-random one, is Invalid Field (a caller's nonce on a GCM key turned ``encrypt`` into
+``decrypt`` of every other ciphertext of the key). Decryption takes the IV from the request, as
+KMIP defines. The key must be Active, its policy naming the caller for ``encrypt`` or ``decrypt``
+(``services/key_use.py`` ``usable``, which keeps raw keys from every other use), and its
+Cryptographic Usage Mask, when a client set one, must hold the operation's bit. Every use commits
+its success record through ``run_validated``. Every failure of a decryption answers the same
+Cryptographic Failure.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from kmip.core import enums
 from kmip.core import objects as kmip_objects
 from kmip.core.messages import payloads
 
+from keymanager.domain.key_specs import BlockMode, spec_of
 from keymanager.domain.models import HMAC_KEY_BITS, Key, KmipState
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, Forbidden, KeyDisabled, KeyNotFound
@@ -57,6 +62,10 @@ class Mode:
     tag_bytes: int = 16
 
 
+_KEY_MODES = {BlockMode.CBC_PAD: Mode(gcm=False), BlockMode.GCM: Mode(gcm=True)}
+"""The mode each spec mode KMIP serves is used in (a GCM tag length is the request's)."""
+
+
 class KmipCrypto:
     """The cryptographic operations of the KMIP door (see the module docstring)."""
 
@@ -72,36 +81,41 @@ class KmipCrypto:
     async def encrypt(self, call: KmipCall, payload: payloads.EncryptRequestPayload) -> payloads.EncryptResponsePayload:
         """The ciphertext, with the IV it used (when the server made it) and GCM's tag."""
         uid = call.uid(payload.unique_identifier)
-        mode = _mode(payload.cryptographic_parameters)
+        asked = _mode(payload.cryptographic_parameters)
         data = self._sized(payload.data)
-        given = payload.iv_counter_nonce
-        iv = _iv(given, mode) if given is not None else None
+        if payload.iv_counter_nonce is not None:
+            raise invalid("IV/Counter/Nonce: the server makes the IV of every encryption; an Encrypt may not name one")
+        if getattr(payload.cryptographic_parameters, "random_iv", None) is False:
+            raise invalid("Random IV: the server makes a random IV for every encryption; it cannot be turned off")
         aad = bytes(payload.auth_additional_data or b"")
 
         async def attempt(snapshot: Snapshot) -> tuple[bytes, bytes, bytes | None]:
-            label = await self._label(snapshot, call, uid, Operation.ENCRYPT)
-            return await self._hsm.acall(_kmip_encrypt, mode, label, iv, data, aad)
+            label, mode = await self._label(snapshot, call, uid, Operation.ENCRYPT, asked)
+            if not mode.gcm and aad:
+                raise invalid("AES-CBC takes no Authenticated Encryption Additional Data")
+            return await self._hsm.acall(_kmip_encrypt, mode, label, data, aad)
 
         used_iv, sealed, tag = await self._used(call, attempt)
         return payloads.EncryptResponsePayload(
-            unique_identifier=uid, data=sealed, iv_counter_nonce=None if given is not None else used_iv, auth_tag=tag
+            unique_identifier=uid, data=sealed, iv_counter_nonce=used_iv, auth_tag=tag
         )
 
     async def decrypt(self, call: KmipCall, payload: payloads.DecryptRequestPayload) -> payloads.DecryptResponsePayload:
         """The plaintext; Cryptographic Failure for every failure of the ciphertext, IV, tag or AAD."""
         uid = call.uid(payload.unique_identifier)
-        mode = _mode(payload.cryptographic_parameters)
+        asked = _mode(payload.cryptographic_parameters)
         data = self._sized(payload.data)
         if payload.iv_counter_nonce is None:
             raise KmipRefusal(Reason.MISSING_DATA, "Decrypt needs the IV/Counter/Nonce the encryption used")
-        iv = _iv(payload.iv_counter_nonce, mode)
+        given = bytes(payload.iv_counter_nonce)
         aad = bytes(payload.auth_additional_data or b"")
         tag = bytes(payload.auth_tag or b"")
-        if mode.gcm and len(tag) not in GCM_TAG_BYTES:
-            raise KmipRefusal(Reason.MISSING_DATA, "an AES-GCM decryption needs the authenticated encryption tag")
 
         async def attempt(snapshot: Snapshot) -> bytes:
-            label = await self._label(snapshot, call, uid, Operation.DECRYPT)
+            label, mode = await self._label(snapshot, call, uid, Operation.DECRYPT, asked)
+            iv = _iv(given, mode)
+            if mode.gcm and len(tag) not in GCM_TAG_BYTES:
+                raise KmipRefusal(Reason.MISSING_DATA, "an AES-GCM decryption needs the authenticated encryption tag")
             if mode.gcm and len(tag) != mode.tag_bytes:  # a tag cut short is a forgery's shortcut: as a bad tag
                 raise DecryptionFailed()
             if mode.gcm:
@@ -156,21 +170,28 @@ class KmipCrypto:
         """``attempt`` run on validated lookups, its success record committed before it answers."""
         return await run_validated(self._cache, self._audit, attempt, lambda _: call.success())
 
-    async def _label(self, snapshot: Snapshot, call: KmipCall, uid: str, operation: Operation) -> str:
-        """The AES object of key ``uid`` if the caller may use it for ``operation`` now."""
+    async def _label(
+        self, snapshot: Snapshot, call: KmipCall, uid: str, operation: Operation, asked: Mode | None
+    ) -> tuple[str, Mode]:
+        """The AES object of key ``uid`` and the mode it is used in, if the caller may use it for
+        ``operation`` now in the mode it ``asked`` (None: named none, the key's own)."""
         key = await visible_key(snapshot, call, uid)
         if key.kmip_state is not KmipState.ACTIVE:  # an error a stale cache may explain: read afresh
             raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
-        usable(key, call.principal, operation)
+        usable(key, call.principal, operation, raw=True)
         if key.algorithm not in KMIP_AES:
-            raise invalid(f"an {key.algorithm.value} key is not a KMIP symmetric key (AES-GCM keys of the table are)")
+            raise invalid(f"an {key.algorithm.value} key is not a KMIP symmetric key (AES-GCM and AES-CBC-PAD are)")
+        own = _KEY_MODES[spec_of(key.algorithm).mode or BlockMode.GCM]
+        if asked is not None and asked.gcm is not own.gcm:
+            raise invalid(f"the key is {key.algorithm.value}: it is used in {_name(own)} only, not {_name(asked)}")
+        mode = asked or own
         mask = key.kmip_attributes.get("usage_mask")
         if mask is not None and not int(mask) & _MASK_BITS[operation]:
             raise denied(f"the key's Cryptographic Usage Mask does not allow {operation.value}")
         version = key.versions[key.primary_version]
         call.key_version = version.version
         assert version.hsm.enc_label is not None
-        return version.hsm.enc_label
+        return version.hsm.enc_label, mode
 
     def _sized(self, data: bytes | None) -> bytes:
         if data is None:
@@ -190,40 +211,48 @@ async def visible_key(snapshot: Snapshot, call: KmipCall, uid: str) -> Key:
     return key
 
 
-def _kmip_encrypt(
-    token: Token, mode: Mode, label: str, iv: bytes | None, data: bytes, aad: bytes
-) -> tuple[bytes, bytes, bytes | None]:
-    """On the HSM thread (its metrics label: ``kmip_encrypt``): the IV (``iv``, else a new one),
-    the ciphertext and GCM's tag. A new IV is made here, as the native encrypt makes its own, not
-    on the event loop: ``os.urandom`` lets go of the GIL, and the HSM and audit threads waiting for
-    it then take it one job at a time instead of in batches."""
-    if iv is None:
-        iv = secrets.token_bytes(GCM_IV_BYTES if mode.gcm else CBC_IV_BYTES)
+def _kmip_encrypt(token: Token, mode: Mode, label: str, data: bytes, aad: bytes) -> tuple[bytes, bytes, bytes | None]:
+    """On the HSM thread (its metrics label: ``kmip_encrypt``): a new IV, the ciphertext and GCM's
+    tag. The IV is made here, as the native encrypt makes its own, not on the event loop:
+    ``os.urandom`` lets go of the GIL, and the HSM and audit threads waiting for it then take it
+    one job at a time instead of in batches."""
+    iv = secrets.token_bytes(GCM_IV_BYTES if mode.gcm else CBC_IV_BYTES)
     if mode.gcm:
         sealed, tag = block_cipher.gcm_encrypt(token, label, iv, data, aad, mode.tag_bytes)
         return iv, sealed, tag
     return iv, block_cipher.cbc_pad_encrypt(token, label, iv, data), None
 
 
-def _mode(parameters: Any) -> Mode:
-    """The mode the Cryptographic Parameters name (none: AES-CBC with PKCS5 padding); refused by name otherwise."""
+def _name(mode: Mode) -> str:
+    return "AES-GCM" if mode.gcm else "AES-CBC with PKCS5 padding"
+
+
+def _mode(parameters: Any) -> Mode | None:
+    """The mode the Cryptographic Parameters name (None: none named, the key's own); refused by name otherwise."""
     if parameters is None:
-        return Mode(gcm=False)
+        return None
     algorithm = parameters.cryptographic_algorithm
     if algorithm is not None and algorithm != enums.CryptographicAlgorithm.AES:
         raise invalid(f"only AES is offered for Encrypt and Decrypt, not {algorithm.name}")
     block = parameters.block_cipher_mode
-    if block in (None, enums.BlockCipherMode.CBC):
+    if block is None:
+        if parameters.padding_method not in (None, enums.PaddingMethod.PKCS5):
+            raise invalid(f"AES-CBC is offered with PKCS5 padding only, not {parameters.padding_method.name}")
+        return None if parameters.tag_length is None else Mode(gcm=True, tag_bytes=_tag(parameters.tag_length))
+    if block == enums.BlockCipherMode.CBC:
         padding = parameters.padding_method
         if padding not in (None, enums.PaddingMethod.PKCS5):
             raise invalid(f"AES-CBC is offered with PKCS5 padding only, not {padding.name}")
         return Mode(gcm=False)
     if block == enums.BlockCipherMode.GCM:
-        tag = parameters.tag_length or 16
-        if tag not in GCM_TAG_BYTES:
-            raise invalid("an AES-GCM tag is 12 to 16 bytes")
-        return Mode(gcm=True, tag_bytes=tag)
+        return Mode(gcm=True, tag_bytes=_tag(parameters.tag_length or 16))
     raise invalid(f"the block cipher mode {block.name} is not offered (CBC with PKCS5 padding and GCM are)")
+
+
+def _tag(length: int) -> int:
+    if length not in GCM_TAG_BYTES:
+        raise invalid("an AES-GCM tag is 12 to 16 bytes")
+    return length
 
 
 def _iv(given: bytes, mode: Mode) -> bytes:

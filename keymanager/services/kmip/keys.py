@@ -1,12 +1,15 @@
 """Create, Activate, Revoke, Destroy and Get of symmetric keys: KMIP's lifecycle on the keys of the services.
 
-A KMIP key is one of ours: Create makes an AES key of the length asked (``AES_128_GCM``,
-``AES_192_GCM`` or ``AES_256_GCM``: one AES object in the HSM, non-extractable) named
+A KMIP key is one of ours: Create makes an AES key of the length asked, one AES object in the HSM,
+non-extractable, of one mode (issue 41: one key, one mode): raw AES-CBC-PAD (``AES_*_CBC_PAD``,
+used only by KMIP's Encrypt and Decrypt) unless the Cryptographic Parameters of its template name
+GCM (``AES_*_GCM``, which the other doors use too); named
 ``kmip-<random>``, owned by its creator (its policy names the creator for encrypt and decrypt) and
 Pre-Active (disabled until Activate). Its unique identifier is the key's
 id. States map as ``domain/models.py`` ``KmipState`` says: Activate enables a pre-active key,
-Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``), Destroy
-destroys it at once (refused while it is Active, as the specification says). Who may manage a
+Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``: terminal, no
+door enables it again), Destroy schedules its deletion after ``KM_MIN_PENDING_DAYS``, as the other
+doors' shortest window (refused while it is Active, as the specification says). Who may manage a
 key is :func:`~keymanager.services.authorization.require_owner`'s say; who may use or read it, its
 policy's (``services/keys.py`` ``visible``). Get answers ``Permission Denied`` for a key whose
 material never leaves the HSM, saying so.
@@ -50,12 +53,12 @@ from keymanager.services.snapshot import MetadataCache
 
 def _kmip_names() -> dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]]:
     """KMIP's Cryptographic Algorithm and Length of each spec of the table KMIP can name: every AES-GCM
-    spec (one AES object, which KMIP's Encrypt and Decrypt use in the mode they name), every MAC spec
+    and AES-CBC-PAD spec (one AES object, which KMIP's Encrypt and Decrypt use in its spec's mode), every MAC spec
     (KMIP names HMACs as we do), every RSA spec, every Weierstrass curve (``EC``, the curve's size)
     and Ed25519."""
     found: dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]] = {}
     for spec in SPECS.values():
-        if spec.mode is BlockMode.GCM and spec.key_bits:
+        if spec.mode in (BlockMode.GCM, BlockMode.CBC_PAD) and spec.key_bits:
             found[spec.algorithm] = (enums.CryptographicAlgorithm.AES, spec.key_bits)
         elif spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
             found[spec.algorithm] = (enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)
@@ -87,8 +90,25 @@ def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
 
 KEY_TYPES = _key_types()
 """KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
-KMIP_AES = frozenset(a for a in KMIP_NAMES if spec_of(a).mode is BlockMode.GCM)
+KMIP_AES = frozenset(a for a in KMIP_NAMES if spec_of(a).mode in (BlockMode.GCM, BlockMode.CBC_PAD))
 """The key types of KMIP's AES keys (what Create and Register make, what Encrypt and Decrypt use)."""
+
+
+def aes_type(bits: int, server: dict[str, Any]) -> Algorithm:
+    """The AES key type a Create or Register of ``bits`` makes: AES-GCM when the Cryptographic
+    Parameters it names say GCM, else raw AES-CBC-PAD (what libmongocrypt and PyKMIP then encrypt
+    with); one key, one mode: the key is used in no other."""
+    parameters = server.get(enums.AttributeType.CRYPTOGRAPHIC_PARAMETERS.value)
+    block = getattr(parameters, "block_cipher_mode", None)
+    if block not in (None, enums.BlockCipherMode.CBC, enums.BlockCipherMode.GCM):
+        raise invalid(f"AES keys are made for CBC with PKCS5 padding or GCM, not {block.name}")
+    mode = BlockMode.GCM if block == enums.BlockCipherMode.GCM else BlockMode.CBC_PAD
+    found = next((a for a in KMIP_AES if spec_of(a).mode is mode and spec_of(a).key_bits == bits), None)
+    if found is None:
+        raise invalid(f"AES-{bits} keys are not offered (AES-128, AES-192 and AES-256 are)")
+    return found
+
+
 OWNER_USES = {
     KeyUsage.ENCRYPT_DECRYPT: (Operation.ENCRYPT, Operation.DECRYPT),
     KeyUsage.GENERATE_VERIFY_MAC: (Operation.MAC,),
@@ -128,6 +148,8 @@ class KmipKeys:
             raise KmipRefusal(Reason.ITEM_NOT_FOUND, "templates are not supported", 404)
         kept, server = attrs.client_attributes(template.attributes if template is not None else [])
         algorithm = _key_type(server)
+        if algorithm in KMIP_AES:
+            algorithm = aes_type(spec_of(algorithm).key_bits or 0, server)
         exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
         if exportable:
             authorize(call.principal, "kmip.CreateExportable")
@@ -159,7 +181,7 @@ class KmipKeys:
         if payload.managed_object is None:
             raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
         template = payload.template_attribute
-        kept, _ = attrs.client_attributes(template.attributes if template is not None else [])
+        kept, server = attrs.client_attributes(template.attributes if template is not None else [])
         try:
             key = _FACTORY.convert(payload.managed_object)
         except (TypeError, ValueError, AttributeError):
@@ -173,6 +195,7 @@ class KmipKeys:
         )
         if algorithm not in KMIP_AES or key.cryptographic_length != bits:
             raise invalid("Register takes AES symmetric keys (16, 24 or 32 bytes of raw key material)")
+        algorithm = aes_type(bits, server)
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
         policy = Policy(
@@ -226,13 +249,17 @@ class KmipKeys:
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
     async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
-        """Destroy the key's HSM objects now; Permission Denied while it is Active."""
+        """Schedule the key's deletion after the shortest window of every door (``KM_MIN_PENDING_DAYS``):
+        one lifecycle (issue 41, item 5); the key is Deactivated (or stays Compromised) until then.
+        Permission Denied while it is Active or destroyed; a key pending deletion keeps its date."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is KmipState.ACTIVE:
             raise wrong_state("the object is active: revoke it before destroying it")
         if key.state is KeyState.DESTROYED:
             raise wrong_state("the object is destroyed already")
-        await _in_thread(self._lifecycle.destroy_now, key, record=call.success(key.id))
+        if key.state is not KeyState.PENDING_DELETION:
+            days = self._lifecycle.min_pending_days
+            await _in_thread(self._lifecycle.schedule_deletion, key, days, record=call.success(key.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
     async def managed(self, call: KmipCall, uid: str) -> Key:
