@@ -24,7 +24,7 @@ DEV_PIN = "km-dev-pin"
 DEV_SO_PIN = "km-dev-so-pin"
 SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
 REST_PATHS = frozenset(
-    {"audit", "auth", "decrypt", "health", "key-specs", "keys", "principals", "ready", "sys", "whoami"}
+    {"audit", "auth", "decrypt", "health", "inventory", "key-specs", "keys", "principals", "ready", "sys", "whoami"}
 )
 """The first segments of the paths under ``/v1/`` the REST API (and the Transit door's ``auth/``) serve or
 reserve: no Transit mount may be named so (``tests/transit/test_mounts.py`` checks the REST routes' list)."""
@@ -138,6 +138,12 @@ class Settings(BaseSettings):
     before anything of its size is allocated."""
     kmip_max_depth: int = Field(default=16, ge=4, le=64)
     """Deepest nesting of TTLV structures a KMIP request may have (the specification needs about 8)."""
+    kmip_max_batch_items: int = Field(default=100, ge=1, le=1000)
+    """Most batch items one KMIP request message may carry: a message with more is Invalid Message,
+    none of its items done (one principal's message cannot hold a worker for seconds)."""
+    kmip_max_response_bytes: int = Field(default=1024 * 1024, ge=4096, le=64 * 1024 * 1024)
+    """Largest KMIP response message (a client's Maximum Response Size, when smaller, wins): a larger
+    one is answered Response Too Large for each item."""
     kmip_idle_timeout_seconds: float = Field(default=120.0, gt=0)
     """A KMIP connection that sends no byte of a new request for this long is closed (each request,
     from its first byte, must arrive within ``KM_HEADER_TIMEOUT_SECONDS``)."""

@@ -88,7 +88,7 @@ class KmipDoor:
             return Answer(messages.error_response((1, 0), refusal), close=True)
         try:
             ttlv.check(message, svc.settings.kmip_max_depth)
-            request = codec.decode(message, svc.kmip.served, svc.settings.max_batch_items)
+            request = codec.decode(message, svc.kmip.served, svc.settings.kmip_max_batch_items)
         except (ttlv.Malformed, KmipRefusal) as exc:
             return await self._unreadable(svc, principal, message, exc, request_id, client, started)
         batch = Batch(request_id, client, request.kmip_version)
@@ -99,7 +99,10 @@ class KmipDoor:
             if result.refusal is not None and request.stop_on_error:
                 break
         try:
-            return Answer(codec.encode(request.version, results, request.max_response_size))
+            bound = min(
+                request.max_response_size or svc.settings.kmip_max_response_bytes, svc.settings.kmip_max_response_bytes
+            )
+            return Answer(codec.encode(request.version, results, bound))
         except Exception as exc:  # a payload PyKMIP cannot write: a failure of ours, never a stack trace
             log.error("the KMIP response could not be encoded: %s", type(exc).__name__)
             refusal = KmipRefusal(Reason.GENERAL_FAILURE, "the response could not be encoded", 500)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import socket
 import tomllib
 from importlib.metadata import version
 from pathlib import Path
@@ -27,6 +28,7 @@ from uvicorn.server import ServerState
 from keymanager import serving
 from keymanager.api.app import HOT_ENDPOINTS, ROUTERS
 from keymanager.api.fastpath import fast_routes
+from keymanager.serving.listeners import Listeners
 from keymanager.serving.protocol import ClientCertProtocol
 
 PYPROJECT = Path(__file__).resolve().parents[2] / "pyproject.toml"
@@ -109,7 +111,21 @@ def test_the_subclass_private_names_shadow_nothing_of_uvicorn() -> None:
 
 def test_uvicorn_takes_every_setting_serve_passes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     passed: dict[str, Any] = {}
-    monkeypatch.setattr(serving.uvicorn, "run", lambda app, **settings: passed.update(settings, app=app))
+
+    class Capturing(serving._WorkerConfig):  # the configuration serve makes, its settings kept
+        def __init__(self, app: Any, **settings: Any) -> None:
+            passed.update(settings, app=app)
+            super().__init__(app, **settings)
+
+    class Stopped:  # uvicorn's server, which serve then runs: not run here
+        def __init__(self, config: uvicorn.Config) -> None:
+            self.started = True
+
+        def run(self, sockets: list[socket.socket]) -> None:
+            passed["sockets"] = sockets
+
+    monkeypatch.setattr(serving, "_WorkerConfig", Capturing)
+    monkeypatch.setattr(serving.uvicorn, "Server", Stopped)
     options = serving.ServeOptions(
         host="127.0.0.1",
         port=8443,
@@ -118,7 +134,9 @@ def test_uvicorn_takes_every_setting_serve_passes(monkeypatch: pytest.MonkeyPatc
         tls_key=tmp_path / "key.pem",
         client_ca=tmp_path / "ca.pem",
     )
-    serving.serve(options)
+    with socket.socket() as https:
+        serving.serve(options, Listeners(https=https, kmip=None))
+        assert passed.pop("sockets") == [https]
     accepted = inspect.signature(uvicorn.Config).parameters
     for name in passed.keys() - {"app"}:
         assert name in accepted, uvicorn_says(f"Config no longer takes {name}")
