@@ -37,17 +37,13 @@ from keymanager.hsm import key_pairs as kp
 from keymanager.hsm import operations as op
 from keymanager.hsm.capabilities import Capabilities
 from keymanager.hsm.dispatch import Dispatcher
+from keymanager.hsm.lane import KeyPairLane
 from keymanager.hsm.operations import IvSource
 from keymanager.hsm.templates import AES_TEMPLATE, HMAC_TEMPLATE, version_labels
 from keymanager.hsm.token import MissingKeyObject
 
 __all__ = ["AES_TEMPLATE", "HMAC_TEMPLATE", "Hsm", "IvSource", "MissingKeyObject", "version_labels"]
 """The names this module had before the package was split stay importable from it."""
-
-
-KEY_PAIR_DEADLINE = 60.0
-"""Seconds a key-pair generation may take (SoftHSM 2.6.1 on this machine: RSA-4096 1-4 s idle, more
-under load; the HSM thread serves nothing else meanwhile)."""
 
 
 class Hsm(Dispatcher):
@@ -57,6 +53,10 @@ class Hsm(Dispatcher):
     deadline of each call). Methods are thread-safe; the ``a``-prefixed ones are awaited from the
     event loop. :meth:`call` / :meth:`acall` run any function of the token state on the HSM thread.
     """
+
+    def __init__(self, module: str, token_label: str, pin: str, *, timeout: float = 5.0) -> None:
+        super().__init__(module, token_label, pin, timeout=timeout)
+        self._lane = KeyPairLane.of(module, token_label, pin)
 
     def ping(self) -> None:
         """Raise HsmUnavailable unless the token answers."""
@@ -108,8 +108,10 @@ class Hsm(Dispatcher):
         """Generate the private and public key objects of one asymmetric key version (all or nothing),
         returning their labels and the DER SubjectPublicKeyInfo; UnsupportedByHsm naming what is missing.
 
-        Its deadline is :data:`KEY_PAIR_DEADLINE`, not the adapter's: RSA-4096 generation takes seconds."""
-        return self.call(kp.generate_key_pair, key_id, version, algorithm, usage, deadline=KEY_PAIR_DEADLINE)
+        In the key-pair lane's process (:mod:`~keymanager.hsm.lane`: RSA-4096 generation takes
+        seconds, and this process's HSM thread serves everyone's encryption), within its deadline;
+        RateLimited when the lane is full."""
+        return self._lane.generate(key_id, version, algorithm, usage)
 
     async def asign(self, objects: HsmObjects, algorithm: Algorithm, signing: SigningAlgorithm, signed: bytes) -> bytes:
         """The ``signing`` signature of ``signed`` (a digest; the message for pure Ed25519) with the

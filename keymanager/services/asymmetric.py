@@ -16,6 +16,7 @@ one answer for every bad OAEP ciphertext. A bad signature is a result (``valid``
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -50,9 +51,13 @@ from keymanager.errors import (
 )
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import feature
+from keymanager.hsm.lane import SLOTS, Slots
 from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
 from keymanager.services.key_use import usable
 from keymanager.services.snapshot import KeyLookup
+
+_DATA_KEY_PAIRS = Slots(SLOTS, "data key pair generation")
+"""GenerateDataKeyPair's generations of this process at once (RSA-4096 takes OpenSSL a second)."""
 
 Context = Mapping[str, str] | None
 
@@ -251,7 +256,8 @@ class AsymmetricService:
         if pair_spec not in DATA_KEY_PAIR_SPECS:
             raise InvalidRequest(f"key_pair_spec must be one of {', '.join(DATA_KEY_PAIR_SPECS)}")
         key = usable(await snapshot.key(ref), principal, Operation.GENERATE_DATA_KEY_PAIR)
-        private_der, public_der = _new_pair(spec_of(pair_spec))
+        with _DATA_KEY_PAIRS.held():  # made in a thread (OpenSSL lets go of the GIL), not on the event loop
+            private_der, public_der = await asyncio.to_thread(_new_pair, spec_of(pair_spec))
         encrypted = await self._crypto.seal(key, private_der, context)
         return DataKeyPair(
             key.id,

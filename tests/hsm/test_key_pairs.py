@@ -190,6 +190,12 @@ def test_a_private_half_not_as_asked_leaves_no_half_and_no_key(
         original(obj, template, length)
 
     monkeypatch.setattr(key_pairs, "check_object", fails_on_the_private_key)
+    # The fault is injected where the generation runs: here, not in the key-pair lane's child process.
+    monkeypatch.setattr(
+        services.hsm,
+        "generate_key_pair",
+        lambda *args: services.hsm.call(key_pairs.generate_key_pair, *args, deadline=60.0),
+    )
     algorithm = _a_signing_spec_of(services.hsm)
     before = set(services.hsm.find_labels("km/"))
     with pytest.raises(TemplateNotHonoured):
