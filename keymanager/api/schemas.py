@@ -121,6 +121,11 @@ class PrincipalCreate(Body):
         description="The principal may create keys it then owns (its own policy names it), as KMIP "
         "clients such as libmongocrypt do; not for roles xks and auditor. Admins need no such flag.",
     )
+    key_store: bool = Field(
+        default=False,
+        description="A KMIP key-store client (vSphere, MySQL's keyring, pg_tde, NetApp): the AES keys it "
+        "creates over KMIP are exportable to it, each Get audited; needs create_keys. docs/kmip.md.",
+    )
 
 
 class PrincipalOut(BaseModel):
@@ -132,6 +137,7 @@ class PrincipalOut(BaseModel):
     xks_uri_prefix: str | None = None
     xks_region: str | None = None
     create_keys: bool = False
+    key_store: bool = False
 
     @classmethod
     def of(cls, principal: Principal) -> PrincipalOut:
@@ -144,6 +150,7 @@ class PrincipalOut(BaseModel):
             xks_uri_prefix=principal.xks_uri_prefix,
             xks_region=principal.xks_region,
             create_keys=principal.create_keys,
+            key_store=principal.key_store,
         )
 
 

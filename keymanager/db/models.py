@@ -78,6 +78,7 @@ class PrincipalRow(Base):
     xks_uri_prefix: Mapped[str | None] = mapped_column(String(128), unique=True)
     xks_region: Mapped[str | None] = mapped_column(String(32))
     create_keys: Mapped[bool] = mapped_column(Boolean, server_default=false())
+    key_store: Mapped[bool] = mapped_column(Boolean, server_default=false())
 
 
 class KeyRow(Base):

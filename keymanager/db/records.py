@@ -174,6 +174,7 @@ def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
         xks_uri_prefix=principal.xks_uri_prefix,
         xks_region=principal.xks_region,
         create_keys=principal.create_keys,
+        key_store=principal.key_store,
     )
 
 
@@ -188,4 +189,5 @@ def principal(row: PrincipalRow) -> Principal:
         xks_uri_prefix=row.xks_uri_prefix,
         xks_region=row.xks_region,
         create_keys=bool(row.create_keys),
+        key_store=bool(row.key_store),
     )

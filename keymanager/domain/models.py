@@ -114,6 +114,9 @@ class Principal:
     create_keys: bool = False
     """Whether the principal may create keys it then owns (``services/authorization.py``
     ``Right.CREATE_OWNED``), as KMIP clients do; admins need no such flag."""
+    key_store: bool = False
+    """Whether the AES keys it creates over KMIP are exportable to it (a key-store client: vSphere,
+    MySQL's keyring, pg_tde, NetApp create a key, then Get it); needs ``create_keys``."""
 
 
 @dataclass(frozen=True)

@@ -36,13 +36,15 @@ class PrincipalService:
         xks_uri_prefix: str | None = None,
         xks_region: str | None = None,
         create_keys: bool = False,
+        key_store: bool = False,
         record: AuditEntry | None = None,
     ) -> NewPrincipal:
         """Create a principal (committing ``record`` with it); InvalidRequest: a bad name, or a key store
         (role ``xks``) without a valid ``xks_uri_prefix`` or with an invalid ``xks_region`` (or either
         given to another role, or a certificate subject given to a key store); Conflict: a taken name,
         subject or prefix. ``create_keys``: the principal may create keys it then owns (KMIP clients
-        do; ``services/authorization.py``); refused for a key store or an auditor.
+        do; ``services/authorization.py``); refused for a key store or an auditor. ``key_store``: the AES
+        keys it creates over KMIP are exportable to it (``services/kmip/keys.py``); needs ``create_keys``.
 
         A key store authenticates only through its access keys at the XKS door (``domain/models.py``
         ``admits``): its bearer token authenticates nothing."""
@@ -51,6 +53,8 @@ class PrincipalService:
         _check_key_store(role, cert_subject, xks_uri_prefix, xks_region)
         if create_keys and role in (Role.XKS, Role.AUDITOR):
             raise InvalidRequest(f"a principal of role {role.value} cannot be given create_keys")
+        if key_store and not create_keys:
+            raise InvalidRequest("key_store needs create_keys: a key-store client creates the keys it then gets")
         token = new_token()
         principal = Principal(
             id=new_id(),
@@ -61,6 +65,7 @@ class PrincipalService:
             xks_uri_prefix=xks_uri_prefix,
             xks_region=xks_region,
             create_keys=create_keys,
+            key_store=key_store,
         )
         self._store.create_principal(principal, token_hash(token), record=record)
         return NewPrincipal(principal=principal, token=token)

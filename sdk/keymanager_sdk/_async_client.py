@@ -165,9 +165,19 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
 
     # --- principals ------------------------------------------------------------------------------
 
-    async def create_principal(self, name: str, role: str, cert_subject: str | None = None) -> NewPrincipal:
-        """Create a principal; the result carries its token, shown once. Never retried."""
-        return await self._run(self._core.create_principal(name, role, cert_subject))
+    async def create_principal(
+        self,
+        name: str,
+        role: str,
+        cert_subject: str | None = None,
+        *,
+        create_keys: bool = False,
+        key_store: bool = False,
+    ) -> NewPrincipal:
+        """Create a principal; the result carries its token, shown once. Never retried (see the sync client)."""
+        return await self._run(
+            self._core.create_principal(name, role, cert_subject, create_keys=create_keys, key_store=key_store)
+        )
 
     async def whoami(self) -> Principal:
         """The principal this client's credential belongs to (any role may ask)."""

@@ -164,13 +164,25 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
 
     # --- principals ------------------------------------------------------------------------------
 
-    def create_principal(self, name: str, role: str, cert_subject: str | None = None) -> NewPrincipal:
+    def create_principal(
+        self,
+        name: str,
+        role: str,
+        cert_subject: str | None = None,
+        *,
+        create_keys: bool = False,
+        key_store: bool = False,
+    ) -> NewPrincipal:
         """Create a principal (role ``admin``, ``app`` or ``auditor``); the result carries its token, shown once.
 
         ``cert_subject`` (RFC 4514, e.g. ``CN=billing,O=example``) binds a TLS client certificate.
+        ``create_keys``: it may create keys it then owns (KMIP clients); ``key_store`` (with
+        ``create_keys``): a KMIP key-store client, whose AES keys made over KMIP are exportable to it.
         Raises ``Conflict`` when the name is taken. Admin only; never retried.
         """
-        return self._run(self._core.create_principal(name, role, cert_subject))
+        return self._run(
+            self._core.create_principal(name, role, cert_subject, create_keys=create_keys, key_store=key_store)
+        )
 
     def whoami(self) -> Principal:
         """The principal this client's credential belongs to (any role may ask)."""

@@ -261,8 +261,14 @@ class Core:
 
     # --- principals ----------------------------------------------------------------------------
 
-    def create_principal(self, name: str, role: str, cert_subject: str | None) -> Call[NewPrincipal]:
+    def create_principal(
+        self, name: str, role: str, cert_subject: str | None, *, create_keys: bool = False, key_store: bool = False
+    ) -> Call[NewPrincipal]:
         body = _drop_none({"name": name, "role": role, "cert_subject": cert_subject})
+        if create_keys:
+            body["create_keys"] = True
+        if key_store:
+            body["key_store"] = True
         return Call("POST", "/v1/principals", _json_parser(NewPrincipal.from_json), json=body)
 
     def whoami(self) -> Call[Principal]:

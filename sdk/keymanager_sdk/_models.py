@@ -142,6 +142,10 @@ class Principal:
     role: str
     cert_subject: str | None
     created_at: datetime
+    create_keys: bool = False
+    """It may create keys it then owns (KMIP clients such as libmongocrypt)."""
+    key_store: bool = False
+    """A KMIP key-store client: the AES keys it creates over KMIP are exportable to it."""
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Principal:
@@ -151,6 +155,8 @@ class Principal:
             role=str(data["role"]),
             cert_subject=data.get("cert_subject"),
             created_at=_time(data["created_at"]),
+            create_keys=bool(data.get("create_keys", False)),
+            key_store=bool(data.get("key_store", False)),
         )
 
 

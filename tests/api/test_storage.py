@@ -30,6 +30,7 @@ DOCUMENTED_COLUMNS = {
         "xks_uri_prefix",  # a key store's path prefix and AWS region: public configuration
         "xks_region",
         "create_keys",  # whether it may create keys it owns (KMIP): a flag
+        "key_store",  # whether the AES keys it creates over KMIP are exportable to it: a flag
     },
     "keys": {
         "id",

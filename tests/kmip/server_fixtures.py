@@ -35,6 +35,8 @@ OWNER = "kmip-owner"
 STRANGER = "kmip-stranger"
 """An app without ``create_keys``, named on no key."""
 AUDITOR = "kmip-auditor"
+KEY_STORE = "kmip-key-store"
+"""An app given ``create_keys`` and ``key_store``: a KMIP key-store client, whose AES keys it may Get."""
 
 
 @dataclass(frozen=True)
@@ -91,12 +93,14 @@ class KmipServer:
         return [r for r in reversed(records) if r["action"] == action]
 
 
-def _principal(server: Server, home: Path, name: str, role: str, create_keys: bool) -> tuple[Path, Path]:
+def _principal(
+    server: Server, home: Path, name: str, role: str, create_keys: bool, key_store: bool = False
+) -> tuple[Path, Path]:
     made = keymanager("dev-cert", name, "--out", str(home / "certs"), env=server.env, cwd=home)
     assert made.returncode == 0, made.stderr
     subject = next(line.split(":", 1)[1].strip() for line in made.stdout.splitlines() if line.startswith("subject:"))
     with server.client(server.admin_token) as admin:
-        body = {"name": name, "role": role, "cert_subject": subject, "create_keys": create_keys}
+        body = {"name": name, "role": role, "cert_subject": subject, "create_keys": create_keys, "key_store": key_store}
         answer = admin.post("/v1/principals", json=body)
         assert answer.status_code == 201, answer.text
     return home / "certs" / f"client-{name}.pem", home / "certs" / f"client-{name}-key.pem"
@@ -107,8 +111,9 @@ PRINCIPALS = {
     STRANGER: ("app", False),
     AUDITOR: ("auditor", False),
     "kmip-admin": ("admin", False),
+    KEY_STORE: ("app", True, True),
 }
-"""Each principal of :func:`with_principals`: its role and whether it may create keys."""
+"""Each principal of :func:`with_principals`: its role, whether it may create keys (and is a key store)."""
 
 
 def with_principals(server: Server, port: int, home: Path, names: Iterable[str] = PRINCIPALS) -> KmipServer:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from kmip.core import attributes, enums
 from kmip.core.messages import messages, payloads
+from kmip.pie.exceptions import KmipOperationFailure
 
 from tests.kmip import server_fixtures
 from tests.kmip.conftest import OURS
@@ -174,7 +175,8 @@ def test_kmip_destroy_waits_the_deletion_window_of_every_door(windowed: KmipServ
     with windowed.connected(ADMIN) as client:
         client.revoke(enums.RevocationReasonCode.CESSATION_OF_OPERATION, uid)
         client.destroy(uid)
-        client.destroy(uid)  # a key pending deletion keeps its date
+        with pytest.raises(KmipOperationFailure):  # its deletion is pending: its date stays
+            client.destroy(uid)
         state = client.get_attributes(uid, ["State"])[1][0].attribute_value.value
     assert state == enums.State.DEACTIVATED
     with windowed.admin() as rest:

@@ -33,7 +33,7 @@ def whoami(acting: Caller) -> PrincipalOut:
 @audited("principal.create")
 def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -> PrincipalCreated:
     """Create a principal. The response carries its bearer token, which is never shown again."""
-    trail.details.update(name=body.name, role=body.role.value)
+    trail.details.update(name=body.name, role=body.role.value, **({"key_store": True} if body.key_store else {}))
     created = svc.principals.create(
         body.name,
         body.role,
@@ -41,6 +41,7 @@ def create_principal(body: PrincipalCreate, svc: ServicesDep, trail: AuditDep) -
         xks_uri_prefix=body.xks_uri_prefix,
         xks_region=body.xks_region,
         create_keys=body.create_keys,
+        key_store=body.key_store,
         record=trail.success(),
     )
     return PrincipalCreated(**PrincipalOut.of(created.principal).model_dump(), token=created.token)

@@ -151,8 +151,11 @@ class KmipKeys:
         if algorithm in KMIP_AES:
             algorithm = aes_type(spec_of(algorithm).key_bits or 0, server)
         exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
-        if exportable:
+        if exportable and not call.principal.key_store:
             authorize(call.principal, "kmip.CreateExportable")
+        if call.principal.key_store and spec_of(algorithm).mode in (BlockMode.GCM, BlockMode.CBC_PAD):
+            exportable = True  # a key-store client's AES keys: exportable to it (issue 37, item 1)
+        if exportable:
             call.details["exportable"] = True
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})
@@ -251,15 +254,14 @@ class KmipKeys:
     async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
         """Schedule the key's deletion after the shortest window of every door (``KM_MIN_PENDING_DAYS``):
         one lifecycle (issue 41, item 5); the key is Deactivated (or stays Compromised) until then.
-        Permission Denied while it is Active or destroyed; a key pending deletion keeps its date."""
+        Permission Denied while it is Active, destroyed or pending deletion (its date stays)."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
         if key.kmip_state is KmipState.ACTIVE:
             raise wrong_state("the object is active: revoke it before destroying it")
-        if key.state is KeyState.DESTROYED:
-            raise wrong_state("the object is destroyed already")
-        if key.state is not KeyState.PENDING_DELETION:
-            days = self._lifecycle.min_pending_days
-            await _in_thread(self._lifecycle.schedule_deletion, key, days, record=call.success(key.id))
+        if key.state in (KeyState.DESTROYED, KeyState.PENDING_DELETION):
+            raise wrong_state("the object is destroyed already (or its deletion is pending: its date stays)")
+        days = self._lifecycle.min_pending_days
+        await _in_thread(self._lifecycle.schedule_deletion, key, days, record=call.success(key.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
     async def managed(self, call: KmipCall, uid: str) -> Key:
@@ -282,7 +284,9 @@ class KmipKeys:
                 "the key was not created exportable: its material never leaves the HSM "
                 "(use Encrypt/Decrypt, or ask an admin for an exportable key)"
             )
-        if key.state is KeyState.DESTROYED or not key.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
+        if key.state in (KeyState.DESTROYED, KeyState.PENDING_DELETION):  # Destroy was asked: no more material
+            raise KmipRefusal(Reason.ITEM_NOT_FOUND, "the object is destroyed (or its deletion is pending)", 404)
+        if not key.policy.allows(Operation.GET_KEY_MATERIAL, call.principal.id):
             raise denied("the principal is not named for get_key_material in the key's policy")
         call.key_version = version.version
         call.details["exported"] = True

@@ -98,7 +98,10 @@ def key_action(method: str) -> Command:
 
 
 def principals_create(client: KeyManager, args: argparse.Namespace) -> int:
-    return emit(args, client.create_principal(args.name, args.role, args.cert_subject))
+    made = client.create_principal(
+        args.name, args.role, args.cert_subject, create_keys=args.create_keys, key_store=args.key_store
+    )
+    return emit(args, made)
 
 
 def principals_delete(client: KeyManager, args: argparse.Namespace) -> int:

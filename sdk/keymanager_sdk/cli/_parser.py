@@ -161,6 +161,10 @@ def _principals(group: Any) -> None:
     create.add_argument("name", help="the new principal's name")
     create.add_argument("--role", required=True, choices=["admin", "app", "auditor"], help="what it may do")
     create.add_argument("--cert-subject", help="RFC 4514 subject of its TLS client certificate (mTLS)")
+    create.add_argument("--create-keys", action="store_true", help="it may create keys it then owns (KMIP clients)")
+    create.add_argument(
+        "--key-store", action="store_true", help="with --create-keys: its AES keys made over KMIP are exportable to it"
+    )
     _sub(principals, "list", lambda c, a: emit(a, c.list_principals(), "principals"), "list principals")
     delete = _sub(principals, "delete", cmd.principals_delete, "delete a principal (its token stops at once)")
     delete.add_argument("name", help="principal name")
