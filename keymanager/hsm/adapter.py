@@ -93,9 +93,10 @@ class Hsm(Dispatcher):
         """Generate an exportable key version of an AES-GCM spec (``hsm/export.py``: extractable, sensitive)."""
         return self.call(export.generate, key_id, version, algorithm)
 
-    def import_aes(self, key_id: str, version: int, material: bytes) -> HsmObjects:
-        """A key version of AES ``material`` (16, 24 or 32 bytes), unwrapped into the HSM, non-extractable."""
-        return self.call(export.import_aes, key_id, version, material)
+    def import_aes(self, key_id: str, version: int, material: bytes, exportable: bool = False) -> HsmObjects:
+        """A key version of AES ``material`` (16, 24 or 32 bytes), unwrapped into the HSM, non-extractable
+        (``exportable``: extractable-but-sensitive, as :meth:`generate_exportable` makes)."""
+        return self.call(export.import_aes, key_id, version, material, exportable)
 
     async def aexport(self, objects: HsmObjects) -> bytes:
         """The material of an exportable key version, wrapped in the HSM and unwrapped in memory."""

@@ -84,14 +84,19 @@ def export(token: Token, label: str) -> bytes:
     return aes_key_unwrap(one_time, wrapped)
 
 
-def import_aes(token: Token, key_id: str, version: int, material: bytes) -> HsmObjects:
+def import_aes(token: Token, key_id: str, version: int, material: bytes, exportable: bool = False) -> HsmObjects:
     """A key version of AES ``material`` a client gave (KMIP's Register; 16, 24 or 32 bytes, the
     AES-GCM specs' lengths), unwrapped into the HSM: wrapped here under a one-time key made in the HSM
     for the purpose (destroyed at once), unwrapped there into a token object of the AES template
-    (non-extractable, sensitive), read back against it."""
+    (non-extractable, sensitive; ``exportable``: the exportable template, for a key-store client's
+    Register), read back against it."""
     if len(material) not in AES_KEY_BYTES:
         raise ValueError("an AES key is 16, 24 or 32 bytes")
-    objects = version_labels(key_id, version, Algorithm.AES_256_GCM, secrets.token_hex(4))
+    template = EXPORTABLE_AES_TEMPLATE if exportable else AES_TEMPLATE
+    if exportable:
+        objects = exportable_labels(key_id, version)
+    else:
+        objects = version_labels(key_id, version, Algorithm.AES_256_GCM, secrets.token_hex(4))
     one_time = secrets.token_bytes(KEY_BYTES)
     wrapper = token.session().create_object(
         {
@@ -115,11 +120,12 @@ def import_aes(token: Token, key_id: str, version: int, material: bytes) -> HsmO
             label=objects.enc_label,
             store=True,
             mechanism=Mechanism.AES_KEY_WRAP,
-            template=AES_TEMPLATE,
+            template=template,
         )
     finally:
         with contextlib.suppress(p11.PKCS11Error):
             wrapper.destroy()
-    tighten(made)
-    check_object(made, AES_TEMPLATE, len(material) if token.quirks.reports_unwrapped_length else None)
+    if not exportable:
+        tighten(made)
+    check_object(made, template, len(material) if token.quirks.reports_unwrapped_length else None)
     return objects

@@ -182,13 +182,13 @@ class KeyService:
         objects, public_key = None, None
         if spec.asymmetric:
             objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
+        elif kmip is not None and kmip.material is not None:
+            objects = self._hsm.import_aes(key_id, 1, kmip.material, kmip.exportable)
         elif kmip is not None and kmip.exportable:
             if spec.mode not in (BlockMode.GCM, BlockMode.CBC_PAD):
                 aes = ", ".join(a for a, row in SPECS.items() if row.mode in (BlockMode.GCM, BlockMode.CBC_PAD))
                 raise InvalidRequest(f"only AES keys of one AES object ({aes}) are created exportable")
             objects = self._hsm.generate_exportable(key_id, 1, algorithm)
-        elif kmip is not None and kmip.material is not None:
-            objects = self._hsm.import_aes(key_id, 1, kmip.material)
         elif not external:
             objects = self._hsm.generate_version(key_id, 1, algorithm)
         key = Key(

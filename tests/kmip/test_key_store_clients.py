@@ -56,3 +56,19 @@ def test_the_flag_is_an_admins_and_needs_create_keys(kmip_server: KmipServer) ->
         assert alone.status_code == 400 and "create_keys" in alone.json()["error"]["message"], alone.text
         listed = {p["name"]: p for p in rest.get("/v1/principals").json()}
     assert listed[KEY_STORE]["key_store"] is True and listed[OWNER]["key_store"] is False
+
+
+def test_a_key_store_client_gets_back_the_key_it_registered(kmip_server: KmipServer) -> None:
+    import os
+
+    from kmip.pie import objects
+
+    material = os.urandom(32)
+    masks = [enums.CryptographicUsageMask.ENCRYPT, enums.CryptographicUsageMask.DECRYPT]
+    with kmip_server.connected(KEY_STORE) as client:
+        uid = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material, masks))
+        assert bytes(client.get(uid).value) == material
+    with kmip_server.connected(OWNER) as client:  # another principal's registered key stays in the HSM
+        other = client.register(objects.SymmetricKey(enums.CryptographicAlgorithm.AES, 256, material, masks))
+        with pytest.raises(KmipOperationFailure):
+            client.get(other)

@@ -180,7 +180,8 @@ class KmipKeys:
         self, call: KmipCall, payload: payloads.RegisterRequestPayload
     ) -> payloads.RegisterResponsePayload:
         """A symmetric key a client gives, unwrapped into the HSM as a non-extractable key it owns
-        (origin ``external``), pre-active; of a type of the table (AES-128, -192, -256), else refused by name."""
+        (origin ``external``; exportable to a key-store client), pre-active; of a type of the table
+        (AES-128, -192, -256), else refused by name."""
         if payload.managed_object is None:
             raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
         template = payload.template_attribute
@@ -201,9 +202,12 @@ class KmipKeys:
         algorithm = aes_type(bits, server)
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
-        policy = Policy(
-            grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[KeyUsage.ENCRYPT_DECRYPT]}
-        )
+        uses = OWNER_USES[KeyUsage.ENCRYPT_DECRYPT]
+        exportable = call.principal.key_store  # a key-store client Gets back what it registered (issue 37, item 1)
+        if exportable:
+            uses += (Operation.GET_KEY_MATERIAL,)
+            call.details["exportable"] = True
+        policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
             KMIP_NAME_PREFIX + new_id(),
@@ -212,7 +216,7 @@ class KmipKeys:
             policy=policy,
             origin=Origin.EXTERNAL,
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, material=bytes(key.value)),
+            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable, material=bytes(key.value)),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
