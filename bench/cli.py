@@ -1,6 +1,6 @@
 """Command line of ``python -m bench``: subcommands ``report`` (what ``make bench`` runs), ``blobs``
 (the default), ``transport``, ``app``, ``targets``,
-``client``, ``envelope``, ``ceilings``, ``fastpath``, ``tokenize`` and ``kmip``."""
+``client``, ``envelope``, ``ceilings``, ``fastpath``, ``compare``, ``tokenize`` and ``kmip``."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from bench import output
 from bench.clients import DEFAULT_TARGETS, TARGET_NAMES
 
 SUBCOMMANDS = ("report", "blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath",
-               "tokenize", "kmip")  # fmt: skip
+               "compare", "tokenize", "kmip")  # fmt: skip
 SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
 FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
 
@@ -111,7 +111,7 @@ def common_options() -> argparse.ArgumentParser:
 
 def parser() -> argparse.ArgumentParser:
     """The parser of every subcommand."""
-    from bench import app, blobs, ceilings, client, envelope, fastpath, goals, kmip, suite, tokenize, transport
+    from bench import app, blobs, ceilings, client, compare, envelope, fastpath, goals, kmip, suite, tokenize, transport
 
     common = common_options()
     top = BenchParser(prog="python -m bench", description=__doc__)
@@ -149,6 +149,7 @@ def parser() -> argparse.ArgumentParser:
     suite.add_parser(commands, service_options())
     ceilings.add_parser(commands)
     fastpath.add_parser(commands)
+    compare.add_parser(commands)
     tokenize.add_parser(commands)
     kmip.add_parser(commands)
     return top
@@ -165,7 +166,7 @@ def with_default_command(argv: Sequence[str]) -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run a subcommand; its exit code (1 when a measurement had errors)."""
     args = parser().parse_args(with_default_command(sys.argv[1:] if argv is None else argv))
-    if getattr(args, "driver", None) == "wrk" or args.command in ("ceilings", "fastpath", "targets"):
+    if getattr(args, "driver", None) == "wrk" or args.command in ("ceilings", "fastpath", "compare", "targets"):
         from bench.wrk import available
 
         if not available():

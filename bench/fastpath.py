@@ -30,9 +30,12 @@ from bench.service import init_home, provision, serve
 FIELD_BYTES = 1_000
 
 
-def measure_one(home: Path, var_dir: Path, pin: str, fast: bool, args: argparse.Namespace) -> dict[str, Any]:
-    """One server with ``KM_FAST_PATH=fast``: warm-up, then one measured wrk run."""
-    settings = {"KM_FAST_PATH": "true" if fast else "false"}
+def measure_one(
+    home: Path, var_dir: Path, pin: str, settings: dict[str, str], args: argparse.Namespace
+) -> dict[str, Any]:
+    """One fresh server of ``home`` with ``settings`` (``KM_*``, or the environment, e.g. the
+    ``PYTHONPATH`` of another tree: ``bench compare``): warm-up, then one measured wrk run of the 1 KB
+    encrypt at ``args.connections``."""
     with serve(home, var_dir, pin, args.workers, settings=settings) as service, tempfile.TemporaryDirectory() as tmp:
         lua = Path(tmp) / "encrypt.lua"
         lua.write_text(wrk.script(provision(service), FIELD_BYTES, decrypt=False))
@@ -45,7 +48,6 @@ def measure_one(home: Path, var_dir: Path, pin: str, fast: bool, args: argparse.
     requests, seconds, socket_errors, status_errors, quantiles = wrk.parse(stdout)
     ok = requests - status_errors
     return {
-        "fast_path": fast,
         "requests": requests,
         "errors": socket_errors + status_errors,
         "seconds": seconds,
@@ -100,7 +102,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         for number in range(args.rounds):
             for fast in (True, False):
                 console.print(f"[dim]… round {number + 1}, KM_FAST_PATH={str(fast).lower()}[/dim]")
-                runs.append(measure_one(home, var_dir, pin, fast, args))
+                settings = {"KM_FAST_PATH": "true" if fast else "false"}
+                runs.append({"fast_path": fast, **measure_one(home, var_dir, pin, settings, args)})
     finally:
         shutil.rmtree(home, ignore_errors=True)
     console.print(table(runs))

@@ -234,6 +234,25 @@ def test_fastpath_compares_the_two_settings_interleaved(tmp_path: Path) -> None:
     assert {"requests_per_s_gain_pct", "cpu_per_request_saved_pct", "on", "off"} <= report.keys()
 
 
+def test_compare_runs_both_trees_interleaved_as_fractions_of_the_echo(tmp_path: Path) -> None:
+    """``bench compare --base HEAD``: the base tree extracted from git and served from this installation."""
+    window = ["--rounds", "1", "--duration", "1", "--warmup", "0.5"]
+    done = bench("compare", "--base", "HEAD", *window, "--out", str(tmp_path))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = json.loads((tmp_path / "compare.json").read_text())
+    assert [run["side"] for run in report["runs"]] == ["base", "head"]
+    for run in report["runs"]:
+        assert run["requests"] > 0 and run["errors"] == 0 and run["echo"]["requests_per_s"] > 0, run
+        assert run["of_echo"] > 0 and run["cpu_of_echo"] > 0
+    assert report["commits"]["base"] and set(report["changes"]) == {
+        "of_echo",
+        "cpu_of_echo",
+        "requests_per_s",
+        "server_cpu_ms_per_request",
+    }
+    assert "of_echo: base" in done.stdout
+
+
 def test_tokenize_reports_rates_beside_the_softhsm_ceiling(tmp_path: Path) -> None:
     args = ["--duration", "0.3", "--warmup", "0.1", "--hsm-seconds", "0.1", "--cards", "300", "--out", str(tmp_path)]
     done = bench("tokenize", *args)

@@ -177,6 +177,16 @@ def test_principals_and_their_credentials_are_shown_once(tab: Tab, ui_server: Se
     expect(page.get_by_label("Token")).to_have_count(0)
     assert token not in page.content()
 
+    page.get_by_text("Create a principal").click()  # a KMIP key-store client (issue 37, item 1)
+    create.get_by_label("Name", exact=True).fill("vsphere")
+    create.get_by_label("Role").select_option("app")
+    create.get_by_label("KMIP key store").check()
+    create.get_by_role("button", name="Create principal").click()
+    page.get_by_role("button", name="I have copied it").click()
+    made = {p["name"]: p for p in api.get("/v1/principals").json()}["vsphere"]
+    assert made["key_store"] is True and made["create_keys"] is True
+    expect(page.get_by_role("row").filter(has_text="vsphere")).to_contain_text("yes, a KMIP key store")
+
     make_principal(api, "keyholder", "app")
     go(tab, "Keys")
     go(tab, "Principals")

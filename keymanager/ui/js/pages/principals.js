@@ -45,7 +45,7 @@ export async function principalsPage(ctx) {
     p.name,
     p.role,
     p.cert_subject ?? h("span", { class: "muted" }, "none"),
-    p.create_keys ? "yes" : "no",
+    p.key_store ? "yes, a KMIP key store" : p.create_keys ? "yes" : "no",
     time(p.created_at),
     accessKeys(p, actions),
     p.name === ctx.principal.name ? h("span", { class: "muted" }, "you") : deleteButton(p, actions),
@@ -161,6 +161,7 @@ function createPrincipalForm({ refresh, failed }) {
     placeholder: "CN=billing,O=example",
   });
   const createKeys = h("input", { type: "checkbox", id: "new-principal-create-keys" });
+  const keyStore = h("input", { type: "checkbox", id: "new-principal-key-store" });
   return h(
     "details",
     { id: "create-principal" },
@@ -174,7 +175,8 @@ function createPrincipalForm({ refresh, failed }) {
           e.preventDefault();
           const body = { name: name.value.trim(), role: role.value };
           if (subject.value.trim()) body.cert_subject = subject.value.trim();
-          if (createKeys.checked) body.create_keys = true;
+          if (createKeys.checked || keyStore.checked) body.create_keys = true;
+          if (keyStore.checked) body.key_store = true;
           try {
             const { data } = await call("POST", "/v1/principals", { body });
             refresh(shownOnce(`Bearer token of ${data.name}`, [["Token", data.token]]));
@@ -191,6 +193,12 @@ function createPrincipalForm({ refresh, failed }) {
         { class: "field" },
         h("label", { for: "new-principal-create-keys" }, "May create its own keys"),
         createKeys,
+      ),
+      h(
+        "div",
+        { class: "field" },
+        h("label", { for: "new-principal-key-store" }, "KMIP key store (its AES keys are exportable to it)"),
+        keyStore,
       ),
       h("button", { type: "submit" }, "Create principal"),
     ),
