@@ -512,17 +512,7 @@ def _symmetric_rows() -> tuple[KeySpec, ...]:
 def _cbc_pad_row(algorithm: Algorithm, bits: int) -> KeySpec:
     """A raw AES-CBC-PAD spec of ``bits``: what KMIP's Create makes unless its Cryptographic Parameters
     name GCM. No KMS name, no format id, no Transit type: no other door and no native format uses it."""
-    size = bits // 8
-    cbc = Usage(
-        KeyUsage.ENCRYPT_DECRYPT,
-        objects=(HsmObject(ObjectRole.AES, _SECRET, (_C.ENCRYPT, _C.DECRYPT)),),
-        mechanisms=(
-            Mechanism("AES_KEY_GEN", size, "GENERATE"),
-            Mechanism("AES_CBC_PAD", size, "ENCRYPT"),
-            Mechanism("AES_CBC_PAD", size, "DECRYPT"),
-        ),
-    )
-    return KeySpec(algorithm, None, HsmKeyType.AES, {cbc.usage: cbc}, cbc.usage, key_bits=bits, mode=BlockMode.CBC_PAD)
+    return _aes_row(algorithm, None, bits, BlockMode.CBC_PAD, "AES_CBC_PAD")
 
 
 def _gcm_row(
@@ -530,26 +520,50 @@ def _gcm_row(
 ) -> KeySpec:
     """An AES-GCM spec of ``bits`` (AWS's ``SYMMETRIC_DEFAULT`` is the 256-bit one; 128 and 192 are
     KMIP's and the native API's)."""
+    return _aes_row(
+        algorithm,
+        kms,
+        bits,
+        BlockMode.GCM,
+        "AES_GCM",
+        _SYMMETRIC_ENCRYPTION,
+        format_id=format_id,
+        transit_type=transit_type,
+    )
+
+
+def _aes_row(
+    algorithm: Algorithm,
+    kms: str | None,
+    bits: int,
+    mode: BlockMode,
+    mechanism: str,
+    algorithms: Mapping[str, tuple[Mechanism, ...]] | None = None,
+    *,
+    format_id: int | None = None,
+    transit_type: str | None = None,
+) -> KeySpec:
+    """A spec of one AES object of ``bits`` that encrypts and decrypts in ``mode`` with ``mechanism``."""
     size = bits // 8
-    gcm = Usage(
+    usage = Usage(
         KeyUsage.ENCRYPT_DECRYPT,
         objects=(HsmObject(ObjectRole.AES, _SECRET, (_C.ENCRYPT, _C.DECRYPT)),),
         mechanisms=(
             Mechanism("AES_KEY_GEN", size, "GENERATE"),
-            Mechanism("AES_GCM", size, "ENCRYPT"),
-            Mechanism("AES_GCM", size, "DECRYPT"),
+            Mechanism(mechanism, size, "ENCRYPT"),
+            Mechanism(mechanism, size, "DECRYPT"),
         ),
-        algorithms=_SYMMETRIC_ENCRYPTION,
+        algorithms=algorithms or {},
     )
     return KeySpec(
         algorithm,
         kms,
         HsmKeyType.AES,
-        {gcm.usage: gcm},
-        gcm.usage,
+        {usage.usage: usage},
+        usage.usage,
         key_bits=bits,
         format_id=format_id,
-        mode=BlockMode.GCM,
+        mode=mode,
         transit_type=transit_type,
     )
 
@@ -654,6 +668,9 @@ DATA_KEY_PAIR_SPECS = tuple(a for a in ASYMMETRIC if SPECS[a].kms_spec is not No
 
 RAW_MODES = frozenset({BlockMode.CBC_PAD})
 """The modes of raw keys: used only by a door's raw block-cipher operations (KMIP's), in that mode."""
+
+ONE_AES_OBJECT = frozenset({BlockMode.GCM, BlockMode.CBC_PAD})
+"""The modes whose key version is one AES object: KMIP's AES keys, and the keys made exportable."""
 
 HMAC_KEY_BITS: Mapping[Algorithm, int] = {
     a: spec.key_bits for a, spec in SPECS.items() if KeyUsage.GENERATE_VERIFY_MAC in spec.usages and spec.key_bits

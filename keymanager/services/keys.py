@@ -21,7 +21,7 @@ from typing import Any
 from keymanager.db import Store
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import SPECS, BlockMode, KeyUsage, choose_usage, spec_of
+from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, KeyUsage, choose_usage, spec_of
 from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import (
     Algorithm,
@@ -185,8 +185,8 @@ class KeyService:
         elif kmip is not None and kmip.material is not None:
             objects = self._hsm.import_aes(key_id, 1, kmip.material, kmip.exportable)
         elif kmip is not None and kmip.exportable:
-            if spec.mode not in (BlockMode.GCM, BlockMode.CBC_PAD):
-                aes = ", ".join(a for a, row in SPECS.items() if row.mode in (BlockMode.GCM, BlockMode.CBC_PAD))
+            if spec.mode not in ONE_AES_OBJECT:
+                aes = ", ".join(a for a, row in SPECS.items() if row.mode in ONE_AES_OBJECT)
                 raise InvalidRequest(f"only AES keys of one AES object ({aes}) are created exportable")
             objects = self._hsm.generate_exportable(key_id, 1, algorithm)
         elif not external:

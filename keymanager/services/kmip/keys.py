@@ -28,7 +28,7 @@ from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import SPECS, BlockMode, HsmKeyType, KeyUsage, spec_of
+from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, BlockMode, HsmKeyType, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
@@ -58,7 +58,7 @@ def _kmip_names() -> dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]]:
     and Ed25519."""
     found: dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]] = {}
     for spec in SPECS.values():
-        if spec.mode in (BlockMode.GCM, BlockMode.CBC_PAD) and spec.key_bits:
+        if spec.mode in ONE_AES_OBJECT and spec.key_bits:
             found[spec.algorithm] = (enums.CryptographicAlgorithm.AES, spec.key_bits)
         elif spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
             found[spec.algorithm] = (enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)
@@ -90,7 +90,7 @@ def _key_types() -> dict[tuple[enums.CryptographicAlgorithm, int], Algorithm]:
 
 KEY_TYPES = _key_types()
 """KMIP's algorithm and length to our key type (see :func:`_key_types`)."""
-KMIP_AES = frozenset(a for a in KMIP_NAMES if spec_of(a).mode in (BlockMode.GCM, BlockMode.CBC_PAD))
+KMIP_AES = frozenset(a for a in KMIP_NAMES if spec_of(a).mode in ONE_AES_OBJECT)
 """The key types of KMIP's AES keys (what Create and Register make, what Encrypt and Decrypt use)."""
 
 
@@ -153,7 +153,7 @@ class KmipKeys:
         exportable = bool(server.get(enums.AttributeType.EXTRACTABLE.value)) or _asks_exportable(kept)
         if exportable and not call.principal.key_store:
             authorize(call.principal, "kmip.CreateExportable")
-        if call.principal.key_store and spec_of(algorithm).mode in (BlockMode.GCM, BlockMode.CBC_PAD):
+        if call.principal.key_store and algorithm in KMIP_AES:
             exportable = True  # a key-store client's AES keys: exportable to it (issue 37, item 1)
         if exportable:
             call.details["exportable"] = True
