@@ -14,6 +14,7 @@ Hierarchy::
     │   └── UnknownKeyVersion     400 decryption_failed (the key as read has no such version)
     ├── Unauthenticated           401 unauthenticated
     ├── Forbidden                 403 forbidden
+    ├── ApprovalPending           202 approval_pending (a guarded call awaits its approvals: not run)
     ├── NotFound                  404 not_found
     │   └── KeyNotFound           404 key_not_found
     ├── Conflict                  409 conflict
@@ -108,6 +109,25 @@ class Forbidden(KeyManagerError):
     code = "forbidden"
     status = 403
     default_message = "the principal may not do this"
+
+
+class ApprovalPending(KeyManagerError):
+    """A guarded call (``domain/approvals.py``) that was not run: it awaits approvals. Every door answers
+    it in its own shape, naming ``request_id``; the same call sent again once approved runs."""
+
+    code = "approval_pending"
+    status = 202
+    default_message = "the call awaits approval"
+
+    def __init__(self, request_id: str, operations: tuple[str, ...], approvals_required: int, expires_at: str) -> None:
+        super().__init__(
+            f"approval pending: request {request_id} ({', '.join(operations)}) needs {approvals_required} "
+            f"approval(s) by {expires_at}; send the same call again once it is approved"
+        )
+        self.request_id = request_id
+        self.operations = operations
+        self.approvals_required = approvals_required
+        self.expires_at = expires_at
 
 
 class NotFound(KeyManagerError):

@@ -26,6 +26,7 @@ from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
     access_keys,
     approle,
+    approvals,
     asymmetric,
     audit,
     crypto,
@@ -64,8 +65,14 @@ _MODULES = (
     tokens,
     key_import,
     inventory,
+    approvals,
 )
-ROUTERS: tuple[APIRouter, ...] = (principals.me_router, *(m.router for m in _MODULES), health.metrics_router)
+ROUTERS: tuple[APIRouter, ...] = (
+    principals.me_router,
+    *(m.router for m in _MODULES),
+    approvals.key_rules_router,
+    health.metrics_router,
+)
 """The routers of the app, in the order FastAPI matches them."""
 HOT_ENDPOINTS: tuple[Callable[..., Any], ...] = (
     crypto.encrypt,

@@ -15,7 +15,7 @@ from starlette.routing import BaseRoute, Match
 from starlette.types import Scope
 
 from keymanager.api.audit_trail import AuditTrail
-from keymanager.errors import KeyManagerError, KeyMaterialMissing
+from keymanager.errors import ApprovalPending, KeyManagerError, KeyMaterialMissing
 
 log = logging.getLogger(__name__)
 
@@ -53,8 +53,19 @@ def error_response(
 
 
 def render(exc: KeyManagerError, request_id: str) -> JSONResponse:
-    """The response for a service error (also used by middleware before routing)."""
+    """The response for a service error (also used by middleware before routing); a guarded call that
+    awaits approval is 202 with the approval request (``docs/usage.md``, "Dual control")."""
     _log_ours(exc)
+    if isinstance(exc, ApprovalPending):
+        pending = {
+            "status": "pending_approval",
+            "request_id": exc.request_id,
+            "operations": list(exc.operations),
+            "approvals_required": exc.approvals_required,
+            "expires_at": exc.expires_at,
+            "message": exc.message,
+        }
+        return JSONResponse(status_code=202, content=pending, headers={"Location": f"/v1/approvals/{exc.request_id}"})
     return error_response(exc.status, exc.code, exc.message, request_id, retry_after=exc.retry_after)
 
 
@@ -100,8 +111,7 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(KeyManagerError)
     async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
-        _log_ours(exc)
-        return error_response(exc.status, exc.code, exc.message, request_id_of(request), retry_after=exc.retry_after)
+        return render(exc, request_id_of(request))
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:

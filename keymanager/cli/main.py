@@ -13,6 +13,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from keymanager import __version__
+from keymanager.cli import break_glass
 from keymanager.cli.startup import redacted_url
 from keymanager.config import Settings, unknown_variables
 from keymanager.domain.models import Role
@@ -280,6 +281,7 @@ def parser() -> argparse.ArgumentParser:
         metavar="FILE_OR_LINE",
         help="a checkpoint file or log (the latest checkpoint line in it counts) or one checkpoint line",
     )
+    break_glass.add_parser(commands)
     return top
 
 
@@ -310,6 +312,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return dev_cert(settings, args.name, args.out)
         if args.command == "audit":
             return audit_verify(settings, args.checkpoint)
+        if args.command == "approvals":
+            return break_glass.run(settings, args)
         return serve(settings, args)
     except KeyManagerError as exc:
         print(f"error: {exc.message}", file=sys.stderr)

@@ -267,3 +267,39 @@ class AppRoleTokenRow(Base):
     role_id: Mapped[str] = mapped_column(ForeignKey("approle_credentials.role_id", ondelete="CASCADE"), index=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+
+
+class ApprovalRulesRow(Base):
+    """The approval rules of the service (scope ``service``) or of one key (scope: its id), approvers by
+    principal id (``db/approvals.py``)."""
+
+    __tablename__ = "approval_rules"
+
+    scope: Mapped[str] = mapped_column(String(32), primary_key=True)
+    rules: Mapped[dict[str, Any]] = mapped_column(JSON)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ApprovalRequestRow(Base):
+    """A guarded call awaiting (or past) its approvals: what will run (operations, target, arguments,
+    bound by ``digest``), who asked, who may and did approve, and its state."""
+
+    __tablename__ = "approval_requests"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    operations: Mapped[list[str]] = mapped_column(JSON)
+    target: Mapped[str] = mapped_column(String(128))
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    digest: Mapped[str] = mapped_column(String(64), index=True)
+    requester_id: Mapped[str] = mapped_column(String(32), index=True)
+    requester: Mapped[str] = mapped_column(String(128))
+    state: Mapped[str] = mapped_column(String(16), index=True)
+    approvals_required: Mapped[int] = mapped_column(Integer)
+    approvers: Mapped[list[str] | None] = mapped_column(JSON)
+    votes: Mapped[list[dict[str, Any]]] = mapped_column(JSON)
+    vote_count: Mapped[int] = mapped_column(Integer)
+    denial: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    executed_at: Mapped[datetime | None] = mapped_column(UtcDateTime)

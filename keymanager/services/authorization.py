@@ -36,6 +36,7 @@ class Right(enum.Enum):
     CREATE_OWNED = "create keys and objects it then owns (admins; a principal given create_keys)"
     MANAGE_OWNED = "manage the keys and objects it owns (decided per key: require_owner)"
     DIGEST = "compute a digest, touching no key (the Vault Transit API's hash)"
+    APPROVE = "see, approve and deny approval requests (dual control; whom a rule names is decided per request)"
 
 
 ROLES: Mapping[Right, tuple[Role, ...]] = {
@@ -49,6 +50,7 @@ ROLES: Mapping[Right, tuple[Role, ...]] = {
     Right.CREATE_OWNED: (Role.ADMIN,),
     Right.MANAGE_OWNED: (Role.ADMIN, Role.APP),
     Right.DIGEST: (Role.ADMIN, Role.APP),
+    Right.APPROVE: (Role.ADMIN, Role.AUDITOR),
 }
 """The roles holding each right: the only place a role is written down for a door."""
 GRANTED: Mapping[Right, tuple[Role, ...]] = {Right.CREATE_OWNED: (Role.APP,)}
@@ -183,6 +185,9 @@ RIGHTS: Mapping[str, Right] = {
     **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
     **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},
     **dict.fromkeys(("approle.create", "approle.list", "approle.delete"), Right.MANAGE),
+    **dict.fromkeys(("approval.list", "approval.read", "approval.approve", "approval.deny"), Right.APPROVE),
+    "approval.rules_read": Right.READ_LOG,
+    "approval.rules_update": Right.MANAGE,
     **{f"transit.{operation}": Right.MANAGE for operation in _TRANSIT_MANAGE},
     **{f"transit.{operation}": Right.KEY_POLICY for operation in _TRANSIT_KEY_POLICY},
     "transit.random": Right.RANDOM,

@@ -8,6 +8,7 @@ from typing import Protocol
 
 from keymanager.config import Settings
 from keymanager.db import Inventory, Store, make_engine, migrate
+from keymanager.db.approvals import ApprovalStore
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
 from keymanager.db.kmip import KmipStore
@@ -19,6 +20,7 @@ from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.access_keys import AccessKeyService
+from keymanager.services.approvals import ApprovalService
 from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
@@ -60,6 +62,7 @@ class Services:
     store: Store
     hsm: Hsm
     principals: PrincipalService
+    approvals: ApprovalService
     keys: KeyService
     crypto: CryptoService
     asymmetric: AsymmetricService
@@ -103,7 +106,8 @@ class Services:
         audit_key = AuditKey(hsm, settings.audit_key_label)
         store = Store(engine, audit_key=audit_key)
         audit_records = AuditRecords(engine, audit_key)
-        keys = KeyService(store, hsm)
+        approvals = ApprovalService(ApprovalStore(engine, audit_key=audit_key), store)
+        keys = KeyService(store, hsm, approvals=approvals)
         lanes = settings.audit_writer_lanes if engine.dialect.name == "postgresql" else 1
         audit_writer = AuditWriter(audit_records, lanes=lanes)
         crypto = CryptoService(
@@ -115,6 +119,7 @@ class Services:
             min_pending_days=settings.min_pending_days,
             orphans=OrphanStore(engine, audit_key=audit_key),
             orphan_grace_seconds=settings.orphan_grace_seconds,
+            approvals=approvals,
         )
         kms_store = KmsStore(engine, audit_key=audit_key)
         asymmetric = AsymmetricService(hsm, crypto)
@@ -144,7 +149,8 @@ class Services:
             settings=settings,
             store=store,
             hsm=hsm,
-            principals=PrincipalService(store),
+            principals=PrincipalService(store, approvals=approvals),
+            approvals=approvals,
             keys=keys,
             crypto=crypto,
             asymmetric=asymmetric,
@@ -212,8 +218,9 @@ class Services:
     def maintain(self) -> None:
         """One round of scheduled work: rotate keys that are due, destroy keys whose date has come,
         destroy orphaned HSM objects (when their sweep is due) and spool areas of dead processes, and
-        forget the Transit door's expired client tokens."""
+        forget the Transit door's expired client tokens, expire approval requests whose time has passed."""
         self.lifecycle.rotate_due()
+        self.approvals.expire_due()
         self.lifecycle.sweep()
         self.transit.approles.sweep()
         if self.settings.orphan_sweep:

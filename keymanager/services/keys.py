@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Collection, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from keymanager.db import Store
+from keymanager.domain.approvals import Guarded, Proposal, guarded_update
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, KeyUsage, choose_usage, spec_of
@@ -46,6 +47,7 @@ from keymanager.errors import (
     PreconditionFailed,
 )
 from keymanager.hsm import Hsm
+from keymanager.services.approvals import ApprovalService, guarded
 from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -119,9 +121,11 @@ class ShownKey:
 class KeyService:
     """Key management on behalf of a principal."""
 
-    def __init__(self, store: Store, hsm: Hsm) -> None:
+    def __init__(self, store: Store, hsm: Hsm, *, approvals: ApprovalService | None = None) -> None:
         self._store = store
         self._hsm = hsm
+        self.approvals = approvals
+        """The gate of guarded operations (dual control); None only for a service built without one."""
         self._names: dict[str, str] = {}
         """Principal id to name. Both never change (no rename; ids are random and never reused), and a
         deleted principal leaves every policy in the same transaction, so an entry is never wrong."""
@@ -218,15 +222,32 @@ class KeyService:
 
     def kmip_change(self, key: Key, change: KmipChange, *, record: AuditEntry | None = None) -> Key:
         """Apply a KMIP operation's ``change`` to ``key`` (its state, KMIP state, attributes) if the key
-        is still as read (compare-and-set: else PreconditionFailed), recording ``record``."""
-        return self._store.update_key(
-            key.id,
-            state=change.state,
-            kmip_lifecycle=change.lifecycle,
-            kmip_attributes=change.attributes,
-            record=_about(record, key),
-            expected_updated_at=key.updated_at,
-        )
+        is still as read (compare-and-set: else PreconditionFailed), recording ``record``. Disabling an
+        enabled key (Revoke) is guarded as ``key.disable``."""
+        disables = change.state is KeyState.DISABLED and key.state is KeyState.ENABLED
+        state, lifecycle = change.state, change.lifecycle
+        arguments = {"state": state and state.value, "lifecycle": lifecycle and lifecycle.value}
+        proposal = Proposal((Guarded.KEY_DISABLE,), key.id, arguments, key.id)
+        with guarded(self.approvals if disables else None, proposal, record):
+            return self._store.update_key(
+                key.id,
+                state=change.state,
+                kmip_lifecycle=change.lifecycle,
+                kmip_attributes=change.attributes,
+                record=_about(record, key),
+                expected_updated_at=key.updated_at,
+            )
+
+    @asynccontextmanager
+    async def exporting(self, key: Key, versions: Sequence[int], record: AuditEntry | None) -> AsyncIterator[None]:
+        """Around handing out the material of ``key``'s ``versions``: guarded as ``key.export`` (every door
+        that exports passes here)."""
+        if self.approvals is None:
+            yield
+            return
+        proposal = Proposal((Guarded.KEY_EXPORT,), key.id, {"versions": sorted(versions)}, key.id)
+        async with self.approvals.aguard(proposal, record):
+            yield
 
     def _by_id(self, policy: Policy) -> Policy:
         """``policy`` (by name) by principal id; InvalidRequest naming what cannot be named."""
@@ -347,15 +368,25 @@ class KeyService:
             state = KeyState.ENABLED if enabled else KeyState.DISABLED
         if min_decryption_version is not None and not 1 <= min_decryption_version <= key.primary_version:
             raise InvalidRequest("min_decryption_version must be between 1 and the primary version")
-        return self._store.update_key(
-            key.id,
-            description=description,
-            policy=policy,
-            state=state,
-            min_decryption_version=min_decryption_version,
-            record=_about(record, key),
-            expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
+        operations = guarded_update(
+            was_enabled=key.state is KeyState.ENABLED, enabled=enabled, before=key.policy, after=policy
         )
+        arguments = {
+            "description": description,
+            "policy": None if policy is None else policy.to_dict(),
+            "enabled": enabled,
+            "min_decryption_version": min_decryption_version,
+        }
+        with guarded(self.approvals if operations else None, Proposal(operations, key.id, arguments, key.id), record):
+            return self._store.update_key(
+                key.id,
+                description=description,
+                policy=policy,
+                state=state,
+                min_decryption_version=min_decryption_version,
+                record=_about(record, key),
+                expected_updated_at=key.updated_at if if_match is not None and if_match.strip() != "*" else None,
+            )
 
     def aliases(self, key_ids: Collection[str] | None = None) -> Sequence[KeyAlias]:
         """Every name of the keys ``key_ids`` (None: of every key), each key's own name included, by name."""

@@ -26,11 +26,13 @@ from typing import TypeVar
 
 from keymanager.db import Store
 from keymanager.db.orphans import OrphanStore
+from keymanager.domain.approvals import Guarded, Proposal
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.key_specs import ObjectRole, spec_of
 from keymanager.domain.models import HsmObjects, Key, KeyState, KeyVersion, Origin
 from keymanager.errors import Conflict, HsmUnavailable, InvalidRequest
 from keymanager.hsm import Hsm
+from keymanager.services.approvals import ApprovalService, guarded
 from keymanager.services.keys import destroyed_on_failure
 
 log = logging.getLogger(__name__)
@@ -62,8 +64,10 @@ class LifecycleService:
         min_pending_days: int = 7,
         orphans: OrphanStore | None = None,
         orphan_grace_seconds: float = 3600.0,
+        approvals: ApprovalService | None = None,
     ) -> None:
         self._store = store
+        self._approvals = approvals
         self._hsm = hsm
         self._min_pending_days = min_pending_days
         self._orphans = orphans
@@ -89,13 +93,15 @@ class LifecycleService:
         return self._min_pending_days
 
     def schedule_deletion(self, key: Key, pending_days: int | None, *, record: AuditEntry | None = None) -> Key:
-        """Stop all use of ``key`` now and destroy it after ``pending_days`` (default 30)."""
+        """Stop all use of ``key`` now and destroy it after ``pending_days`` (default 30); guarded as
+        ``key.delete`` (every door's deletion passes here)."""
         days = DEFAULT_PENDING_DAYS if pending_days is None else pending_days
         if not self._min_pending_days <= days <= MAX_PENDING_DAYS:
             raise InvalidRequest(f"pending_days must be between {self._min_pending_days} and {MAX_PENDING_DAYS}")
-        deletion_date = datetime.now(UTC) + timedelta(days=days)
         entry = replace(record, key_id=key.id, details={**record.details, "pending_days": days}) if record else None
-        return self._store.schedule_deletion(key.id, deletion_date, record=entry)
+        proposal = Proposal((Guarded.KEY_DELETE,), key.id, {"pending_days": days}, key.id)
+        with guarded(self._approvals, proposal, record):
+            return self._store.schedule_deletion(key.id, datetime.now(UTC) + timedelta(days=days), record=entry)
 
     def cancel_deletion(self, key: Key, *, record: AuditEntry | None = None) -> Key:
         """Return a key pending deletion to ``disabled`` (as AWS KMS does)."""

@@ -7,11 +7,13 @@ from datetime import UTC, datetime
 
 from keymanager.db import Store
 from keymanager.domain import xks
+from keymanager.domain.approvals import Guarded, Proposal
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential, new_id, new_token, token_hash
 from keymanager.domain.models import Principal, Role
 from keymanager.domain.names import PRINCIPAL_NAME_RULE, is_principal_name
 from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
+from keymanager.services.approvals import ApprovalService, guarded
 
 
 @dataclass(frozen=True)
@@ -24,8 +26,9 @@ class NewPrincipal:
 class PrincipalService:
     """Creates, lists, deletes and authenticates principals."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, *, approvals: ApprovalService | None = None) -> None:
         self._store = store
+        self._approvals = approvals
 
     def create(
         self,
@@ -67,7 +70,12 @@ class PrincipalService:
             create_keys=create_keys,
             key_store=key_store,
         )
-        self._store.create_principal(principal, token_hash(token), record=record)
+        if role is Role.ADMIN:
+            arguments = {"role": role.value, "cert_subject": cert_subject or None, "create_keys": create_keys}
+            with guarded(self._approvals, Proposal((Guarded.PRINCIPAL_ADMIN,), name, arguments), record):
+                self._store.create_principal(principal, token_hash(token), record=record)
+        else:
+            self._store.create_principal(principal, token_hash(token), record=record)
         return NewPrincipal(principal=principal, token=token)
 
     def list(self) -> list[Principal]:
@@ -75,11 +83,15 @@ class PrincipalService:
         return self._store.list_principals()
 
     def delete(self, name: str, *, acting: Principal, record: AuditEntry | None = None) -> None:
-        """Delete a principal (its token stops working at once); an admin cannot delete itself."""
+        """Delete a principal (its token stops working at once); an admin cannot delete itself. Guarded
+        as ``principal.remove``."""
         if name == acting.name:
             raise Conflict("a principal cannot delete itself")
-        if not self._store.delete_principal(name, record=record):
+        if self._store.principal_by_name(name) is None:
             raise NotFound("principal not found")
+        with guarded(self._approvals, Proposal((Guarded.PRINCIPAL_REMOVE,), name), record):
+            if not self._store.delete_principal(name, record=record):
+                raise NotFound("principal not found")
 
     def authenticate(self, credential: Credential) -> Principal:
         """The principal holding ``credential`` (a token's hash or a certificate subject); Unauthenticated otherwise.

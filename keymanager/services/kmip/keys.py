@@ -294,7 +294,8 @@ class KmipKeys:
             raise denied("the principal is not named for get_key_material in the key's policy")
         call.key_version = version.version
         call.details["exported"] = True
-        material = await self._hsm.aexport(version.hsm)
+        async with self._keys.exporting(key, [version.version], call.entry(200)):
+            material = await self._hsm.aexport(version.hsm)
         bits = spec_of(key.algorithm).key_bytes * 8
         secret = _FACTORY.convert(pie_objects.SymmetricKey(enums.CryptographicAlgorithm.AES, bits, material))
         return payloads.GetResponsePayload(

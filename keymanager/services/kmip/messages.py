@@ -95,6 +95,7 @@ def wrong_state(what: str) -> KmipRefusal:
 
 
 _REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = (
+    (errors.ApprovalPending, Reason.PERMISSION_DENIED),  # not run: its message names the approval request
     (errors.DecryptionFailed, Reason.CRYPTOGRAPHIC_FAILURE),
     (errors.Unauthenticated, Reason.AUTHENTICATION_NOT_SUCCESSFUL),
     (errors.Forbidden, Reason.PERMISSION_DENIED),

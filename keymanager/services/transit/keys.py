@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC
+from datetime import UTC, datetime
 from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 
 from keymanager.db.transit import TransitSettings, TransitStore
 from keymanager.domain import public_keys
-from keymanager.domain.audit import AuditEntry
+from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.key_specs import SPECS, KeySpec, KeyUsage, spec_of
 from keymanager.domain.models import Key, KeyState, KmipState, Principal
 from keymanager.domain.policy import Operation, Policy
@@ -249,9 +249,10 @@ class TransitKeys:
         if not visible(key, call.principal).exportable:
             raise invalid("key is not exportable")
         usable(key, call.principal, Operation.GET_KEY_MATERIAL)
-        shown = {}
-        for number in self._versions(call, key):
-            shown[str(number)] = codec.encoded(await self._hsm.aexport(key.versions[number].hsm))
+        shown, versions = {}, self._versions(call, key)
+        async with self._keys.exporting(key, versions, _export_entry(call)):
+            for number in versions:
+                shown[str(number)] = codec.encoded(await self._hsm.aexport(key.versions[number].hsm))
         call.details["versions"] = sorted(int(n) for n in shown)
         return {"name": key.name, "type": spec.transit_type, "keys": shown}
 
@@ -352,3 +353,15 @@ def _days(seconds: int | None) -> int | None:
     if seconds % DAY:
         raise invalid("auto_rotate_period: keys here rotate on whole days: give a multiple of 24h")
     return seconds // DAY
+
+
+def _export_entry(call: TransitCall) -> AuditEntry:
+    """What the approval gate learns of an export: who asks (the door writes the export's own record)."""
+    return AuditEntry(
+        time=datetime.now(UTC),
+        action="transit.export",
+        outcome=Outcome.OK,
+        status=200,
+        principal=call.principal.name,
+        key_id=call.key_id,
+    )
