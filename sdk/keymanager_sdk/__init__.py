@@ -3,12 +3,15 @@
 ``KeyManager`` (sync) and ``AsyncKeyManager`` (asyncio) call the REST API; typed results are
 frozen dataclasses (asymmetric keys: ``Signature``, ``PublicKey`` loadable by ``cryptography``,
 ``SharedSecret``, ``DataKeyPair``; see ``keymanager_sdk._asymmetric``); every error is a
-``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for the hierarchy). Large blobs are
-envelope-encrypted locally (``encrypt_stream`` / ``encrypt_file``) in the KMEV format described
-in ``docs/envelope-format.md``.
+``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for the hierarchy). Dual control: a
+guarded call held for approval raises ``ApprovalPending``; approval requests (``Approval``) and
+rules (``ApprovalRule``): see ``keymanager_sdk._approvals``. Large blobs are envelope-encrypted
+locally (``encrypt_stream`` / ``encrypt_file``) in the KMEV format described in
+``docs/envelope-format.md``.
 """
 
 from keymanager_sdk._access_keys import AccessKey, AppRole, NewAccessKey, NewAppRole
+from keymanager_sdk._approvals import Approval, ApprovalDenial, ApprovalRule, ApprovalVote
 from keymanager_sdk._asymmetric import DataKeyPair, PeerKey, PublicKey, SharedSecret, Signature
 from keymanager_sdk._async_client import AsyncKeyManager
 from keymanager_sdk._client import KeyManager
@@ -17,6 +20,7 @@ from keymanager_sdk._core import __version__ as __version__
 from keymanager_sdk._envelope import DataKeyProvider, EnvelopeHeader, decrypt_envelope, encrypt_envelope
 from keymanager_sdk._exceptions import (
     APIError,
+    ApprovalPending,
     ConfigurationError,
     Conflict,
     DatabaseUnavailable,
@@ -60,6 +64,11 @@ __all__ = [
     "APIError",
     "AccessKey",
     "AppRole",
+    "Approval",
+    "ApprovalDenial",
+    "ApprovalPending",
+    "ApprovalRule",
+    "ApprovalVote",
     "AsyncKeyManager",
     "AuditRecord",
     "AuditVerification",

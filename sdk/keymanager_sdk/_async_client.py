@@ -22,6 +22,7 @@ import httpx
 
 from keymanager_sdk import _connection, _core
 from keymanager_sdk._access_keys import AsyncAccessKeyMethods
+from keymanager_sdk._approvals import AsyncApprovalMethods
 from keymanager_sdk._asymmetric import AsyncAsymmetricMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
@@ -55,7 +56,9 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods, AsyncAsymmetricMethods):
+class AsyncKeyManager(
+    AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods, AsyncAsymmetricMethods, AsyncApprovalMethods
+):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 
     ``AsyncKeyManager.from_env()`` reads the same ``KM_*`` variables. ``sleep`` is awaited
@@ -457,7 +460,7 @@ class AsyncKeyManager(AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMe
             async with self._http.stream("POST", path, content=upload(), headers=headers) as response:
                 if response.status_code != 200:
                     await response.aread()
-                    raise _core.error_from(response, key)
+                    raise _core.refusal(response, key)
                 async for chunk in response.aiter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:

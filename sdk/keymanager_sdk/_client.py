@@ -13,6 +13,7 @@ import httpx
 
 from keymanager_sdk import _connection, _core
 from keymanager_sdk._access_keys import AccessKeyMethods
+from keymanager_sdk._approvals import ApprovalMethods
 from keymanager_sdk._asymmetric import AsymmetricMethods
 from keymanager_sdk._core import BatchResult, Call, Core, Plaintext, PolicyArg, Response, RetryPolicy, envelope_key
 from keymanager_sdk._envelope import (
@@ -46,7 +47,7 @@ from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_tran
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMethods):
+class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMethods, ApprovalMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -67,8 +68,10 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
     change keys and principals are never retried. ``sleep`` and ``transport`` are for tests.
     Every method raises ``TransportError`` when the service cannot be reached (naming method,
     host, port and path) and the ``APIError`` subclass of the service's error code otherwise;
-    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Tokens: ``_tokens``;
-    access keys of the AWS KMS API: ``_access_keys``.
+    a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Any call the service
+    holds for approval (dual control) raises ``ApprovalPending``: once approved, send it again.
+    Tokens: ``_tokens``; access keys of the AWS KMS API: ``_access_keys``; approval requests and
+    rules: ``_approvals``.
     """
 
     def __init__(
@@ -446,7 +449,7 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
             with self._http.stream("POST", path, content=_core.chunks(src), headers=headers) as response:
                 if response.status_code != 200:
                     response.read()
-                    raise _core.error_from(response, key)
+                    raise _core.refusal(response, key)
                 for chunk in response.iter_bytes():
                     dst.write(chunk)
         except httpx.TransportError as exc:

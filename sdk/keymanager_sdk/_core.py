@@ -7,6 +7,9 @@ sleep for ``Core.retry_delay``. How a client reaches the service is ``_connectio
 
 Retries (connection errors, 503, 429) are allowed only for reads and cryptographic calls,
 never for calls that create or change something (keys, principals, rotation, deletion, patch).
+
+Any call may be answered 202 ``pending_approval`` (dual control held it for approval): ``result``
+raises that as ``ApprovalPending``, whatever the call, before looking at the call's own statuses.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from email.utils import parsedate_to_datetime
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote
 
-from keymanager_sdk._exceptions import APIError, api_error
+from keymanager_sdk._exceptions import APIError, ApprovalPending, KeyManagerError, api_error
 from keymanager_sdk._key_specs import KeySpec, key_specs_of
 from keymanager_sdk._models import (
     AuditPage,
@@ -55,6 +58,8 @@ CONTEXT_HEADER = "X-KM-Context"
 """Header carrying base64 of the JSON encryption context of an on-board stream."""
 STREAM_CHUNK = 256 * 1024
 RETRY_STATUSES = frozenset({429, 503})
+PENDING_STATUS = 202
+"""The status of a guarded call held for approval (body ``status`` ``pending_approval``)."""
 AUDIT_PAGE_MAX = 1000
 
 Plaintext = bytes | bytearray | memoryview | str
@@ -122,6 +127,45 @@ def error_from(response: Response, key: str | None = None, principal: str | None
         return APIError(
             response.status_code, "http_error", response.reason_phrase or "error", request_id, key, principal
         )
+
+
+def approval_pending(
+    response: Response, key: str | None = None, principal: str | None = None
+) -> ApprovalPending | None:
+    """The ``ApprovalPending`` of a 202 ``pending_approval`` answer (None for any other answer),
+    carrying the key reference or the principal the held call names.
+
+    Raises ``APIError`` (``invalid_response``) for a ``pending_approval`` body without its fields.
+    """
+    if response.status_code != PENDING_STATUS:
+        return None
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    if not isinstance(body, Mapping) or body.get("status") != "pending_approval":
+        return None
+    try:
+        operations = body["operations"]
+        if not isinstance(operations, list):
+            raise TypeError(f"operations is {type(operations).__name__}, not a list")
+        return ApprovalPending(
+            str(body["request_id"]),
+            tuple(str(op) for op in operations),
+            int(body["approvals_required"]),
+            datetime.fromisoformat(str(body["expires_at"])),
+            key,
+            principal,
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        message = f"unexpected pending-approval answer: {exc}"
+        raise APIError(PENDING_STATUS, "invalid_response", message, "", key, principal) from exc
+
+
+def refusal(response: Response, key: str | None = None, principal: str | None = None) -> KeyManagerError:
+    """What an answer that is not the call's result raises: ``ApprovalPending`` for a call held for
+    approval, else ``error_from``'s ``APIError``."""
+    return approval_pending(response, key, principal) or error_from(response, key, principal)
 
 
 def _json_parser(build: Callable[[Any], T]) -> Callable[[Response], T]:
@@ -246,7 +290,11 @@ class Core:
 
     @staticmethod
     def result(call: Call[T], response: Response) -> T:
-        """The typed result of ``call`` from its answer; raises the ``APIError`` subclass of an error answer."""
+        """The typed result of ``call`` from its answer; raises ``ApprovalPending`` when the service holds
+        the call for approval, and the ``APIError`` subclass of an error answer."""
+        pending = approval_pending(response, call.key, call.principal)
+        if pending is not None:
+            raise pending
         if response.status_code not in call.accept:
             raise error_from(response, call.key, call.principal)
         return call.parse(response)

@@ -8,6 +8,8 @@ Hierarchy::
     ├── TransportError                 no answer: connection refused or reset, TLS failure, timeout; the
     │                                  message names the method, host, port and path (and hints at a fix)
     ├── EnvelopeError                  a malformed envelope (bad magic, version, algorithm, header)
+    ├── ApprovalPending                202 pending_approval: a guarded call (dual control) was not run; it
+    │                                  waits as approval request ``request_id``: send it again once approved
     └── APIError                       the service answered with an error (status, code, message, request_id)
         ├── InvalidRequest             400/422 invalid_request
         ├── DecryptionFailed           400 decryption_failed (also: any envelope or stream authentication failure)
@@ -26,11 +28,19 @@ Hierarchy::
         ├── HsmUnavailable             503 hsm_unavailable
         └── DatabaseUnavailable        503 database_unavailable
 
-An error code the SDK does not know becomes a plain ``APIError``. Transport errors are raised
-``from`` the httpx exception that caused them. Messages never carry plaintext or key material.
+An error code the SDK does not know becomes a plain ``APIError``. ``ApprovalPending`` is not an
+``APIError``: the service did not refuse the call, it holds it until others approve it. Transport
+errors are raised ``from`` the httpx exception that caused them. Messages never carry plaintext or
+key material.
 """
 
 from __future__ import annotations
+
+from datetime import datetime
+
+
+def _named(key: str | None, principal: str | None) -> str:
+    return "".join(f" [{what} {name!r}]" for what, name in (("key", key), ("principal", principal)) if name)
 
 
 class KeyManagerError(Exception):
@@ -47,6 +57,45 @@ class TransportError(KeyManagerError):
 
 class EnvelopeError(KeyManagerError):
     """The input is not an envelope this SDK can read (before any authentication is attempted)."""
+
+
+class ApprovalPending(KeyManagerError):
+    """A guarded call (dual control: ``key.delete``, ``principal.admin`` …) was not run: the service
+    answered 202 ``pending_approval`` and holds it as an approval request until enough approvers
+    approve it (``KeyManager.approve``). Once the request is approved, send the identical call
+    again: it runs then, exactly once. Nothing is retried or re-sent by the SDK.
+
+    Attributes: ``request_id`` (the approval request's id, for ``get_approval`` / ``approve``; not
+    an HTTP request id), ``operations`` (the guarded operations the call needs approved),
+    ``approvals_required``, ``expires_at`` (after it the request expires and the call must start a
+    new one), ``key`` and ``principal`` (what the held call names, else None).
+    """
+
+    def __init__(
+        self,
+        request_id: str,
+        operations: tuple[str, ...],
+        approvals_required: int,
+        expires_at: datetime,
+        key: str | None = None,
+        principal: str | None = None,
+    ) -> None:
+        self.request_id = request_id
+        self.operations = operations
+        self.approvals_required = approvals_required
+        self.expires_at = expires_at
+        self.key = key
+        self.principal = principal
+        super().__init__(
+            f"the call awaits approval: approval request {request_id} ({', '.join(operations)}){self.about} needs "
+            f"{approvals_required} approval(s) before {expires_at.isoformat()}; once it is approved, send the "
+            "same call again"
+        )
+
+    @property
+    def about(self) -> str:
+        """`` [key 'cards']`` / `` [principal 'billing']`` when the held call names one, else ``""``."""
+        return _named(self.key, self.principal)
 
 
 class APIError(KeyManagerError):
@@ -82,8 +131,7 @@ class APIError(KeyManagerError):
     @property
     def about(self) -> str:
         """`` [key 'cards']`` / `` [principal 'billing']`` for an error of a call that names one, else ``""``."""
-        named = (("key", self.key), ("principal", self.principal))
-        return "".join(f" [{what} {name!r}]" for what, name in named if name)
+        return _named(self.key, self.principal)
 
 
 class InvalidRequest(APIError):

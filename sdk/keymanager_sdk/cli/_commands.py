@@ -20,8 +20,11 @@ from keymanager_sdk.cli._output import audit_rows, emit
 Command = Callable[[KeyManager, argparse.Namespace], int]
 
 
-def json_object(text: str | None, option: str = "--policy") -> dict[str, Any] | None:
-    """The JSON object of ``text`` (or of the file ``@path``); ``UsageError`` naming the option or file."""
+def json_object(
+    text: str | None, option: str = "--policy", example: str = '{"encrypt": ["billing"]}'
+) -> dict[str, Any] | None:
+    """The JSON object of ``text`` (or of the file ``@path``); ``UsageError`` naming the option or file
+    (and showing ``example`` when the JSON is not an object)."""
     if text is None:
         return None
     try:
@@ -33,7 +36,7 @@ def json_object(text: str | None, option: str = "--policy") -> dict[str, Any] | 
     except ValueError as exc:
         raise UsageError(f"{option} is not valid JSON: {exc}") from exc
     if not isinstance(value, dict):
-        raise UsageError(f'{option} must be a JSON object, e.g. {{"encrypt": ["billing"]}}')
+        raise UsageError(f"{option} must be a JSON object, e.g. {example}")
     return value
 
 

@@ -19,6 +19,7 @@ from datetime import datetime
 from typing import Any, TextIO
 
 from keymanager_sdk._access_keys import AccessKey, AppRole
+from keymanager_sdk._approvals import Approval
 from keymanager_sdk._models import AuditRecord, Encrypted, Key, Principal
 from keymanager_sdk.cli._config import UsageError
 
@@ -32,6 +33,7 @@ COLUMNS: dict[type, tuple[str, ...]] = {
     Principal: ("name", "role", "cert_subject", "created_at"),
     AccessKey: ("access_key_id", "created_at"),
     AppRole: ("role_id", "created_at"),
+    Approval: ("id", "state", "operations", "target", "requester", "approvals_required", "expires_at"),
     AuditRecord: AUDIT_COLUMNS,
     dict: AUDIT_COLUMNS,  # audit_rows
 }

@@ -10,12 +10,13 @@ import argparse
 import sys
 from typing import Any, NoReturn
 
+from keymanager_sdk._approvals import APPROVAL_STATES, GUARDED_OPERATIONS
 from keymanager_sdk._core import __version__
 from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE
 from keymanager_sdk._key_import import WRAPPING_ALGORITHMS
 from keymanager_sdk._models import OPERATIONS
 from keymanager_sdk._spec_names import KEY_SPECS, SIGNING_ALGORITHMS, USAGES
-from keymanager_sdk.cli import _asymmetric, _completion, _crypto
+from keymanager_sdk.cli import _approvals, _asymmetric, _completion, _crypto
 from keymanager_sdk.cli import _commands as cmd
 from keymanager_sdk.cli._access_keys import (
     access_keys_create,
@@ -31,6 +32,8 @@ from keymanager_sdk.cli._output import OUTPUTS, emit
 from keymanager_sdk.cli._policy import policy_add, policy_remove
 
 KEY_HELP = "the key's name or id"
+REQUEST_HELP = "the approval request's id (what a held call printed)"
+GUARDED = ", ".join(GUARDED_OPERATIONS)
 
 
 class Parser(argparse.ArgumentParser):
@@ -192,6 +195,30 @@ def _access_keys(group: Any) -> None:
     delete.add_argument("role_id", help="the role id 'approle list' shows")
 
 
+def _approvals_commands(group: Any) -> None:
+    approvals = _group(group, "approvals", "dual control: approval requests of guarded calls, and their rules")
+    listing = _sub(approvals, "list", _approvals.approvals_list, "list approval requests")
+    listing.add_argument("--state", choices=APPROVAL_STATES, help="only requests in this state (default: all)")
+    show = _sub(approvals, "show", _approvals.approvals_show, "show what a request would run, its digest and votes")
+    show.add_argument("request_id", metavar="ID", help=REQUEST_HELP)
+    approve = _sub(
+        approvals, "approve", _approvals.approvals_approve, "approve a request (prints what will run and its digest)"
+    )
+    approve.add_argument("request_id", metavar="ID", help=REQUEST_HELP)
+    approve.add_argument("--digest", help="approve only if the request's digest is this one (default: the one read)")
+    deny = _sub(approvals, "deny", _approvals.approvals_deny, "deny a request: its call will not run")
+    deny.add_argument("request_id", metavar="ID", help=REQUEST_HELP)
+    deny.add_argument("--reason", help="why, shown with the request (at most 200 characters)")
+    rules = _sub(approvals, "rules", _approvals.rules_show, "show the approval rules ('rules set' replaces them)")
+    rules.add_argument("--key", help="a key's own rules (default: the service's)")
+    actions = rules.add_subparsers(dest="rules_action", metavar="ACTION", required=False)
+    replace = _sub(actions, "set", _approvals.rules_set, "replace the approval rules")
+    replace.add_argument(
+        "rules", metavar="RULES", help=f"JSON or @file.json, e.g. {_approvals.RULES_EXAMPLE}; operations: {GUARDED}"
+    )
+    replace.add_argument("--key", default=argparse.SUPPRESS, help="a key's own rules (default: the service's)")
+
+
 def _fields(group: Any) -> None:
     for name, run, text in [
         ("encrypt", _crypto.encrypt, "encrypt stdin or --in (a small field, or a large file with --envelope)"),
@@ -287,5 +314,6 @@ def parser() -> argparse.ArgumentParser:
     _fields(group)
     _macs_and_tokens(group)
     _audit(group)
+    _approvals_commands(group)
     _completion_command(group)
     return root
