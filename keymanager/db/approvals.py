@@ -1,6 +1,7 @@
 """Approval rules and approval requests (dual control, ``domain/approvals.py``).
 
-Every change commits with its audit record (``db/changes.py``). A request moves between states by
+Every change commits with its audit record (``db/changes.py``), without bumping the metadata version:
+no cache holds these rows. A request moves between states by
 conditional updates only, so when two processes (or replicas) race — two approvers at once, two
 re-sent calls — exactly one wins: a vote counts only against the votes it saw, and an approved
 request becomes ``executed`` once.
@@ -16,7 +17,7 @@ from typing import Any
 from sqlalchemy import Engine, func, select, update
 from sqlalchemy.orm import Session
 
-from keymanager.db.changes import record_change, rowcount, sessions
+from keymanager.db.changes import record_only, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import ApprovalRequestRow, ApprovalRulesRow
 from keymanager.domain.approvals import OPEN, Guarded, Proposal, Request, Rule, Rules, State, Vote
@@ -50,13 +51,13 @@ class ApprovalStore:
                 session.add(ApprovalRulesRow(scope=scope, rules=stored, updated_at=now))
             else:
                 row.rules, row.updated_at = stored, now
-            record_change(session, record)
+            record_only(session, record)
 
     def create(self, request: Request, *, record: AuditEntry | None) -> None:
         """Store a new request (with ``record``)."""
         with self._transaction() as session:
             session.add(_row(request))
-            record_change(session, record)
+            record_only(session, record)
 
     def get(self, request_id: str) -> Request | None:
         """The request ``request_id``, or None."""
@@ -141,7 +142,7 @@ class ApprovalStore:
         with self._transaction() as session:
             if not rowcount(session, update(ApprovalRequestRow).where(condition).values(**values)):
                 return False
-            record_change(session, record)
+            record_only(session, record)
             return True
 
     @contextmanager

@@ -36,6 +36,14 @@ def record_change(session: Session, entry: AuditEntry | None) -> None:
         append_audit(session.connection(), [entry], session.info.get(_AUDIT_KEY))
 
 
+def record_only(session: Session, entry: AuditEntry | None) -> None:
+    """Record ``entry`` in the change's transaction without bumping the metadata version: for changes no
+    cache holds (approval requests and rules, ``db/approvals.py``), so that reads validated against the
+    metadata version (``run_validated``) are not run again because of them."""
+    if entry is not None:
+        append_audit(session.connection(), [entry], session.info.get(_AUDIT_KEY))
+
+
 def rowcount(session: Session, statement: Executable) -> int:
     """Execute an UPDATE or DELETE without touching loaded objects; rows matched."""
     result = session.execute(statement, execution_options={"synchronize_session": False})
