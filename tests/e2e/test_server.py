@@ -215,3 +215,9 @@ def test_no_secret_in_server_log(server: Server) -> None:
     text = server.log.read_text()
     for secret in (E2E_PIN, server.admin_token, "4111111111111111", b64(CARD)):
         assert secret not in text
+
+
+def test_dual_control_example_runs_as_written(server: Server) -> None:
+    out = run_readme_block(server, "dual-control").splitlines()
+    assert out[0] == '{"key.delete":{"approvals":1,"approvers":null,"ttl_hours":24}}'
+    assert out[1:] == ["enabled", "forbidden", "1", "pending_deletion", '{"state":"executed","approvals":[true]}']

@@ -10,7 +10,7 @@ import json
 import pytest
 from keymanager_sdk import ApprovalPending, ApprovalRule, KeyManager
 
-from tests.e2e.conftest import Server
+from tests.e2e.conftest import Server, keymanager
 from tests.sdk.conftest import unique
 from tests.sdk.test_kmctl import kmctl
 
@@ -52,3 +52,21 @@ def test_kmctl_two_admins(server: Server, admin: KeyManager, second_admin: str) 
     assert approved.returncode == 0, approved
     assert kmctl(server, "keys", "delete", key.name, "--pending-days", "7").returncode == 0
     assert admin.get_key(key.name).state == "pending_deletion"
+
+
+def test_break_glass_on_the_host_approves_and_is_audited(server: Server, admin: KeyManager) -> None:
+    key = admin.create_key(unique("dual-glass"), policy={})
+    admin.set_approval_rules({"key.delete": ApprovalRule(approvals=1)}, key=key.name)  # no approver will answer
+    with pytest.raises(ApprovalPending) as pending:
+        admin.schedule_key_deletion(key.name, pending_days=7)
+    request_id = pending.value.request_id
+    home = server.var_dir.parent
+    refused = keymanager("approvals", "break-glass", "f" * 32, "--reason", "no such request", env=server.env, cwd=home)
+    assert refused.returncode == 1 and "not found" in refused.stderr, refused
+    glass = keymanager("approvals", "break-glass", request_id, "--reason", "approvers lost", env=server.env, cwd=home)
+    assert glass.returncode == 0, glass.stderr
+    assert admin.schedule_key_deletion(key.name, pending_days=7).state == "pending_deletion"
+    records = [r.details or {} for r in admin.audit(action="approval.break_glass", newest_first=True)]
+    assert {"approval_request": request_id, "reason": "approvers lost"}.items() <= next(
+        (d for d in records if d.get("approval_request") == request_id), {}
+    ).items()
