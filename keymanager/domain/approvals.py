@@ -154,20 +154,8 @@ def combined(operations: Iterable[Guarded], *sources: Rules) -> Rule | None:
     )
 
 
-def weakened(before: Rules, after: Rules) -> bool:
-    """Whether ``after`` guards anything less than ``before`` does (a rule dropped, fewer approvals,
-    more approvers, a longer life): such a change is itself guarded by ``approval.rules``."""
-    for op, old in before.items():
-        new = after.get(op)
-        if new is None or new.approvals < old.approvals or new.ttl_hours > old.ttl_hours:
-            return True
-        if old.approvers is not None and (new.approvers is None or not new.approvers <= old.approvers):
-            return True
-    return False
-
-
 def new_grantees(before: Policy, after: Policy) -> bool:
-    """Whether ``after`` names for :data:`GRANTS_GUARDED` a principal ``before`` did not (or widens the window)."""
+    """Whether ``after`` names for :data:`GRANTS_GUARDED` a principal ``before`` did not."""
     for operation in GRANTS_GUARDED:
         if after.grants.get(operation, frozenset()) - before.grants.get(operation, frozenset()):
             return True
