@@ -111,6 +111,9 @@ def install(app: FastAPI) -> None:
 
     @app.exception_handler(KeyManagerError)
     async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
+        trail = request.scope.get("state", {}).get("audit")
+        if isinstance(exc, ApprovalPending) and trail is not None:
+            trail.details["approval_request"] = exc.request_id  # the call's own record names what it awaits
         return render(exc, request_id_of(request))
 
     @app.exception_handler(RequestValidationError)

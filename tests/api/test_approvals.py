@@ -219,6 +219,7 @@ def test_every_step_is_in_the_sealed_chain(client: TestClient, services: Service
     assert ("approval.request", "admin") in steps
     assert ("approval.approve", "alice") in steps
     assert ("approval.execute", "admin") in steps
+    assert ("key.schedule_deletion", "admin") in steps  # the guarded call's own record names the request
     assert client.get("/v1/audit/verify", headers=auth(admins["admin"])).json()["ok"] is True
 
 

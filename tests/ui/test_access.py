@@ -91,7 +91,12 @@ def test_every_page_passes_the_accessibility_checks(tab: Tab, ui_server: Server,
     page.get_by_role("link", name="readable").click()
     expect(page.get_by_role("heading", name="Who can do what")).to_be_visible()
     _check_page(tab, "key")
-    sections = (("Principals", "Principals"), ("Audit", "Audit log"), ("HSM and service", "HSM and service"))
+    sections = (
+        ("Principals", "Principals"),
+        ("Approvals", "Approvals"),
+        ("Audit", "Audit log"),
+        ("HSM and service", "HSM and service"),
+    )
     for section, heading in sections:
         go(tab, section)
         expect(page.get_by_role("heading", level=1, name=heading)).to_be_visible()

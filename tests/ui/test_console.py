@@ -230,3 +230,31 @@ def test_an_admin_downloads_the_import_parameters_of_an_external_key(
     assert public_key.key_size == 2048  # the RSA wrapping key's public half: no key material of ours
     expect(page.get_by_role("status").filter(has_text="Import parameters downloaded")).to_be_visible()
     assert _records(api, key="brought")[0]["action"] == "key.import_parameters"
+
+
+def test_a_guarded_change_says_it_awaits_approval(tab: Tab, ui_server: Server, api: httpx.Client) -> None:
+    """Dual control (issue 40): the console does not take a 202 for a change made; it names the request."""
+    assert api.post("/v1/keys", json={"name": "guarded", "policy": {}}).status_code == 201
+    rules = {"rules": {"key.disable": {"approvals": 1}}}
+    second = make_principal(api, "second-admin", "admin")
+    assert api.put("/v1/keys/guarded/approval-rules", json=rules).status_code == 200
+    page = tab.page
+    sign_in(tab, ui_server.admin_token)
+    page.get_by_role("link", name="guarded").click()
+    page.get_by_role("button", name="Disable").click()
+    expect(page.get_by_role("alert")).to_contain_text("approval pending: request")
+    assert api.get("/v1/keys/guarded").json()["state"] == "enabled"
+    key_id = api.get("/v1/keys/guarded").json()["id"]
+    pending = [r for r in api.get("/v1/approvals", params={"state": "pending"}).json() if r["target"] == key_id]
+    assert [r["operations"] for r in pending] == [["key.disable"]]
+
+    page.get_by_role("button", name="Sign out").click()  # the second admin approves it in the console
+    sign_in(tab, second)
+    go(tab, "Approvals")
+    expect(page.get_by_role("heading", level=1, name="Approvals")).to_be_visible()
+    row = page.get_by_role("row").filter(has_text=key_id)
+    expect(row).to_contain_text('"enabled":false')
+    row.get_by_role("button", name=f"Approve request {pending[0]['id']}").click()
+    expect(page.get_by_role("status").filter(has_text="Approved.")).to_be_visible()
+    assert api.patch("/v1/keys/guarded", json={"enabled": False}).status_code == 200  # the same call runs now
+    assert api.get(f"/v1/approvals/{pending[0]['id']}").json()["state"] == "executed"

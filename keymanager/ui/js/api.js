@@ -73,6 +73,10 @@ export async function call(method, path, { body, query, headers } = {}) {
   } catch {
     data = null;
   }
+  if (response.status === 202 && data?.status === "pending_approval") {
+    // Dual control: the call did not run; every page shows why, naming the approval request.
+    throw new ApiError(202, "approval_pending", data.message ?? `approval pending: request ${data.request_id}`);
+  }
   if (!response.ok) {
     const code = data?.error?.code ?? `http_${response.status}`;
     const message = data?.error?.message ?? response.statusText;

@@ -2,6 +2,7 @@
 
 import { ApiError, call, forget, get, useToken, whenSignedOut } from "./api.js";
 import { h, notice } from "./dom.js";
+import { approvalsPage } from "./pages/approvals.js";
 import { auditPage } from "./pages/audit.js";
 import { keyPage } from "./pages/key.js";
 import { keysPage } from "./pages/keys.js";
@@ -14,6 +15,7 @@ const ROUTES = [
   [/^#\/keys$/, "keys", keysPage],
   [/^#\/keys\/([^/?]+)$/, "keys", keyPage],
   [/^#\/principals$/, "principals", principalsPage],
+  [/^#\/approvals(?:\?state=[a-z]+)?$/, "approvals", approvalsPage],
   [/^#\/audit$/, "audit", auditPage],
   [/^#\/service$/, "service", servicePage],
 ];
