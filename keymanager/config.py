@@ -24,7 +24,20 @@ DEV_PIN = "km-dev-pin"
 DEV_SO_PIN = "km-dev-so-pin"
 SOFTHSM_MODULE = "/usr/lib/softhsm/libsofthsm2.so"
 REST_PATHS = frozenset(
-    {"audit", "auth", "decrypt", "health", "inventory", "key-specs", "keys", "principals", "ready", "sys", "whoami"}
+    {
+        "approvals",
+        "audit",
+        "auth",
+        "decrypt",
+        "health",
+        "inventory",
+        "key-specs",
+        "keys",
+        "principals",
+        "ready",
+        "sys",
+        "whoami",
+    }
 )
 """The first segments of the paths under ``/v1/`` the REST API (and the Transit door's ``auth/``) serve or
 reserve: no Transit mount may be named so (``tests/transit/test_mounts.py`` checks the REST routes' list)."""

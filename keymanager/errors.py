@@ -119,7 +119,9 @@ class ApprovalPending(KeyManagerError):
     status = 202
     default_message = "the call awaits approval"
 
-    def __init__(self, request_id: str, operations: tuple[str, ...], approvals_required: int, expires_at: str) -> None:
+    def __init__(
+        self, request_id: str = "", operations: tuple[str, ...] = (), approvals_required: int = 1, expires_at: str = ""
+    ) -> None:
         super().__init__(
             f"approval pending: request {request_id} ({', '.join(operations)}) needs {approvals_required} "
             f"approval(s) by {expires_at}; send the same call again once it is approved"

@@ -157,6 +157,12 @@ class AuditContext:
         """Whether :meth:`success` gave out this request's success record."""
         return self._success_taken
 
+    def not_run(self, **details: Any) -> None:
+        """The success record given out was not committed: the call did not run (a guarded call awaiting
+        its approvals), so the trail writes the answer's record, with ``details``."""
+        self._success_taken = False
+        self.details.update(details)
+
     def owes_record(self, status: int) -> bool:
         """Whether the trail must write this request's record for an answer of ``status``
         (``AuditLog.owed``: for an audited route, unless the answer is a success whose record

@@ -113,7 +113,7 @@ def install(app: FastAPI) -> None:
     async def _service_error(request: Request, exc: KeyManagerError) -> JSONResponse:
         trail = request.scope.get("state", {}).get("audit")
         if isinstance(exc, ApprovalPending) and trail is not None:
-            trail.details["approval_request"] = exc.request_id  # the call's own record names what it awaits
+            trail.not_run(approval_request=exc.request_id)  # the call's own record names what it awaits
         return render(exc, request_id_of(request))
 
     @app.exception_handler(RequestValidationError)

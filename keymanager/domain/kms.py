@@ -98,7 +98,7 @@ def aws_error(exc: errors.KeyManagerError) -> KmsError:
 
 
 _AWS_CODES: tuple[tuple[type[errors.KeyManagerError], str], ...] = (
-    (errors.ApprovalPending, "PendingApprovalException"),
+    (errors.ApprovalPending, "KMSInvalidStateException"),  # not run: its message names the approval request
     (errors.DecryptionFailed, "InvalidCiphertextException"),
     (errors.KeyNotFound, "NotFoundException"),
     (errors.NotFound, "NotFoundException"),

@@ -21,6 +21,7 @@ RUN_BY_TESTS = {
     "sdk-first": "tests/e2e/test_readme.py",
     "kmctl-first": "tests/e2e/test_readme.py",
     "aws-cli": "tests/e2e/test_readme.py",
+    "dual-control": "tests/e2e/test_server.py",
     "kmip-deselected": "tests/kmip/test_pykmip_suite.py",  # a table: the suite's deselections, checked
 }
 """Every marked block and the test file that runs it."""

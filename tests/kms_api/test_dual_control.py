@@ -1,5 +1,5 @@
 """Dual control at the AWS KMS door (issue 40), with boto3: a guarded call is refused with
-``PendingApprovalException`` naming the approval request, runs nothing, and runs once re-sent after
+``KMSInvalidStateException`` whose message names the approval request, runs nothing, and runs once re-sent after
 another admin approved it."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ def pending(call: Any, **arguments: Any) -> str:
     with pytest.raises(ClientError) as refused:
         call(**arguments)
     error = refused.value.response["Error"]
-    assert error["Code"] == "PendingApprovalException", error
+    assert error["Code"] == "KMSInvalidStateException", error
     return request_id_in(error["Message"])
 
 
