@@ -39,3 +39,20 @@ def test_schedule_key_deletion_and_disable_key_wait_for_approval(admin_kms: Any,
         admin_kms.schedule_key_deletion(KeyId=key, PendingWindowInDays=8)
     assert state_of(kms_server, key) == "disabled"
     assert admin_kms.schedule_key_deletion(KeyId=key, PendingWindowInDays=7)["KeyState"] == "PendingDeletion"
+
+
+def test_put_key_policy_granting_decrypt_waits_for_approval(admin_kms: Any, app_pair: Any, kms_server: Server) -> None:
+    from tests.kms_api.test_resources import document, native_policy, statement, user
+
+    key = admin_kms.create_key(Description="dual control grants")["KeyMetadata"]["KeyId"]
+    guard_key(kms_server, key, {"key.grant": {"approvals": 1}})
+    encrypt_only = document(statement([user(app_pair.principal)], ["kms:Encrypt", "kms:ReEncryptTo"]))
+    admin_kms.put_key_policy(KeyId=key, PolicyName="default", Policy=encrypt_only)  # no decrypt: not guarded
+    granting = document(
+        statement([user(app_pair.principal)], ["kms:Encrypt", "kms:ReEncryptTo", "kms:Decrypt", "kms:ReEncryptFrom"])
+    )
+    request_id = pending(admin_kms.put_key_policy, KeyId=key, PolicyName="default", Policy=granting)
+    assert native_policy(kms_server, key)["decrypt"] == []
+    approve(kms_server, approver(kms_server), request_id)
+    admin_kms.put_key_policy(KeyId=key, PolicyName="default", Policy=granting)
+    assert native_policy(kms_server, key)["decrypt"] == [app_pair.principal]
