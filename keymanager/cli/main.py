@@ -8,7 +8,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
@@ -18,6 +18,9 @@ from keymanager.cli.startup import redacted_url
 from keymanager.config import Settings, unknown_variables
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
+
+if TYPE_CHECKING:
+    from keymanager.serving import WorkerPlan
 
 PREPARE_TIMEOUT_SECONDS = 600
 """How long ``serve`` waits for the audit chain to be prepared (the first start after an upgrade
@@ -122,22 +125,15 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     exit 1 naming the part that keeps it from starting (database, HSM, audit chain, a port another
     process holds)."""
     from keymanager.api.logs import configure as configure_logs
-    from keymanager.cli.guide import next_steps
-    from keymanager.cli.startup import announce_when_ready, loopback, problem_at_start
+    from keymanager.cli.startup import problem_at_start
     from keymanager.serving import ListenRefused, ServeOptions, bind_listeners, plan_workers, replica_metrics_dir
     from keymanager.serving import serve as run_server
     from keymanager.serving.affinity import CpuBudget
 
-    cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
-    if args.insecure_http:
-        print("WARNING: serving plain HTTP: tokens and plaintext cross the network unencrypted.", file=sys.stderr)
-        cert_path = key_path = client_ca = None
-        os.environ["KM_KMIP_PORT"] = "0"  # KMIP is TLS with client certificates or nothing
-    else:
-        if not cert.exists() or not key.exists():
-            print(f"no TLS certificate at {cert}: run 'keymanager init' or set KM_TLS_CERT/KM_TLS_KEY", file=sys.stderr)
-            return 2
-        cert_path, key_path, client_ca = cert, key, settings.tls_client_ca
+    tls = _tls_files(settings, args.insecure_http)
+    if tls is None:
+        return 2
+    cert_path, key_path, client_ca = tls
     problem = problem_at_start(settings)
     if problem is not None:
         print(f"keymanager cannot start: {problem}", file=sys.stderr)
@@ -158,14 +154,9 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
     os.environ["KM_HOST"], os.environ["KM_PORT"] = host, str(port)  # each worker's own names (public_hosts)
     plan = plan_workers(settings, args.workers, CpuBudget.of_this_process())
     os.environ["KM_CPU_AFFINITY"] = "true" if plan.pinned else "false"  # read by each worker
-    pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"
     with replica_metrics_dir(settings.var_dir / "metrics") as metrics_dir:
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = str(metrics_dir.resolve())
-        local = f"{scheme}://{loopback(host)}:{port}"
-        ready = f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})"
-        if settings.env == "development" and settings.resolved_log_format() == "text":  # a person is reading
-            ready += "\n" + next_steps(settings, local)
-        announce_when_ready(local, ready)
+        _announce(settings, scheme, host, port, plan)
         run_server(
             ServeOptions(
                 host=host,
@@ -180,6 +171,33 @@ def serve(settings: Settings, args: argparse.Namespace) -> int:
             listeners,
         )
     return 0
+
+
+def _tls_files(settings: Settings, insecure_http: bool) -> tuple[Path | None, Path | None, Path | None] | None:
+    """The certificate, key and client CA to serve with (None each for plain HTTP, after a warning);
+    None, said why, when the certificate is missing."""
+    cert, key = settings.resolved_tls_cert(), settings.resolved_tls_key()
+    if insecure_http:
+        print("WARNING: serving plain HTTP: tokens and plaintext cross the network unencrypted.", file=sys.stderr)
+        os.environ["KM_KMIP_PORT"] = "0"  # KMIP is TLS with client certificates or nothing
+        return None, None, None
+    if not cert.exists() or not key.exists():
+        print(f"no TLS certificate at {cert}: run 'keymanager init' or set KM_TLS_CERT/KM_TLS_KEY", file=sys.stderr)
+        return None
+    return cert, key, settings.tls_client_ca
+
+
+def _announce(settings: Settings, scheme: str, host: str, port: int, plan: WorkerPlan) -> None:
+    """Say, once the service answers, where it serves and with how many workers."""
+    from keymanager.cli.guide import next_steps
+    from keymanager.cli.startup import announce_when_ready, loopback
+
+    pinning = "each on a CPU of its own" if plan.pinned else "not pinned to CPUs"
+    local = f"{scheme}://{loopback(host)}:{port}"
+    ready = f"keymanager serving {scheme}://{host}:{port} with {plan.workers} worker(s), {pinning} ({plan.reason})"
+    if settings.env == "development" and settings.resolved_log_format() == "text":  # a person is reading
+        ready += "\n" + next_steps(settings, local)
+    announce_when_ready(local, ready)
 
 
 def _prepare_audit_chain() -> bool:
@@ -285,6 +303,23 @@ def parser() -> argparse.ArgumentParser:
     return top
 
 
+def _settings() -> Settings | None:
+    """This environment's settings, or None after printing why they are not valid."""
+    unknown = unknown_variables(os.environ)
+    if unknown:
+        for line in unknown:
+            print(f"configuration error: {line}", file=sys.stderr)
+        return None
+    try:
+        return Settings()
+    except ValidationError as exc:
+        # Never the input values: they may hold a PIN.
+        for error in exc.errors(include_input=False, include_url=False):
+            where = ".".join(str(part) for part in error["loc"]) or "settings"
+            print(f"configuration error: {where}: {error['msg']}", file=sys.stderr)
+        return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``keymanager`` console script."""
     args = parser().parse_args(argv)
@@ -292,18 +327,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from keymanager.cli.settings_doc import run as settings_table
 
         return settings_table(args.update)
-    unknown = unknown_variables(os.environ)
-    if unknown:
-        for line in unknown:
-            print(f"configuration error: {line}", file=sys.stderr)
-        return 2
-    try:
-        settings = Settings()
-    except ValidationError as exc:
-        # Never the input values: they may hold a PIN.
-        for error in exc.errors(include_input=False, include_url=False):
-            where = ".".join(str(part) for part in error["loc"]) or "settings"
-            print(f"configuration error: {where}: {error['msg']}", file=sys.stderr)
+    settings = _settings()
+    if settings is None:
         return 2
     try:
         if args.command == "init":

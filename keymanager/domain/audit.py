@@ -239,15 +239,7 @@ class ChainVerifier:
         if record.seq < 1:
             self.refuse(record.seq, f"record {record.seq} has a sequence number below 1: it is not part of the chain")
             return False
-        problem = None
-        if record.seq != self._seq + 1:
-            problem = f"expected record {self._seq + 1}, found {record.seq} (records missing or reordered)"
-        elif record.prev_hash != self._hash:
-            problem = "link to the previous record broken (a record was removed, inserted or swapped)"
-        elif record_hash(record.seq, record.prev_hash, record.entry) != record.hash:
-            problem = "record contents do not match its hash (the record was edited)"
-        elif self._differs_from_checkpoint(record):
-            problem = "record differs from the checkpoint (the chain was rewritten up to here)"
+        problem = self._problem(record)
         if problem is not None:
             if self._check_seals():
                 self._broken = self._failed(self._count, self._seq + 1, problem)
@@ -259,6 +251,18 @@ class ChainVerifier:
             if len(self._pending) >= self._batch:
                 return self._check_seals()
         return True
+
+    def _problem(self, record: AuditRecord) -> str | None:
+        """Why ``record`` does not continue the chain checked so far, or None."""
+        if record.seq != self._seq + 1:
+            return f"expected record {self._seq + 1}, found {record.seq} (records missing or reordered)"
+        if record.prev_hash != self._hash:
+            return "link to the previous record broken (a record was removed, inserted or swapped)"
+        if record_hash(record.seq, record.prev_hash, record.entry) != record.hash:
+            return "record contents do not match its hash (the record was edited)"
+        if self._differs_from_checkpoint(record):
+            return "record differs from the checkpoint (the chain was rewritten up to here)"
+        return None
 
     def refuse(self, seq: int, reason: str) -> None:
         """Break the chain at its row ``seq``, which is no record of the chain (below 1, or past its

@@ -99,6 +99,30 @@ class PolicyDraft:
 def parse_document(text: str, account: str, partition: str = "aws") -> PolicyDraft:
     """The native policy ``text`` (a PutKeyPolicy ``Policy``) translates into exactly; else
     ``MalformedPolicyDocumentException`` naming the statement (see the module docstring)."""
+    statements = _statements(text)
+    grants: dict[Operation, set[str]] = {}
+    named_in: dict[str, str] = {}
+    windows: list[tuple[str, dict[str, datetime]]] = []
+    for number, statement in enumerate(statements, start=1):
+        label = _label(number, statement)
+        names, operations, window = _statement(label, statement, user_arn("", account, partition))
+        for operation in operations:
+            grants.setdefault(operation, set()).update(names)
+        for name in names:
+            named_in.setdefault(name, label)
+        windows.append((label, window))
+    window = _one_window(windows)
+    policy = Policy(
+        grants={operation: frozenset(names) for operation, names in grants.items()},
+        not_before=window.get("not_before"),
+        not_after=window.get("not_after"),
+    )
+    return PolicyDraft(policy, named_in)
+
+
+def _statements(text: str) -> list[Any]:
+    """The statements of a policy document (one statement alone counts as a list of one); else
+    ``ValidationException`` (too long) or ``MalformedPolicyDocumentException``."""
     if len(text) > MAX_POLICY_CHARS:
         raise KmsError("ValidationException", f"Policy is limited to {MAX_POLICY_CHARS} characters")
     try:
@@ -116,29 +140,18 @@ def parse_document(text: str, account: str, partition: str = "aws") -> PolicyDra
         statements = [statements]
     if not isinstance(statements, list):
         raise _malformed("Statement must be a statement or a list of statements")
-    grants: dict[Operation, set[str]] = {}
-    named_in: dict[str, str] = {}
-    windows: list[tuple[str, dict[str, datetime]]] = []
-    for number, statement in enumerate(statements, start=1):
-        label = _label(number, statement)
-        names, operations, window = _statement(label, statement, user_arn("", account, partition))
-        for operation in operations:
-            grants.setdefault(operation, set()).update(names)
-        for name in names:
-            named_in.setdefault(name, label)
-        windows.append((label, window))
+    return statements
+
+
+def _one_window(windows: list[tuple[str, dict[str, datetime]]]) -> dict[str, datetime]:
+    """The one validity window every statement (``(label, window)``) carries; else malformed."""
     if any(window != windows[0][1] for _, window in windows):
         label = next(label for label, window in windows if window != windows[0][1])
         raise _malformed(f"{label}: every statement must carry the same aws:CurrentTime window (one per key)")
     window = windows[0][1] if windows else {}
     if "not_before" in window and "not_after" in window and window["not_before"] >= window["not_after"]:
         raise _malformed("the DateGreaterThan time must be earlier than the DateLessThan time")
-    policy = Policy(
-        grants={operation: frozenset(names) for operation, names in grants.items()},
-        not_before=window.get("not_before"),
-        not_after=window.get("not_after"),
-    )
-    return PolicyDraft(policy, named_in)
+    return window
 
 
 def _statement(label: str, statement: Any, prefix: str) -> tuple[set[str], set[Operation], dict[str, datetime]]:

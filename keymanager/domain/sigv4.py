@@ -126,25 +126,8 @@ def parse(
 
     Raises :class:`SignatureRefused`.
     """
-    authorization = request.header("authorization")
-    if authorization is None:
-        if "X-Amz-Signature=" in request.query:
-            raise SignatureRefused("IncompleteSignatureException", "presigned query requests are not supported")
-        raise SignatureRefused("MissingAuthenticationTokenException", "Missing Authentication Token")
-    if request.header("x-amz-security-token") is not None:
-        raise SignatureRefused("UnrecognizedClientException", "The security token included in the request is invalid.")
-    match = _AUTHORIZATION.fullmatch(authorization.strip())
-    if match is None:
-        raise SignatureRefused(
-            "IncompleteSignatureException",
-            "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' of AWS4-HMAC-SHA256",
-        )
-    parts = match["credential"].split("/")
-    if len(parts) != 5 or parts[4] != "aws4_request" or not 0 < len(parts[0]) <= _MAX_ACCESS_KEY_ID:
-        raise SignatureRefused(
-            "IncompleteSignatureException", "Credential must be <key>/<date>/<region>/<service>/aws4_request"
-        )
-    key_id, date, region, scope_service, _ = parts
+    match = _authorization(request)
+    key_id, date, region, scope_service = _credential_scope(match["credential"])
     signed = tuple(match["signed"].split(";"))
     if list(signed) != sorted(set(signed)) or "host" not in signed:
         raise SignatureRefused("IncompleteSignatureException", "SignedHeaders must be sorted, unique and include host")
@@ -162,6 +145,46 @@ def parse(
         raise SignatureRefused(
             "InvalidSignatureException", f"Credential should be scoped to correct service: '{service}'"
         )
+    _check_time(signed_at, timestamp, now, max_skew)
+    for name in signed:
+        if request.header(name) is None:
+            raise SignatureRefused("IncompleteSignatureException", f"the signed header {name} is missing")
+    if normal_host(request.header("host") or "") not in hosts:
+        raise SignatureRefused("InvalidSignatureException", "the request is signed for a host that is not this service")
+    return Credential(key_id, date, region, scope_service, signed, match["signature"], timestamp)
+
+
+def _authorization(request: ReceivedRequest) -> re.Match[str]:
+    """The request's ``Authorization`` header, parsed; refused when missing, malformed or beside a session token."""
+    authorization = request.header("authorization")
+    if authorization is None:
+        if "X-Amz-Signature=" in request.query:
+            raise SignatureRefused("IncompleteSignatureException", "presigned query requests are not supported")
+        raise SignatureRefused("MissingAuthenticationTokenException", "Missing Authentication Token")
+    if request.header("x-amz-security-token") is not None:
+        raise SignatureRefused("UnrecognizedClientException", "The security token included in the request is invalid.")
+    match = _AUTHORIZATION.fullmatch(authorization.strip())
+    if match is None:
+        raise SignatureRefused(
+            "IncompleteSignatureException",
+            "Authorization header requires 'Credential', 'SignedHeaders' and 'Signature' of AWS4-HMAC-SHA256",
+        )
+    return match
+
+
+def _credential_scope(credential: str) -> tuple[str, str, str, str]:
+    """Key id, date, region and service of a ``Credential`` value; refused unless it has that form."""
+    parts = credential.split("/")
+    if len(parts) != 5 or parts[4] != "aws4_request" or not 0 < len(parts[0]) <= _MAX_ACCESS_KEY_ID:
+        raise SignatureRefused(
+            "IncompleteSignatureException", "Credential must be <key>/<date>/<region>/<service>/aws4_request"
+        )
+    key_id, date, region, scope_service, _ = parts
+    return key_id, date, region, scope_service
+
+
+def _check_time(signed_at: datetime, timestamp: str, now: datetime, max_skew: timedelta) -> None:
+    """Refuse a signature made more than ``max_skew`` before or after ``now``."""
     if signed_at < now - max_skew:
         minutes = max_skew // timedelta(minutes=1)
         raise SignatureRefused(
@@ -169,12 +192,6 @@ def parse(
         )
     if signed_at > now + max_skew:
         raise SignatureRefused("InvalidSignatureException", f"Signature not yet current: {timestamp} is in the future")
-    for name in signed:
-        if request.header(name) is None:
-            raise SignatureRefused("IncompleteSignatureException", f"the signed header {name} is missing")
-    if normal_host(request.header("host") or "") not in hosts:
-        raise SignatureRefused("InvalidSignatureException", "the request is signed for a host that is not this service")
-    return Credential(key_id, date, region, scope_service, signed, match["signature"], timestamp)
 
 
 def claimed_access_key_id(authorization: str) -> str | None:

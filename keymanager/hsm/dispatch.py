@@ -233,28 +233,33 @@ class Dispatcher:
             raise KeyMaterialMissing() from None
         except TemplateNotHonoured:
             raise  # the token answered (and the object is gone): a configuration fault, readiness unchanged
-        except LOST as exc:
-            self._token.reset()
-            self.outcome.failed()
-            log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
-            raise HsmUnavailable() from None
-        except REFUSALS as exc:
-            log.warning("HSM refused %s (%s)", fn.__name__.lstrip("_"), return_code(exc))
-            raise HsmRefused(exc, fn.__name__.lstrip("_")) from None
         except p11.PKCS11Error as exc:
-            # Any other refusal of the HSM (general error, out of memory, template refused, a token
-            # directory gone or read-only): the service answers 503, never a raw PKCS#11 error (which
-            # would be a 500), and the library is started afresh before the next call.
-            self._token.restart_pending = True
-            self.outcome.failed()
-            log.warning("HSM call failed (%s)", type(exc).__name__)
-            raise HsmUnavailable() from None
+            raise self._pkcs11_failure(fn, exc) from None
         except HsmUnavailable:
             self.outcome.failed()
             raise
         if fn not in _SUCCESS_NOT_RECORDED:
             self.outcome.succeeded()
         return result
+
+    def _pkcs11_failure(self, fn: Callable[..., Any], exc: p11.PKCS11Error) -> HsmUnavailable | HsmRefused:
+        """The error ``fn``'s PKCS#11 error becomes: a lost session is reset, a refused mechanism or
+        template is the caller's (HsmRefused), anything else restarts the library before the next call."""
+        if isinstance(exc, LOST):
+            self._token.reset()
+            self.outcome.failed()
+            log.warning("HSM session lost (%s); it will be reopened on the next call", type(exc).__name__)
+            return HsmUnavailable()
+        if isinstance(exc, REFUSALS):
+            log.warning("HSM refused %s (%s)", fn.__name__.lstrip("_"), return_code(exc))
+            return HsmRefused(exc, fn.__name__.lstrip("_"))
+        # Any other refusal of the HSM (general error, out of memory, template refused, a token
+        # directory gone or read-only): the service answers 503, never a raw PKCS#11 error (which
+        # would be a 500), and the library is started afresh before the next call.
+        self._token.restart_pending = True
+        self.outcome.failed()
+        log.warning("HSM call failed (%s)", type(exc).__name__)
+        return HsmUnavailable()
 
     def _refuse_if_stuck(self) -> None:
         """HsmUnavailable at once while a call runs past its deadline: nothing queues behind it."""

@@ -22,22 +22,17 @@ from keymanager.db import Store
 from keymanager.domain.approvals import Guarded, Proposal, guarded_update
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, KeyUsage, choose_usage, spec_of
 from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import (
-    Algorithm,
     HsmObjects,
     Key,
     KeyState,
-    KeyVersion,
     KmipState,
     Origin,
     Principal,
     Role,
 )
-from keymanager.domain.names import KEY_NAME_RULE, is_key_name
 from keymanager.domain.policy import Policy
-from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import (
     Conflict,
     Forbidden,
@@ -48,6 +43,7 @@ from keymanager.errors import (
 )
 from keymanager.hsm import Hsm
 from keymanager.services.approvals import ApprovalService, guarded
+from keymanager.services.key_creation import KmipFacts, NewKey, checked_usage, first_version, new_key
 from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -74,31 +70,6 @@ def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[
         elif principal.role is Role.AUDITOR:
             refused[name] = Unnameable.AUDITOR
     return refused
-
-
-@dataclass(frozen=True)
-class KmipFacts:
-    """What a key made through KMIP starts with (:meth:`KeyService.create`)."""
-
-    lifecycle: KmipState
-    attributes: Mapping[str, Any]
-    exportable: bool = False
-    """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
-    material: bytes | None = None
-    """AES material a client registered (origin ``external``; 16, 24 or 32 bytes, as ``algorithm``):
-    unwrapped into the HSM as version 1."""
-
-    def applied(self, key: Key) -> Key:
-        state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
-        attributes = dict(self.attributes)
-        return replace(
-            key,
-            state=state,
-            primary_version=1,
-            kmip_lifecycle=self.lifecycle,
-            kmip_attributes=attributes,
-            exportable=self.exportable,
-        )
 
 
 @dataclass(frozen=True)
@@ -130,90 +101,37 @@ class KeyService:
         """Principal id to name. Both never change (no rename; ids are random and never reused), and a
         deleted principal leaves every policy in the same transaction, so an entry is never wrong."""
 
-    def create(
-        self,
-        name: str,
-        *,
-        algorithm: Algorithm = Algorithm.AES_256_CBC_HMAC_SHA256,
-        description: str = "",
-        policy: Policy | None = None,
-        rotation_period_days: int | None = None,
-        token_format: TokenFormat | None = None,
-        origin: Origin = Origin.HSM,
-        usage: KeyUsage | None = None,
-        record: AuditEntry | None = None,
-        kmip: KmipFacts | None = None,
-        kms_auto_named: bool = False,
-    ) -> Key:
-        """Generate version 1 in the HSM and record the key (with ``record``); on any failure neither remains.
+    def create(self, new: NewKey, *, record: AuditEntry | None = None, kmip: KmipFacts | None = None) -> Key:
+        """Generate version 1 in the HSM and record the key ``new`` (with ``record``); on any failure neither remains.
 
         ``kmip``: what a KMIP client's Create said (``services/kmip/``): a key made pre-active is
         disabled until it is activated, with its KMIP attributes.
 
-        ``usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
+        ``new.usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
         against the table of key types; an asymmetric key's version is a private and a public key
         generated in the HSM (its public key kept as DER SubjectPublicKeyInfo), refused by name
         (UnsupportedByHsm) when the HSM lacks what the spec and usage need.
-        ``token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
-        ``origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
-        ``kms_auto_named``: ``name`` is the KMS door's name for a key without an alias, a form
+        ``new.token_format`` is required for ``FF1_AES_256`` and refused for other algorithms.
+        ``new.origin`` external makes a key in state ``pending_import`` with no version and nothing in the HSM.
+        ``new.kms_auto_named``: ``new.name`` is the KMS door's name for a key without an alias, a form
         (``kms-`` and 32 hex digits) no other name may take.
         Raises InvalidRequest for a bad name or format or a policy naming a principal that does not exist
         or is an auditor, Conflict for a taken name, HsmUnavailable
         or DatabaseUnavailable when a part does not answer.
         """
-        if (token_format is None) is (algorithm is Algorithm.FF1_AES_256):
-            raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
-        if not is_key_name(name, kms_auto_named=kms_auto_named):
-            raise InvalidRequest(KEY_NAME_RULE)
-        try:
-            chosen = choose_usage(algorithm, usage)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from None
-        spec = spec_of(algorithm)
-        if spec.asymmetric and (origin is Origin.EXTERNAL or rotation_period_days):
-            raise InvalidRequest(f"a {algorithm} key is generated in the HSM and never rotates (one version)")
-        policy = self._by_id(policy or Policy())
-        if self._store.get_key(name) is not None:
+        usage = checked_usage(new)
+        policy = self._by_id(new.policy or Policy())
+        if self._store.get_key(new.name) is not None:
             raise Conflict("a key with this name exists")
-        external = origin is Origin.EXTERNAL
-        if external and rotation_period_days:
+        external = new.origin is Origin.EXTERNAL
+        if external and new.rotation_period_days:
             raise InvalidRequest("an imported key rotates by importing new key material, not on a schedule")
         if external:
-            self._hsm.require(algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
+            self._hsm.require(new.algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
-        objects, public_key = None, None
-        if spec.asymmetric:
-            objects, public_key = self._hsm.generate_key_pair(key_id, 1, algorithm, chosen)
-        elif kmip is not None and kmip.material is not None:
-            objects = self._hsm.import_aes(key_id, 1, kmip.material, kmip.exportable)
-        elif kmip is not None and kmip.exportable:
-            if spec.mode not in ONE_AES_OBJECT:
-                aes = ", ".join(a for a, row in SPECS.items() if row.mode in ONE_AES_OBJECT)
-                raise InvalidRequest(f"only AES keys of one AES object ({aes}) are created exportable")
-            objects = self._hsm.generate_exportable(key_id, 1, algorithm)
-        elif not external:
-            objects = self._hsm.generate_version(key_id, 1, algorithm)
-        key = Key(
-            id=key_id,
-            name=name,
-            algorithm=algorithm,
-            state=KeyState.PENDING_IMPORT if external else KeyState.ENABLED,
-            policy=policy,
-            primary_version=0 if external else 1,
-            min_decryption_version=1,
-            created_at=now,
-            updated_at=now,
-            description=description,
-            rotation_period_days=rotation_period_days,
-            versions={}
-            if objects is None
-            else {1: KeyVersion(key_id=key_id, version=1, hsm=objects, created_at=now, public_key=public_key)},
-            token_format=token_format,
-            origin=origin,
-            usage=chosen,
-        )
+        objects, public_key = first_version(self._hsm, key_id, new, usage, kmip)
+        key = new_key(key_id, new, policy, usage, objects, public_key, now)
         if kmip is not None:
             key = kmip.applied(key)
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):

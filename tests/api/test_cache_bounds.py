@@ -17,6 +17,7 @@ from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Role
 from keymanager.hsm import Hsm
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 from keymanager.services.snapshot import MetadataCache
 from tests.api.support import assert_error, b64
 from tests.conftest import auth
@@ -124,7 +125,7 @@ def test_the_cache_is_bounded_and_counts_evictions(services: Services, admin_tok
     cache.observer = lambda table, entries, evicted: seen.append((table, entries, evicted))
     tokens = [admin_token] + [services.principals.create(f"p{n}", Role.APP).token for n in range(3)]
     for name in ("k0", "k1", "k2"):
-        services.keys.create(name)
+        services.keys.create(NewKey(name))
 
     async def look_up() -> None:
         snapshot = cache.snapshot(fresh=False)

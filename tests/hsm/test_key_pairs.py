@@ -37,6 +37,7 @@ from keymanager.hsm import Hsm, key_pairs
 from keymanager.hsm.capabilities import FEATURES, feature
 from keymanager.hsm.readback import TemplateNotHonoured
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 
 CASES = [(spec, usage) for spec in ASYMMETRIC for usage in SPECS[spec].usages]
 _PRIVATE_ONLY = (Capability.DECRYPT, Capability.SIGN, Capability.UNWRAP, Capability.DERIVE)
@@ -199,7 +200,7 @@ def test_a_private_half_not_as_asked_leaves_no_half_and_no_key(
     algorithm = _a_signing_spec_of(services.hsm)
     before = set(services.hsm.find_labels("km/"))
     with pytest.raises(TemplateNotHonoured):
-        services.keys.create(f"half-{new_id()[:8]}", algorithm=algorithm, usage=KeyUsage.SIGN_VERIFY)
+        services.keys.create(NewKey(f"half-{new_id()[:8]}", algorithm=algorithm, usage=KeyUsage.SIGN_VERIFY))
     assert set(services.hsm.find_labels("km/")) == before  # neither half
     assert [k for k in services.store.list_keys() if k.name.startswith("half-")] == []  # no row
 

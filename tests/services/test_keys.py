@@ -12,6 +12,7 @@ from keymanager.domain.models import KeyState, Origin, Principal, Role
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import DatabaseUnavailable, Forbidden, KeyNotFound
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 from keymanager.services.keys import ShownKey, Unnameable
 from keymanager.services.snapshot import Snapshot, run_validated
 
@@ -43,7 +44,7 @@ def admin(services: Services) -> Principal:
 
 
 def test_a_read_after_a_change_behind_the_cache_shows_the_change(services: Services, admin: Principal) -> None:
-    key = services.keys.create("cards", description="before")
+    key = services.keys.create(NewKey("cards", description="before"))
     assert read(services, admin, "cards").key.description == "before"  # now cached
     services.store.update_key(key.id, description="after")  # as another replica would
 
@@ -55,7 +56,7 @@ def test_a_read_after_a_change_behind_the_cache_shows_the_change(services: Servi
 def test_a_refusal_from_a_stale_cache_is_checked_against_the_database(
     services: Services, admin: Principal, billing: Principal
 ) -> None:
-    key = services.keys.create("cards")
+    key = services.keys.create(NewKey("cards"))
     with pytest.raises(Forbidden):
         read(services, billing, "cards")  # the key is cached, its policy naming nobody
     services.store.update_key(key.id, policy=Policy({Operation.ENCRYPT: frozenset({billing.id})}))
@@ -75,8 +76,8 @@ def test_an_unknown_key_is_not_found_and_nothing_is_remembered(services: Service
 def test_the_list_shows_a_principal_the_keys_naming_it_with_names(
     services: Services, admin: Principal, billing: Principal
 ) -> None:
-    services.keys.create("cards", policy=Policy({Operation.DECRYPT: frozenset({"billing"})}))
-    services.keys.create("ssn")
+    services.keys.create(NewKey("cards", policy=Policy({Operation.DECRYPT: frozenset({"billing"})})))
+    services.keys.create(NewKey("ssn"))
 
     mine = asyncio.run(services.keys.listed(billing))
     every = asyncio.run(services.keys.listed(admin))
@@ -104,14 +105,14 @@ def test_a_creation_that_cannot_be_recorded_leaves_no_hsm_objects(
     monkeypatch.setattr(services.hsm, "generate_version", recording)
     monkeypatch.setattr(services.store, "create_key", refuse)
     with pytest.raises(DatabaseUnavailable):
-        services.keys.create("cards")
+        services.keys.create(NewKey("cards"))
 
     assert made
     assert not set(made) & set(services.hsm.find_labels_afresh("km/"))
 
 
 def test_an_imported_key_starts_pending_without_versions(services: Services) -> None:
-    key = services.keys.create("byok", origin=Origin.EXTERNAL)
+    key = services.keys.create(NewKey("byok", origin=Origin.EXTERNAL))
 
     assert (key.state, key.primary_version, key.versions) == (KeyState.PENDING_IMPORT, 0, {})
     stored = services.keys.find("byok")
@@ -126,7 +127,7 @@ def test_an_imported_key_starts_pending_without_versions(services: Services) -> 
 def test_principal_names_are_read_once_per_process(
     services: Services, admin: Principal, billing: Principal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    services.keys.create("cards", policy=Policy({Operation.ENCRYPT: frozenset({"billing", "admin"})}))
+    services.keys.create(NewKey("cards", policy=Policy({Operation.ENCRYPT: frozenset({"billing", "admin"})})))
     asked: list[frozenset[str]] = []
     names = services.store.principal_names
     monkeypatch.setattr(services.store, "principal_names", lambda ids: asked.append(frozenset(ids)) or names(ids))

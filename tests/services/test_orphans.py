@@ -24,6 +24,7 @@ from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.softhsm import ensure_softhsm_token
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_SO_PIN
 from tests.support.orphan_child import sweep_together
 from tests.support.postgres import create_database, drop_database
@@ -87,8 +88,8 @@ def labels(hsm: Hsm, *versions: KeyVersion) -> set[str]:
 
 def test_orphans_past_the_grace_period_are_destroyed_and_referenced_objects_never(services: Services) -> None:
     hsm, lifecycle = services.hsm, services.lifecycle
-    cbc = services.keys.create("cbc")
-    gcm = services.lifecycle.rotate(services.keys.create("gcm", algorithm=Algorithm.AES_256_GCM))
+    cbc = services.keys.create(NewKey("cbc"))
+    gcm = services.lifecycle.rotate(services.keys.create(NewKey("gcm", algorithm=Algorithm.AES_256_GCM)))
     referenced = labels(hsm, *cbc.versions.values(), *gcm.versions.values())
     ghost = new_id()
     crashed_rotation = hsm.generate_version(cbc.id, 2, cbc.algorithm)  # HSM create, then the crash
@@ -119,7 +120,7 @@ def test_orphans_past_the_grace_period_are_destroyed_and_referenced_objects_neve
 
 
 def test_an_object_committed_within_the_grace_period_is_kept(services: Services) -> None:
-    key = services.keys.create("slow")
+    key = services.keys.create(NewKey("slow"))
     in_flight = services.hsm.generate_version(key.id, 2, key.algorithm)  # created, not committed yet
     start = datetime.now(UTC)
     assert services.lifecycle.sweep_orphans(start) == []  # seen unreferenced: noted, not touched
@@ -187,7 +188,7 @@ def test_no_sweep_when_turned_off(settings_kwargs: dict[str, object]) -> None:
 
 def test_private_and_public_key_objects_are_swept_like_secret_keys(services: Services) -> None:
     hsm, lifecycle = services.hsm, services.lifecycle
-    kept = services.keys.create("signing", algorithm=Algorithm.ECC_NIST_P256)
+    kept = services.keys.create(NewKey("signing", algorithm=Algorithm.ECC_NIST_P256))
     referenced = set(kept.versions[1].hsm.labels())
     crashed, _ = hsm.generate_key_pair(new_id(), 1, Algorithm.ECC_NIST_P256, KeyUsage.SIGN_VERIFY)
     orphans = set(crashed.labels())

@@ -18,6 +18,7 @@ from keymanager.config import Settings
 from keymanager.domain.audit import AuditQuery
 from keymanager.hsm import Hsm
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 from tests.conftest import SOFTHSM_CONF, TEST_PIN, TEST_SO_PIN, TEST_TOKEN_LABEL
 from tests.support.postgres import create_database, drop_database
 from tests.support.race import race
@@ -94,7 +95,7 @@ def actions(services: Services, action: str) -> list[str | None]:
 
 
 def test_two_sweepers_at_once_destroy_a_key_once(racing_services: Services, settings_kwargs: dict[str, object]) -> None:
-    key = racing_services.keys.create("doomed")
+    key = racing_services.keys.create(NewKey("doomed"))
     racing_services.lifecycle.schedule_deletion(key, 7)
     assert len(racing_services.hsm.find_labels(f"km/{key.id}/")) == 2
 
@@ -111,7 +112,7 @@ def test_two_sweepers_at_once_destroy_a_key_once(racing_services: Services, sett
 def test_scheduled_rotation_happens_once_when_two_processes_race(
     racing_services: Services, settings_kwargs: dict[str, object]
 ) -> None:
-    key = racing_services.keys.create("rotating", rotation_period_days=1)
+    key = racing_services.keys.create(NewKey("rotating", rotation_period_days=1))
 
     outcomes = run_race("rotate", settings_kwargs, datetime.now(UTC) + timedelta(days=2))
 

@@ -20,6 +20,7 @@ from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key
 from keymanager.services.container import Services
+from keymanager.services.key_creation import NewKey
 from keymanager.services.keys import ShownKey
 
 router = APIRouter(prefix="/v1/keys", tags=["keys"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
@@ -41,7 +42,7 @@ def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Res
     trail.details.update(name=body.name, algorithm=body.algorithm.value)
     if body.usage is not None:
         trail.details.update(usage=body.usage.value)
-    key = svc.keys.create(
+    new = NewKey(
         body.name,
         algorithm=body.algorithm,
         description=body.description,
@@ -50,8 +51,8 @@ def create_key(body: KeyCreate, svc: ServicesDep, trail: AuditDep, response: Res
         token_format=None if body.token_format is None else body.token_format.to_format(),
         origin=body.origin,
         usage=body.usage,
-        record=trail.success(),
     )
+    key = svc.keys.create(new, record=trail.success())
     return _tagged(svc, key, response)
 
 

@@ -35,7 +35,8 @@ from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.token import EXPORTABLE_SUFFIX
 from keymanager.services.authorization import authorize, require_owner
-from keymanager.services.keys import KeyService, KmipChange, KmipFacts, visible
+from keymanager.services.key_creation import KmipFacts, NewKey
+from keymanager.services.keys import KeyService, KmipChange, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.messages import (
@@ -165,10 +166,7 @@ class KmipKeys:
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
-            KMIP_NAME_PREFIX + new_id(),
-            algorithm=algorithm,
-            description="created through KMIP",
-            policy=policy,
+            NewKey(KMIP_NAME_PREFIX + new_id(), algorithm=algorithm, description="created through KMIP", policy=policy),
             record=call.success(),
             kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable),
         )
@@ -210,11 +208,13 @@ class KmipKeys:
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in uses})
         created = await _in_thread(
             self._keys.create,
-            KMIP_NAME_PREFIX + new_id(),
-            algorithm=algorithm,
-            description="registered through KMIP",
-            policy=policy,
-            origin=Origin.EXTERNAL,
+            NewKey(
+                KMIP_NAME_PREFIX + new_id(),
+                algorithm=algorithm,
+                description="registered through KMIP",
+                policy=policy,
+                origin=Origin.EXTERNAL,
+            ),
             record=call.success(),
             kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable, material=bytes(key.value)),
         )

@@ -42,7 +42,8 @@ from keymanager.domain.policy import Policy
 from keymanager.errors import KeyDisabled, KeyNotFound
 from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit_log import AuditLog
-from keymanager.services.keys import KeyService, KmipChange, KmipFacts
+from keymanager.services.key_creation import KmipFacts, NewKey
+from keymanager.services.keys import KeyService, KmipChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.crypto import visible_key
@@ -136,11 +137,13 @@ class KmipPairs:
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[usage]})
         created = await asyncio.to_thread(
             self._keys.create,
-            KMIP_NAME_PREFIX + new_id(),
-            algorithm=found,
-            usage=usage,
-            description="key pair created through KMIP",
-            policy=policy,
+            NewKey(
+                KMIP_NAME_PREFIX + new_id(),
+                algorithm=found,
+                usage=usage,
+                description="key pair created through KMIP",
+                policy=policy,
+            ),
             record=call.success(),
             kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
         )

@@ -99,10 +99,7 @@ def check(message: bytes, max_depth: int) -> None:
             _refuse_item(tag_and_type >> 8, kind, length)
         start = offset + HEADER_BYTES
         if kind == _STRUCTURE:
-            if start + length > end:
-                raise Malformed("a structure's length runs past its parent")
-            if len(ends) > max_depth:
-                raise Malformed(f"structures nest deeper than {max_depth} levels")
+            _check_structure(start + length, end, len(ends), max_depth)
             end = start + length
             ends.append(end)
             offset = start
@@ -120,6 +117,14 @@ _SIZES = {
 }
 """Per item type (an int, as read): the length of its items, :data:`_ANY` or :data:`_EIGHTS` (a multiple of 8)."""
 _STRUCTURE = int(ItemType.STRUCTURE)
+
+
+def _check_structure(stop: int, parent_end: int, depth: int, max_depth: int) -> None:
+    """Malformed unless a structure ending at ``stop`` fits in its parent and nests no deeper than ``max_depth``."""
+    if stop > parent_end:
+        raise Malformed("a structure's length runs past its parent")
+    if depth > max_depth:
+        raise Malformed(f"structures nest deeper than {max_depth} levels")
 
 
 def _item_header(data: bytes, offset: int) -> tuple[int, int, int]:

@@ -27,6 +27,7 @@ from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Policy
 from keymanager.errors import Conflict, KeyNotFound, NotFound
+from keymanager.services.key_creation import NewKey
 from keymanager.services.key_use import rights_for
 from keymanager.services.keys import KeyService
 from keymanager.services.kms.call import Call, page
@@ -148,15 +149,15 @@ class KmsKeys:
             policy = self._resources.policy_of(document, call)
         else:
             policy = Policy(grants={op: frozenset({call.principal.name}) for op in rights_for(algorithm, usage)})
-        key = self._keys.create(
+        new = NewKey(
             kms.unaliased_name(),
             algorithm=algorithm,
             usage=usage,
             description=description,
             policy=policy,
-            record=entry,
             kms_auto_named=True,
         )
+        key = self._keys.create(new, record=entry)
         call.noted(key.id, 1)
         if tags:
             self._resources.add_tags(key, tags, None)

@@ -31,8 +31,9 @@ from keymanager.domain.models import Key, KeyState, KmipState, Principal
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Conflict
 from keymanager.hsm import Hsm
+from keymanager.services.key_creation import KmipFacts, NewKey
 from keymanager.services.key_use import rights_for, usable
-from keymanager.services.keys import KeyService, KmipFacts, visible
+from keymanager.services.keys import KeyService, visible
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import Snapshot
 from keymanager.services.transit import codec
@@ -131,13 +132,16 @@ class TransitKeys:
         rights = rights_for(spec.algorithm, usage) - ({Operation.GET_KEY_MATERIAL} if not exportable else set())
         policy = Policy(grants={right: frozenset({call.principal.name}) for right in rights})
         try:
-            key = self._keys.create(
+            new = NewKey(
                 call.name,
                 algorithm=spec.algorithm,
                 policy=policy,
                 usage=usage,
                 rotation_period_days=_days(codec.duration(params, "auto_rotate_period")),
                 description=f"made through the Vault Transit API by {call.principal.name}",
+            )
+            key = self._keys.create(
+                new,
                 kmip=KmipFacts(lifecycle=KmipState.ACTIVE, attributes={}, exportable=True) if exportable else None,
                 record=record,
             )
