@@ -19,6 +19,7 @@ operation then failed), ``approval.expire`` and ``approval.break_glass``.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AbstractContextManager, asynccontextmanager, contextmanager, nullcontext
 from dataclasses import replace
@@ -70,8 +71,6 @@ class ApprovalService:
     @asynccontextmanager
     async def aguard(self, proposal: Proposal, record: AuditEntry | None) -> AsyncIterator[None]:
         """:meth:`guard` for a coroutine's block (the database work on a worker thread)."""
-        import asyncio
-
         spent = await asyncio.to_thread(self.admit, proposal, record)
         try:
             yield
@@ -262,10 +261,6 @@ class ApprovalService:
         rules = self._store.rules(key_id or SERVICE)
         names = self._principals.principal_names(approvals.named(rules))
         return {op.value: rule.to_dict(names) for op, rule in rules.items()}
-
-    def names(self, ids: set[str]) -> dict[str, str]:
-        """Principal names by id (those that still exist)."""
-        return self._principals.principal_names(ids)
 
     def set_rules(self, data: object, *, key_id: str | None = None, record: AuditEntry | None) -> dict[str, Any]:
         """Replace the rules of the service (or of key ``key_id``) by ``data`` (approvers by name); the rules
