@@ -19,6 +19,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -64,13 +65,36 @@ def bench(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     )
 
 
+def what_went_wrong(out: Path) -> str:
+    """A refused run's errors by kind and its rows whose throughput contradicts their latency, from
+    ``report.json`` (its stdout's tail holds only the summary)."""
+    try:
+        document = json.loads((out / "report.json").read_text())
+    except (OSError, ValueError) as exc:
+        return f"no report.json ({exc})"
+    errors = [
+        (m["target"], m["size"], m["concurrency"], m["errors"]) for m in document["measurements"] if m["errors"]
+    ] + [(w["mode"], w["kind"], w["round"], w["errors"]) for w in document["workload"] if w["errors"]]
+    contradicted = [(c["name"], c["clients"], c["ratios"]) for c in document["checks"] if not c["ok"]]
+    load = document["load_average_before_after"]
+    return f"errors: {errors}; contradictions: {contradicted}; load average before/after: {load}"
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """The report's directory and the run's stdout."""
-    out = tmp_path_factory.mktemp("report")
-    done = bench("report", *SMALLER_THAN_QUICK, "--out", str(out))
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
-    return out, done.stdout
+    """The report's directory and the run's stdout. A refused run is run once more: a load generator
+    starved by the rest of the suite (two cores, xdist) makes its own throughput contradict its
+    latency, and the report rightly refuses such figures; a run refused twice fails, naming why."""
+    refused = []
+    for _ in range(2):
+        out = tmp_path_factory.mktemp("report")
+        done = bench("report", *SMALLER_THAN_QUICK, "--out", str(out))
+        if done.returncode == 0:
+            if refused:  # said in the warnings summary: an error of the service must not pass unseen
+                warnings.warn(f"bench report refused once, then passed: {refused[0]}", stacklevel=1)
+            return out, done.stdout
+        refused.append(what_went_wrong(out))
+    pytest.fail(f"report refused twice: {refused}; last output: {done.stdout[-3000:]}{done.stderr[-3000:]}")
 
 
 @pytest.fixture(scope="module")
