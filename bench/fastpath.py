@@ -25,7 +25,7 @@ from bench import wrk
 from bench.environment import describe
 from bench.output import command_line, directory, save
 from bench.probes import cpu_seconds
-from bench.service import init_home, provision, serve
+from bench.service import Endpoint, Service, init_home, provision, serve
 
 FIELD_BYTES = 1_000
 
@@ -33,12 +33,18 @@ FIELD_BYTES = 1_000
 def measure_one(
     home: Path, var_dir: Path, pin: str, settings: dict[str, str], args: argparse.Namespace
 ) -> dict[str, Any]:
-    """One fresh server of ``home`` with ``settings`` (``KM_*``, or the environment, e.g. the
-    ``PYTHONPATH`` of another tree: ``bench compare``): warm-up, then one measured wrk run of the 1 KB
-    encrypt at ``args.connections``."""
-    with serve(home, var_dir, pin, args.workers, settings=settings) as service, tempfile.TemporaryDirectory() as tmp:
+    """One fresh server of ``home`` with ``settings`` (``KM_*``): warm-up, then one measured wrk run
+    of the 1 KB encrypt at ``args.connections``."""
+    with serve(home, var_dir, pin, args.workers, settings=settings) as service:
+        return encrypt_run(service, provision(service), args)
+
+
+def encrypt_run(service: Service, endpoint: Endpoint, args: argparse.Namespace) -> dict[str, Any]:
+    """wrk posting the 1 KB encrypt of ``endpoint`` at ``args.connections``: ``args.warmup`` seconds,
+    then ``args.duration`` measured; requests/s, the service's CPU per request, p50, the load average."""
+    with tempfile.TemporaryDirectory() as tmp:
         lua = Path(tmp) / "encrypt.lua"
-        lua.write_text(wrk.script(provision(service), FIELD_BYTES, decrypt=False))
+        lua.write_text(wrk.script(endpoint, FIELD_BYTES, decrypt=False))
         wrk.run_wrk(service.url, lua, args.connections, args.warmup)
         load_before = os.getloadavg()[0]
         before = cpu_seconds(service.pids())

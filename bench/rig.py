@@ -121,12 +121,13 @@ def emulator_probe(kms: aws.AwsConfig | None) -> ServerProbe:
 
 
 @contextmanager
-def rig(args: argparse.Namespace, targets: list[str]) -> Iterator[Rig]:
-    """Set up what ``targets`` need; tear it down afterwards."""
+def rig(args: argparse.Namespace, targets: list[str], running: Service | None = None) -> Iterator[Rig]:
+    """Set up what ``targets`` need (on the ``running`` service, when given, instead of the
+    arguments'); tear it down afterwards."""
     with ExitStack() as stack:
         service = endpoint = door = None
         if any(t != "aws-kms" for t in targets):
-            service = stack.enter_context(service_from(args))
+            service = running or stack.enter_context(service_from(args))
             endpoint = provision(service)
             door = provision_door(service, endpoint) if set(DOOR_TARGETS) & set(targets) else None
         kms = stack.enter_context(kms_from(args)) if "aws-kms" in targets else None

@@ -234,23 +234,30 @@ def test_fastpath_compares_the_two_settings_interleaved(tmp_path: Path) -> None:
     assert {"requests_per_s_gain_pct", "cpu_per_request_saved_pct", "on", "off"} <= report.keys()
 
 
-def test_compare_runs_both_trees_interleaved_as_fractions_of_the_echo(tmp_path: Path) -> None:
-    """``bench compare --base HEAD``: the base tree extracted from git and served from this installation."""
-    window = ["--rounds", "1", "--duration", "1", "--warmup", "0.5"]
+def test_compare_runs_both_trees_interleaved_as_fractions_of_ceilings(tmp_path: Path) -> None:
+    """``bench compare --base HEAD``: the base tree extracted from git and served from this
+    installation; every row's figures are fractions of ceilings measured in the same side's turn."""
+    window = ["--rounds", "1", "--duration", "1", "--warmup", "0.5", "--stream-size", "1M", "--hsm-seconds", "0.2"]
     done = bench("compare", "--base", "HEAD", *window, "--out", str(tmp_path))
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "compare.json").read_text())
     assert [run["side"] for run in report["runs"]] == ["base", "head"]
+    figures = {"of_echo", "cpu_of_echo", "batch_of_pairs", "stream_encrypt_of_cbc", "stream_decrypt_of_cbc",
+               "kms_of_emulator"}  # fmt: skip
     for run in report["runs"]:
-        assert run["requests"] > 0 and run["errors"] == 0 and run["echo"]["requests_per_s"] > 0, run
-        assert run["of_echo"] > 0 and run["cpu_of_echo"] > 0
-    assert report["commits"]["base"] and set(report["changes"]) == {
-        "of_echo",
-        "cpu_of_echo",
-        "requests_per_s",
-        "server_cpu_ms_per_request",
-    }
-    assert "of_echo: base" in done.stdout
+        assert run["errors"] == 0 and run["encrypt"]["requests"] > 0, run
+        assert run["ceilings"]["echo"]["requests_per_s"] > 0 and run["ceilings"]["softhsm"]["cbc_hmac_pair_1k"] > 0
+        assert run["emulator"]["summary"]["ops_per_s"] > 0 and run["stream"]["items"] > 0
+        assert all(run[name] > 0 for name in figures), run
+    assert report["commits"]["base"] and set(report["changes"]) == figures
+    assert all(change["moved"] is None for change in report["changes"].values())  # one round judges nothing
+    assert "kms_of_emulator (KMS door Encrypt" in done.stdout and "unjudged: one round" in done.stdout
+
+
+def test_compare_refuses_an_unknown_row(tmp_path: Path) -> None:
+    done = bench("compare", "--only", "encrypt,streams", "--out", str(tmp_path))
+    assert done.returncode == 2 and "'streams' is not a row: choose among encrypt, batch, stream, kms" in done.stderr
+    assert not list(tmp_path.iterdir())
 
 
 def test_tokenize_reports_rates_beside_the_softhsm_ceiling(tmp_path: Path) -> None:
