@@ -1,17 +1,18 @@
 """``python -m bench compare --base <rev>``: a change of the request path against a base revision,
 interleaved, one driver for both sides (issue 36, item 1: the guard).
 
-Two trees run from this one installation: the base revision (``git archive`` of ``--base``,
-default ``main``, extracted under ``var/compare/<commit>``) and this working tree. Each gets an
-installation of its own (its own ``keymanager init``: the base may have fewer migrations), and
-its server runs that tree's code (``PYTHONPATH`` names the tree; the interpreter, the libraries
-and the driver are the same). Per round, in the order A B (base, this tree) ``--rounds`` times,
-each side's turn (``bench.guard``) measures its ceilings, then serves that tree and measures the
-rows of ``--only`` (default all: 1 KB encrypt and its CPU against the raw ASGI echo, batches
-against SoftHSM's CBC+HMAC pairs, the on-board stream against SoftHSM's chunked CBC, the KMS door
-against the emulator). Printed: every run, then per figure each side's median and spread (lowest
-to highest), and this tree's change in per cent; a change wider than both sides' own spreads is
-flagged ``moved``, anything else is noise (one round judges nothing). ``compare.json`` keeps every run.
+Two trees run from this one installation: the base revision (``git archive`` of ``--base``, default
+``main``, extracted under ``var/compare/<commit>``) and this working tree (or ``--head``, another
+revision extracted alike: bisecting). Each gets an installation of its own (its own ``keymanager
+init``: the base may have fewer migrations), and its server runs that tree's code (``PYTHONPATH``
+names the tree; the interpreter, the libraries and the driver are the same). Per round
+(``--rounds``), base then this tree, then this tree then base in the next (A B B A …), each side's
+turn (``bench.guard``) measures its ceilings, then serves that tree and measures the rows of
+``--only`` (default all: 1 KB encrypt and its CPU against the raw ASGI echo, batches against
+SoftHSM's CBC+HMAC pairs, the on-board stream against SoftHSM's chunked CBC, the KMS door against
+the emulator). Printed: every run, then per figure each side's median and spread (lowest to
+highest), and this tree's change in per cent; a change wider than both sides' own spreads is flagged
+``moved``, anything else is noise (one round judges nothing). ``compare.json`` keeps every run.
 ``docs/development.md`` asks for its output on every change of the request path.
 """
 
@@ -63,6 +64,12 @@ def _git(*args: str) -> str:
     return done.stdout
 
 
+def order(number: int) -> tuple[str, str]:
+    """The sides' order in round ``number`` (from 0): base first, then this tree first, alternately —
+    A B B A …, so that what drifts during a run (the host's load, the page cache) favours neither."""
+    return ("base", "head") if number % 2 == 0 else ("head", "base")
+
+
 def summary(runs: list[dict[str, Any]], figures: list[str]) -> dict[str, Any]:
     """Per side the median and spread of each figure; this tree's change against the base, flagged."""
     sides: dict[str, dict[str, Any]] = {}
@@ -93,7 +100,7 @@ def _relative_spread(figure: dict[str, float]) -> float:
 
 def table(runs: list[dict[str, Any]], commits: dict[str, str], figures: list[str]) -> Table:
     """Every run: its side, each figure, its errors and the load average around it."""
-    shown = Table(title=f"base {commits['base'][:10]} vs this tree ({os.cpu_count()} cores)")
+    shown = Table(title=f"base {commits['base'][:10]} vs head {commits['head'][:10]} ({os.cpu_count()} cores)")
     for column in ("run", "side", *figures, "errors", "load"):
         shown.add_column(column, justify="right")
     for number, run in enumerate(runs, 1):
@@ -111,10 +118,16 @@ def run(args: argparse.Namespace, console: Console) -> int:
     """Measure both trees interleaved, print the runs and the changes, write ``compare.json``; 1 on errors."""
     out = directory(args)
     base_commit, base = base_tree(args.base)
-    head_commit = _git("rev-parse", "HEAD").strip()
-    dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
-    trees = {"base": base, "head": REPOSITORY}
-    commits = {"base": base_commit, "head": head_commit + (" (with uncommitted changes)" if dirty else "")}
+    if args.head:
+        head_commit, head = base_tree(args.head)
+    else:
+        dirty = bool(_git("status", "--porcelain", "--untracked-files=no").strip())
+        head_commit, head = (
+            _git("rev-parse", "HEAD").strip() + (" (with uncommitted changes)" if dirty else ""),
+            REPOSITORY,
+        )
+    trees = {"base": base, "head": head}
+    commits = {"base": base_commit, "head": head_commit}
     homes = {side: Path(tempfile.mkdtemp(prefix=f"km-compare-{side}-")) for side in trees}
     rows, figures = tuple(args.only), guard.figures_of(tuple(args.only))
     runs: list[dict[str, Any]] = []
@@ -122,7 +135,8 @@ def run(args: argparse.Namespace, console: Console) -> int:
         installed = {side: init_home(homes[side], {"PYTHONPATH": str(tree)}) for side, tree in trees.items()}
         echo_dir, echo_pin = installed["head"]  # the echo and SoftHSM's ceilings use this installation
         for number in range(args.rounds):
-            for side, tree in trees.items():
+            for side in order(number):
+                tree = trees[side]
                 console.print(f"[dim]… round {number + 1}: the ceilings, then {side} ({', '.join(rows)})[/dim]")
                 ceiling = guard.ceilings_of(rows, echo_dir, echo_pin, args)
                 var_dir, pin = installed[side]
@@ -160,8 +174,9 @@ def add_parser(commands: Any) -> None:
     """The ``compare`` subcommand."""
     from bench.cli import comma_list, parse_size
 
-    c = commands.add_parser("compare", help="this tree against --base: the hot path as fractions of ceilings, A B A B")
+    c = commands.add_parser("compare", help="this tree against --base: the hot path as fractions of ceilings, A B B A")
     c.add_argument("--base", default="main", help="the revision to compare with (default main)")
+    c.add_argument("--head", help="a revision to measure instead of this working tree (bisecting)")
     c.add_argument("--workers", type=int, default=2, help="server workers (default 2)")
     c.add_argument("--connections", type=int, default=32, help="wrk connections (default 32)")
     c.add_argument("--duration", type=float, default=10.0, help="measured seconds per run (default 10)")
