@@ -9,7 +9,8 @@ Hierarchy::
     │   ├── WrongDigestLength     400 invalid_request (a DIGEST message not as long as the algorithm's digest)
     │   ├── MessageTooLong        400 invalid_request (a RAW message or plaintext over the limit)
     │   ├── InvalidPeerKey        400 invalid_request (a peer public key that is malformed or of another curve)
-    │   └── UnsupportedByHsm      400 invalid_request (the HSM lacks a mechanism a spec or algorithm needs)
+    │   ├── UnsupportedByHsm      400 invalid_request (the HSM lacks a mechanism a spec or algorithm needs)
+    │   └── MissingField          400 invalid_request (a field the operation needs is absent)
     ├── DecryptionFailed          400 decryption_failed (one message for every cause)
     │   └── UnknownKeyVersion     400 decryption_failed (the key as read has no such version)
     ├── Unauthenticated           401 unauthenticated
@@ -81,6 +82,10 @@ class InvalidPeerKey(InvalidRequest):
 class UnsupportedByHsm(InvalidRequest):
     """The HSM lacks a mechanism (or a mechanism's parameter) a spec or algorithm needs: refused by name
     (AWS: ``UnsupportedOperationException``)."""
+
+
+class MissingField(InvalidRequest):
+    """A field the operation needs is absent, e.g. a GCM decryption's tag (KMIP: ``Missing Data``)."""
 
 
 class DecryptionFailed(KeyManagerError):

@@ -120,3 +120,13 @@ def route(svc, request):
         "line 6",
         "line 6",
     ]
+
+
+# One crypto path (issue 34, item 2): a door's Encrypt and Decrypt translate into the crypto
+# service's operations (``services/raw_cipher.py`` for the raw modes); they never call the HSM.
+DOOR_CRYPTO = [PACKAGE / "services" / "kmip" / "crypto.py", PACKAGE / "services" / "xks" / "operations.py"]
+
+
+@pytest.mark.parametrize("path", DOOR_CRYPTO, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_a_doors_crypto_reaches_no_hsm(path: Path) -> None:
+    assert sorted(n for n in _imports(path) if n.startswith("keymanager.hsm")) == []

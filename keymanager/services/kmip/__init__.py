@@ -32,6 +32,7 @@ from keymanager.services.kmip.keys import KmipKeys
 from keymanager.services.kmip.objects import TYPES, KmipObjects
 from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
 from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache
 
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
@@ -61,7 +62,8 @@ class KmipService:
         self.keys = KmipKeys(keys, lifecycle, cache, hsm)
         self.objects = KmipObjects(store, hsm)
         self.catalog = KmipCatalog(keys, self.keys, self.objects)
-        self.crypto = KmipCrypto(hsm, crypto, cache, audit_log, max_plaintext_bytes=max_plaintext_bytes)
+        raw = RawCipher(hsm, max_plaintext_bytes=max_plaintext_bytes)
+        self.crypto = KmipCrypto(raw, crypto, cache, audit_log)
         self.pairs = KmipPairs(keys, self.keys, asymmetric, cache, audit_log)
         self.operations: dict[enums.Operation, Handler] = {
             Op.CREATE: self.keys.create,

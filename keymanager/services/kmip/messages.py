@@ -108,6 +108,7 @@ _REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = 
     (errors.Conflict, Reason.ILLEGAL_OPERATION),
     (errors.PreconditionFailed, Reason.ILLEGAL_OPERATION),
     (errors.PayloadTooLarge, Reason.INVALID_FIELD),
+    (errors.MissingField, Reason.MISSING_DATA),
     (errors.InvalidRequest, Reason.INVALID_FIELD),
 )
 
