@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 from keymanager.domain import ciphertext as ct
 from keymanager.domain import kms, kms_blob
 from keymanager.domain.models import Algorithm, Principal
-from keymanager.services.crypto import Encrypted
+from keymanager.services.crypto_results import Encrypted
 
 T = TypeVar("T")
 

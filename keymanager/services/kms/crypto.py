@@ -29,7 +29,8 @@ from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.services.asymmetric import AsymmetricService
-from keymanager.services.crypto import MAX_DATA_KEY_BYTES, CryptoService, Decrypted
+from keymanager.services.crypto import MAX_DATA_KEY_BYTES, CryptoService
+from keymanager.services.crypto_results import Decrypted
 from keymanager.services.kms.asymmetric import KmsAsymmetric
 from keymanager.services.kms.call import Call, blob_of
 from keymanager.services.snapshot import Snapshot
