@@ -1,19 +1,15 @@
 """Settings: environment variables with the prefix ``KM_``, each with a working development default.
 
-A ``KM_`` variable that names no setting stops every command (:func:`unknown_variables`, with the
-closest setting's name: ``KM_DATABSE_URL`` would otherwise leave the service on SQLite), except
-the names the service leaves to others: the clients' (:data:`CLIENT_VARIABLES`: the SDK and
-``kmctl``, and the README's examples) and any name beginning with one of
-:data:`FOREIGN_PREFIXES` (the test suite's ``KM_TEST_…``, the benchmark's ``KM_BENCH_…``).
+A ``KM_`` variable that names no setting stops every command, with the closest setting's name
+(``KM_DATABSE_URL`` would otherwise leave the service on SQLite): :mod:`keymanager.cli.km_variables`
+says which other names the service leaves to the clients and to its tools.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
 import os
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -47,28 +43,6 @@ _MOUNT = re.compile(r"[A-Za-z0-9_-]{1,64}(?:/[A-Za-z0-9_-]{1,64}){0,3}")
 def is_softhsm_module(module: str) -> bool:
     """Whether the PKCS#11 module at path ``module`` is SoftHSM (its file name says so)."""
     return "softhsm" in Path(module).name.lower()
-
-
-CLIENT_VARIABLES = frozenset(
-    {
-        "KM_URL",
-        "KM_TOKEN",
-        "KM_TOKEN_FILE",
-        "KM_CA",
-        "KM_CLIENT_CERT",
-        "KM_CLIENT_KEY",
-        "KM_ADMIN_TOKEN",
-        "KM_ACCESS_KEY_ID",
-        "KM_SECRET_ACCESS_KEY",
-    }
-)
-"""``KM_`` names that are the clients', not the service's: the SDK's ``KeyManager.from_env`` and
-``kmctl`` (``KM_URL``, ``KM_TOKEN``, ``KM_TOKEN_FILE``, ``KM_CA``, ``KM_CLIENT_CERT``,
-``KM_CLIENT_KEY``) and the README's examples (``KM_ADMIN_TOKEN``, ``KM_ACCESS_KEY_ID``,
-``KM_SECRET_ACCESS_KEY``): a shell may hold them where the service starts. Never settings."""
-FOREIGN_PREFIXES = ("KM_TEST_", "KM_BENCH_")
-"""Prefixes of ``KM_`` names the service leaves to its tools (the tests' ``KM_TEST_PKCS11_MODULE``,
-the benchmark's ``KM_BENCH_POSTGRES_URL``); no setting will ever begin so."""
 
 
 class Settings(BaseSettings):
@@ -384,24 +358,3 @@ class Settings(BaseSettings):
 
     def resolved_tls_key(self) -> Path:
         return self.tls_key or self.tls_dir / "server-key.pem"
-
-
-def setting_names() -> list[str]:
-    """The environment variable of every setting (``KM_`` and the field's name in capitals)."""
-    return [f"KM_{name.upper()}" for name in Settings.model_fields]
-
-
-def unknown_variables(environ: Mapping[str, str]) -> list[str]:
-    """One line per ``KM_`` variable of ``environ`` (in any case, as settings are read) that names no
-    setting and is not another's (:data:`CLIENT_VARIABLES`, :data:`FOREIGN_PREFIXES`), naming the
-    closest setting when one is close; never its value (it may be a PIN)."""
-    known = setting_names()
-    lines = []
-    for variable in sorted(environ):
-        name = variable.upper()
-        if not name.startswith("KM_") or name in known or name in CLIENT_VARIABLES or name.startswith(FOREIGN_PREFIXES):
-            continue
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.75)
-        hint = f"did you mean {close[0]}?" if close else "see docs/configuration.md for every setting"
-        lines.append(f"{variable} is not a setting: {hint}")
-    return lines

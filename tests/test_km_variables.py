@@ -1,14 +1,14 @@
 """Every ``KM_`` name the repository sets or documents — the test suite, CI, scripts, the Makefile,
 the deploy files (the systemd environment file, the compose file, the Kubernetes ConfigMap), the
-docs — is a setting, a client's name or a tool's (``config.py``: ``CLIENT_VARIABLES``,
-``FOREIGN_PREFIXES``): the service refuses to start on any other (issue 41, item 7)."""
+docs — is a setting, a client's name or a tool's (``cli/km_variables.py``:
+``CLIENT_VARIABLES``, ``FOREIGN_PREFIXES``): the service refuses to start on any other (issue 41, item 7)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
-from keymanager.config import CLIENT_VARIABLES, FOREIGN_PREFIXES, setting_names
+from keymanager.cli.km_variables import CLIENT_VARIABLES, FOREIGN_PREFIXES, setting_names
 
 ROOT = Path(__file__).resolve().parents[1]
 PLACES = ["tests", ".ci", "scripts", "Makefile", "Dockerfile", "deploy", "docs", "README.md", "sdk/README.md"]

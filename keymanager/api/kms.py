@@ -32,7 +32,7 @@ from starlette.types import Receive, Scope, Send
 from keymanager.api.audit_trail import AuditContext
 from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
 from keymanager.api.request_context import RouteLabel
-from keymanager.domain import kms, strict_json
+from keymanager.domain import kms, kms_fields, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
@@ -203,7 +203,7 @@ async def _serve(exchange: _Exchange, request: ReceivedRequest) -> dict[str, Any
         trail.principal = principal.name
         exchange.call = call = Call(principal, credential.region, svc.settings.aws_account_id, {})
         call.params = _params(request.body)
-        kms.check_common(call.params)
+        kms_fields.check_common(call.params)
         return call
 
     use = svc.kms_crypto.operations.get(exchange.operation)

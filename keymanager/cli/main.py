@@ -14,8 +14,9 @@ from pydantic import ValidationError
 
 from keymanager import __version__
 from keymanager.cli import break_glass
+from keymanager.cli.km_variables import unknown_variables
 from keymanager.cli.startup import redacted_url
-from keymanager.config import Settings, unknown_variables
+from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
 

@@ -21,7 +21,8 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session
 
 from keymanager.db.models import AuditChainRow, AuditRecordRow
-from keymanager.domain.audit import AuditEntry, AuditQuery, AuditRecord, ChainKey, ChainVerifier, Outcome, Verification
+from keymanager.domain.audit import AuditEntry, AuditQuery, AuditRecord, ChainKey, Outcome, Verification
+from keymanager.domain.audit_verification import ChainVerifier
 from keymanager.domain.checkpoint import LEGACY_CHAIN, ChainHead, Checkpoint
 
 HEADS = select(AuditChainRow.id, AuditChainRow.last_seq, AuditChainRow.last_hash).order_by(AuditChainRow.id)

@@ -18,7 +18,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from keymanager import errors
-from keymanager.db import records
+from keymanager.db import key_rows, records
 from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable, read_retrying
 from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
@@ -113,7 +113,7 @@ class Store:
             if principal_id is None:
                 return False
             session.execute(delete(PrincipalRow).where(PrincipalRow.id == principal_id))
-            _forget_in_policies(session, principal_id)
+            key_rows.forget_in_policies(session, principal_id)
             record_change(session, record)
             return True
 
@@ -164,14 +164,14 @@ class Store:
             condition = condition & (KeyRow.updated_at == expected_updated_at)
         for column, value in changes.items():
             if value is not None:
-                values[column] = _stored(value)
+                values[column] = key_rows.column_value(value)
         with self._transaction() as session:
-            if not _update_keys(session, condition, values):
+            if not key_rows.update_keys(session, condition, values):
                 if expected_updated_at is not None and session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)):
                     raise errors.PreconditionFailed()
                 raise errors.KeyNotFound()
             record_change(session, record)
-            return _load_key(session, key_id)
+            return key_rows.load_key(session, key_id)
 
     def rename_keys(self, renames: Sequence[tuple[str, str]], *, record: AuditEntry | None) -> None:
         """Give each key id its new name, in order, in one transaction (the KMS API's first alias of
@@ -205,7 +205,7 @@ class Store:
         now = _now()
         try:
             with self._transaction() as session:
-                if limit is not None and not _room_for(session, [key_id for _, key_id in added], limit):
+                if limit is not None and not key_rows.room_for(session, [key_id for _, key_id in added], limit):
                     return False
                 own_names = select(KeyRow.name)
                 for name in removed:
@@ -213,7 +213,7 @@ class Store:
                     if rowcount(session, dropped) == 0:
                         raise errors.NotFound("alias not found")
                 for key_id, name in renames:
-                    _rename(session, key_id, name, now)
+                    key_rows.rename(session, key_id, name, now)
                 for name, key_id in added:
                     session.add(KeyAliasRow(name=name, key_id=key_id, created_at=now, updated_at=now))
                 session.flush()
@@ -225,7 +225,9 @@ class Store:
     def set_rotation_period(self, key_id: str, days: int | None, *, record: AuditEntry | None) -> None:
         """Rotate key ``key_id`` every ``days`` days (None: only by hand); KeyNotFound for an unknown id."""
         with self._transaction() as session:
-            if not _update_keys(session, KeyRow.id == key_id, {"rotation_period_days": days, "updated_at": _now()}):
+            if not key_rows.update_keys(
+                session, KeyRow.id == key_id, {"rotation_period_days": days, "updated_at": _now()}
+            ):
                 raise errors.KeyNotFound()
             record_change(session, record)
 
@@ -253,8 +255,8 @@ class Store:
             values["state"] = KeyState.ENABLED.value
         try:
             with self._transaction() as session:
-                if not _update_keys(session, current, values):
-                    raise _refusal(
+                if not key_rows.update_keys(session, current, values):
+                    raise key_rows.refusal(
                         session,
                         key_id,
                         f"the key was rotated meanwhile: its primary version is no longer {expected_primary}",
@@ -262,7 +264,7 @@ class Store:
                 session.add(records.version_row(key_id, version))
                 session.flush()
                 record_change(session, record)
-                return _load_key(session, key_id)
+                return key_rows.load_key(session, key_id)
         except IntegrityError:
             raise errors.Conflict(f"key version {version.version} already exists") from None
 
@@ -300,7 +302,7 @@ class Store:
         pending = (KeyRow.id == key_id) & (KeyRow.state == KeyState.PENDING_DELETION.value)
         now = _now()
         with self._transaction() as session:
-            if not _update_keys(session, pending, {"state": KeyState.DESTROYED.value, "updated_at": now}):
+            if not key_rows.update_keys(session, pending, {"state": KeyState.DESTROYED.value, "updated_at": now}):
                 return False
             session.execute(
                 update(KeyVersionRow).where(KeyVersionRow.key_id == key_id).values(destroyed_at=now),
@@ -340,10 +342,10 @@ class Store:
         """Set ``values`` on key ``key_id`` if it matches ``condition`` (with ``record``); the key after.
         KeyNotFound, or Conflict saying ``refused`` when the key does not match."""
         with self._transaction() as session:
-            if not _update_keys(session, condition, values):
-                raise _refusal(session, key_id, refused)
+            if not key_rows.update_keys(session, condition, values):
+                raise key_rows.refusal(session, key_id, refused)
             record_change(session, record)
-            return _load_key(session, key_id)
+            return key_rows.load_key(session, key_id)
 
     def _one_principal(self, condition: ColumnElement[bool]) -> Principal | None:
         with self._transaction() as session:
@@ -363,63 +365,5 @@ class Store:
 _METADATA_VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
 
 
-def _forget_in_policies(session: Session, principal_id: str) -> None:
-    """Remove ``principal_id`` from every key policy that names it."""
-    for key_id, stored in session.execute(select(KeyRow.id, KeyRow.policy)):
-        policy = Policy.from_dict(stored)
-        if policy.names(principal_id):
-            kept = policy.translated({p: p for p in policy.principals() - {principal_id}})
-            _update_keys(session, KeyRow.id == key_id, {"policy": kept.to_dict()})
-
-
-def _stored(value: object) -> object:
-    """A changed attribute of a key as its column holds it."""
-    if isinstance(value, Policy):
-        return value.to_dict()
-    if isinstance(value, Mapping):
-        return dict(value)
-    return value.value if isinstance(value, (KeyState, KmipState)) else value
-
-
 def _now() -> datetime:
     return datetime.now(UTC)
-
-
-def _load_key(session: Session, key_id: str) -> Key:
-    return select_keys(session.connection(), KeyRow.id == key_id)[0]
-
-
-def _rename(session: Session, key_id: str, name: str, now: datetime) -> None:
-    """Key ``key_id`` named ``name``, the row of its old name moved along; KeyNotFound for no such key."""
-    old = session.scalar(select(KeyRow.name).where(KeyRow.id == key_id).with_for_update())
-    if old is None:
-        raise errors.KeyNotFound()
-    _update_keys(session, KeyRow.id == key_id, {"name": name, "updated_at": now})
-    moved = update(KeyAliasRow).where(KeyAliasRow.name == old).values(name=name, created_at=now, updated_at=now)
-    rowcount(session, moved)
-    session.flush()
-
-
-def _room_for(session: Session, key_ids: Sequence[str], limit: int) -> bool:
-    """Whether each of ``key_ids`` (locked, KeyNotFound when missing) may hold as many more aliases
-    besides its name as it appears in ``key_ids`` without passing ``limit``."""
-    for key_id in set(key_ids):
-        name = session.scalar(select(KeyRow.name).where(KeyRow.id == key_id).with_for_update())
-        if name is None:
-            raise errors.KeyNotFound()
-        held = session.scalars(select(KeyAliasRow.name).where(KeyAliasRow.key_id == key_id, KeyAliasRow.name != name))
-        if len(list(held)) + key_ids.count(key_id) > limit:
-            return False
-    return True
-
-
-def _update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:
-    """Update the key rows matching ``condition``; the number of rows updated."""
-    return rowcount(session, update(KeyRow).where(condition).values(values))
-
-
-def _refusal(session: Session, key_id: str, conflict: str) -> errors.KeyManagerError:
-    """KeyNotFound when key ``key_id`` does not exist, else Conflict saying ``conflict``."""
-    if session.scalar(select(KeyRow.id).where(KeyRow.id == key_id)) is None:
-        return errors.KeyNotFound()
-    return errors.Conflict(conflict)

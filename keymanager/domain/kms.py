@@ -1,4 +1,5 @@
-"""The AWS KMS API's vocabulary: errors by AWS name, key references (ids, ARNs, aliases), fields.
+"""The AWS KMS API's vocabulary: errors by AWS name, key references (ids, ARNs, aliases), key metadata
+(its request fields are read by :mod:`keymanager.domain.kms_fields`).
 
 Pure: no HTTP, no storage. The API door (``api/kms.py``) turns :class:`KmsError` into AWS's
 answer ``{"__type": <code>, "message": …}``; :func:`aws_error` translates the service's own
@@ -14,19 +15,14 @@ may take; its first alias becomes its name, the next ones are further aliases (a
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import secrets
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from enum import StrEnum
-from typing import Any, TypeVar
+from typing import Any
 
 from keymanager import errors
 from keymanager.domain import key_specs
-from keymanager.domain.ciphertext import canonical_context
 from keymanager.domain.key_specs import SPECS, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, Origin
 from keymanager.domain.names import KMS_AUTO_NAME
@@ -41,7 +37,6 @@ _UNALIASED = KMS_AUTO_NAME
 _ALIAS_NAME = re.compile(r"[A-Za-z][A-Za-z0-9_.-]{0,127}")
 _KEY_ID = re.compile(r"[0-9a-f]{32}")
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
-E = TypeVar("E", bound=StrEnum)
 _ARN = re.compile(
     r"arn:(?P<partition>aws[a-z-]{0,16}):kms:(?P<region>[a-z0-9-]{1,64}):(?P<account>[0-9]{12}):(?P<resource>(key|alias)/.+)"
 )
@@ -306,107 +301,3 @@ def metadata(key: Key, region: str, account: str) -> dict[str, Any]:
 def epoch(moment: datetime) -> float:
     """A timestamp as JSON 1.1 carries it: seconds since the epoch."""
     return round(moment.timestamp(), 3)
-
-
-# -- request fields -----------------------------------------------------------------------
-
-
-def string(params: Mapping[str, Any], name: str, *, required: bool = False, limit: int = MAX_REF_CHARS) -> str | None:
-    """Field ``name`` as a string (SerializationException for another type, ValidationException when missing)."""
-    value = params.get(name)
-    if value is None:
-        if required:
-            raise _constraint("Value null", name, "not be null")
-        return None
-    if not isinstance(value, str):
-        raise KmsError("SerializationException", f"{name} must be a string")
-    if not 1 <= len(value) <= limit:
-        raise _length(name, len(value), 1, limit)
-    return value
-
-
-def integer(params: Mapping[str, Any], name: str, low: int, high: int) -> int | None:
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise KmsError("SerializationException", f"{name} must be an integer")
-    if not low <= value <= high:
-        raise KmsError("ValidationException", f"{name} must be between {low} and {high}")
-    return value
-
-
-def blob(params: Mapping[str, Any], name: str, *, low: int, high: int, required: bool = True) -> bytes | None:
-    """Field ``name``: standard base64 of ``low``..``high`` bytes."""
-    value = params.get(name)
-    if value is None:
-        if required:
-            raise _constraint("Value null", name, "not be null")
-        return None
-    if not isinstance(value, str):
-        raise KmsError("SerializationException", f"{name} must be a base64 string")
-    try:
-        data = base64.b64decode(value, validate=True)
-    except (binascii.Error, ValueError):
-        raise KmsError("SerializationException", f"{name} is not valid base64") from None
-    if not low <= len(data) <= high:
-        raise _length(name, len(data), low, high)
-    return data
-
-
-def _length(name: str, length: int, low: int, high: int) -> KmsError:
-    bound = f"greater than or equal to {low}" if length < low else f"less than or equal to {high}"
-    return _constraint("Value", name, f"have length {bound}")
-
-
-def _constraint(value: str, name: str, rule: str) -> KmsError:
-    """AWS's words for a field that breaks its model's constraint (``Plaintext`` is ``'plaintext'``; as
-    for AWS's sensitive fields, never the value given)."""
-    message = f"1 validation error detected: {value} at '{name[:1].lower() + name[1:]}' failed to satisfy constraint"
-    return KmsError("ValidationException", f"{message}: Member must {rule}")
-
-
-def context(params: Mapping[str, Any], name: str = "EncryptionContext") -> dict[str, str] | None:
-    """An encryption context: a map of strings within the bound of ``ciphertext.canonical_context``."""
-    value = params.get(name)
-    if value is None:
-        return None
-    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise KmsError("SerializationException", f"{name} must be a map of strings to strings")
-    try:
-        canonical_context(value)
-    except errors.InvalidRequest as exc:
-        raise KmsError("ValidationException", f"{name}: {exc.message}") from None
-    return value
-
-
-def check_common(params: Mapping[str, Any]) -> None:
-    """Fields any operation may carry: grant tokens (accepted, grant nothing), DryRun and
-    ``Recipient`` (Nitro enclaves' attestation: refused)."""
-    tokens = params.get("GrantTokens")
-    if tokens is not None and (not isinstance(tokens, list) or len(tokens) > 10):
-        raise KmsError("ValidationException", "GrantTokens is a list of at most 10 tokens")
-    if params.get("DryRun") is True:
-        raise unsupported("DryRun")
-    if params.get("Recipient") is not None:
-        raise unsupported("Recipient")
-
-
-def choice(params: Mapping[str, Any], name: str, names: type[E], *, required: bool = False) -> E | None:
-    """Field ``name`` as one of the enum ``names`` (AWS's names): ValidationException for an unknown
-    name or a missing required one, UnsupportedOperationException for a name of AWS's no row has."""
-    value = string(params, name, required=required, limit=64)
-    if value is None:
-        return None
-    try:
-        return names(value)
-    except ValueError:
-        if value in AWS_ONLY:
-            raise unsupported(f"{name} {value}") from None
-        allowed = ", ".join(member.value for member in names)
-        raise KmsError("ValidationException", f"{name} must be one of {allowed}") from None
-
-
-def data(value: bytes) -> str:
-    """A blob as JSON 1.1 carries it: standard base64."""
-    return base64.b64encode(value).decode()

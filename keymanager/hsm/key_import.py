@@ -1,10 +1,5 @@
-"""Bring your own key: RSA wrapping key pairs made in the HSM, and key material unwrapped inside it.
-
-Shaped like AWS KMS's import. ``make_parameters`` generates an RSA key pair in the HSM: the
-private half a token object that can only unwrap (no decrypt, sign or derive), sensitive and
-non-extractable; the public half a session object, read out as DER and destroyed. The import
-token names the private key's label, which carries the key id, the wrapping algorithm and the
-expiry, so no state is kept outside the HSM and a forged token finds no object.
+"""Bring your own key: key material unwrapped inside the HSM, under import parameters
+(:mod:`keymanager.hsm.import_parameters`: RSA wrapping key pairs made in the HSM). Shaped like AWS KMS's import.
 
 ``unwrap_version`` unwraps (``C_UnwrapKey``) straight into token objects with the key version's
 final template and label, so the material never exists in clear in this process and no
@@ -24,15 +19,6 @@ import refused, the key unchanged) unless all hold:
 
 The wrapping key is destroyed (one use) once an import succeeded. Every PKCS#11 call runs on the
 HSM thread through :meth:`Hsm.call`.
-
-Wrapping algorithms (AWS names), each offered only when the token has its mechanisms
-(:data:`keymanager.hsm.capabilities.FEATURES`):
-
-* ``RSAES_OAEP_SHA_1``: the material RSA-OAEP-encrypted (SHA-1, MGF1-SHA-1).
-* ``RSA_AES_KEY_WRAP_SHA_1``: an ephemeral AES key RSA-OAEP-encrypted (SHA-1), followed by the
-  material wrapped under it with AES key wrap with padding (RFC 5649).
-
-(SoftHSM answers ``CKR_ARGUMENTS_BAD`` to OAEP with SHA-256, so the ``*_SHA_256`` variants are not offered.)
 """
 
 from __future__ import annotations
@@ -42,51 +28,33 @@ import enum
 import hmac
 import secrets
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pkcs11
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.rsa import RSAPublicNumbers
 from pkcs11 import MGF, Attribute, KeyType, Mechanism, ObjectClass
 from pkcs11 import exceptions as p11
 
 from keymanager.domain.key_specs import BlockMode, spec_of
 from keymanager.domain.models import HMAC_KEY_BITS, Algorithm, HsmObjects
-from keymanager.errors import Conflict, InvalidRequest
+from keymanager.errors import InvalidRequest
 from keymanager.hsm.adapter import Hsm
 from keymanager.hsm.capabilities import hmac_mechanism
+from keymanager.hsm.import_parameters import RSA_BITS, WrappingAlgorithm, parse_token, wrapping_key_label
 from keymanager.hsm.readback import check_object, tighten
 from keymanager.hsm.templates import (
     AES_ENCRYPT_ONLY_TEMPLATE,
     AES_TEMPLATE,
     HMAC_TEMPLATE,
     NO_CAPABILITIES,
-    RSA_UNWRAP_PRIVATE_TEMPLATE,
-    RSA_UNWRAP_PUBLIC_TEMPLATE,
     version_labels,
 )
 from keymanager.hsm.token import LOST
 
-PARAMETERS_SECONDS = 24 * 3600
-"""Import parameters (the wrapping key pair) are valid for 24 hours."""
-RSA_BITS = 2048
-MAX_OUTSTANDING = 10
-"""Unexpired, unused import parameters a key may have at once (each is an object in the token)."""
 _OAEP_SHA1 = (Mechanism.SHA_1, MGF.SHA1, None)
-_PREFIX = "km/import/"
 _ZERO_BLOCK = bytes(16)
 _CHECK_MESSAGE = b"keymanager key check value"
-
-
-class WrappingAlgorithm(enum.StrEnum):
-    RSAES_OAEP_SHA_1 = "RSAES_OAEP_SHA_1"
-    RSA_AES_KEY_WRAP_SHA_1 = "RSA_AES_KEY_WRAP_SHA_1"
-
-    @property
-    def feature(self) -> str:
-        """Its name in :data:`~keymanager.hsm.capabilities.FEATURES`."""
-        return f"import {self.value}"
 
 
 class ImportType(enum.StrEnum):
@@ -97,29 +65,14 @@ class ImportType(enum.StrEnum):
 
 
 @dataclass(frozen=True)
-class ImportParameters:
-    public_key: bytes
-    """DER SubjectPublicKeyInfo of the RSA wrapping key."""
+class EncryptedKeyMaterial:
+    """Key material as an import brings it: ``parts`` (one per object of the key version), each wrapped
+    under the import parameters ``import_token`` names, and whether it is the key's own material again
+    or new material (``import_type``)."""
+
     import_token: str
-    expires_at: int
-    """Unix time."""
-
-
-def wrapping_algorithms(hsm: Hsm) -> list[WrappingAlgorithm]:
-    """The wrapping algorithms this token supports (the only ones import parameters offer)."""
-    capabilities = hsm.capabilities()
-    return [a for a in WrappingAlgorithm if capabilities.has(a.feature)]
-
-
-def make_parameters(hsm: Hsm, key_id: str, algorithm: WrappingAlgorithm, now: float | None = None) -> ImportParameters:
-    """A fresh RSA wrapping key pair for key ``key_id`` (expired pairs of that key are destroyed first);
-    InvalidRequest naming the mechanism when the token lacks ``algorithm``'s."""
-    hsm.require(algorithm.feature)
-    moment = int(now if now is not None else time.time())
-    expires = moment + PARAMETERS_SECONDS
-    token = f"{algorithm.value}.{expires}.{secrets.token_hex(16)}"
-    der = hsm.call(_make_pair, key_id, _label(key_id, token), moment)
-    return ImportParameters(public_key=der, import_token=token, expires_at=expires)
+    parts: Sequence[bytes]
+    import_type: ImportType = ImportType.EXISTING_KEY_MATERIAL
 
 
 def unwrap_version(
@@ -127,47 +80,32 @@ def unwrap_version(
     key_id: str,
     number: int,
     algorithm: Algorithm,
-    import_token: str,
-    materials: list[bytes],
+    material: EncryptedKeyMaterial,
     *,
     current: HsmObjects | None = None,
-    import_type: ImportType = ImportType.EXISTING_KEY_MATERIAL,
     now: float | None = None,
 ) -> HsmObjects | None:
-    """Unwrap ``materials`` (one per object of ``algorithm``'s version) into version ``number``'s objects,
-    checked as the module docstring says; None when ``current`` (the key's primary version) holds the
-    same material and ``import_type`` is ``EXISTING_KEY_MATERIAL`` (nothing is made).
+    """Unwrap ``material`` (one part per object of ``algorithm``'s version) into version ``number``'s
+    objects, checked as the module docstring says; None when ``current`` (the key's primary version)
+    holds the same material and its import type is ``EXISTING_KEY_MATERIAL`` (nothing is made).
 
     Raises InvalidRequest for a malformed, unknown or expired token, material of the wrong length,
     that does not unwrap or does not work, other material than ``current``'s (or the same, for new
     material); TemplateNotHonoured when the HSM made the object other than asked. Nothing is left in
     the token then, and the import token stays usable. On success the wrapping key is gone.
     """
-    wrapping = _parse_token(import_token)
+    wrapping = parse_token(material.import_token)
     if wrapping[1] <= (now if now is not None else time.time()):
         raise InvalidRequest("the import parameters have expired: ask for new ones")
     objects = version_labels(key_id, number, algorithm, secrets.token_hex(4))
     targets = _targets(algorithm, objects)
-    if len(materials) != len(targets):
+    if len(material.parts) != len(targets):
         raise InvalidRequest(f"{algorithm.value} takes {len(targets)} encrypted key material part(s)")
     compared = None if current is None else _targets(algorithm, current)
-    parts = list(zip(targets, materials, strict=True))
-    made = hsm.call(_unwrap_all, _label(key_id, import_token), wrapping[0], parts, compared, import_type)
+    parts = list(zip(targets, material.parts, strict=True))
+    label = wrapping_key_label(key_id, material.import_token)
+    made = hsm.call(_unwrap_all, label, wrapping[0], parts, compared, material.import_type)
     return objects if made else None
-
-
-def _parse_token(token: str) -> tuple[WrappingAlgorithm, int]:
-    parts = token.split(".")
-    try:
-        if len(parts) != 3 or len(parts[2]) != 32 or not parts[1].isdigit():
-            raise ValueError
-        return WrappingAlgorithm(parts[0]), int(parts[1])
-    except ValueError:
-        raise InvalidRequest("import_token is not an import token of this service") from None
-
-
-def _label(key_id: str, token: str) -> str:
-    return f"{_PREFIX}{key_id}/{token}"
 
 
 @dataclass(frozen=True)
@@ -197,45 +135,6 @@ def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
 
 
 # -- work done on the HSM thread ------------------------------------------------------
-
-
-def _make_pair(token: Any, key_id: str, label: str, now: int) -> bytes:
-    session = token.session()
-    if _destroy_expired(session, key_id, now) >= MAX_OUTSTANDING:
-        raise Conflict(f"a key has at most {MAX_OUTSTANDING} unused import parameters at once: use or let expire")
-    public, private = session.generate_keypair(
-        KeyType.RSA,
-        RSA_BITS,
-        label=label,
-        store=False,
-        public_template=RSA_UNWRAP_PUBLIC_TEMPLATE,
-        private_template=RSA_UNWRAP_PRIVATE_TEMPLATE,
-    )
-    try:
-        check_object(private, RSA_UNWRAP_PRIVATE_TEMPLATE)
-        numbers = RSAPublicNumbers(
-            int.from_bytes(public[Attribute.PUBLIC_EXPONENT], "big"), int.from_bytes(public[Attribute.MODULUS], "big")
-        )
-        return numbers.public_key().public_bytes(
-            serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
-        )
-    finally:
-        with contextlib.suppress(p11.PKCS11Error):
-            public.destroy()
-
-
-def _destroy_expired(session: Any, key_id: str, now: int) -> int:
-    """Destroy the key's expired wrapping keys; how many unexpired ones remain."""
-    prefix, remaining = f"{_PREFIX}{key_id}/", 0
-    for obj in list(session.get_objects({Attribute.CLASS: ObjectClass.PRIVATE_KEY, Attribute.TOKEN: True})):
-        label = obj[Attribute.LABEL]
-        if label.startswith(prefix):
-            with contextlib.suppress(InvalidRequest, p11.PKCS11Error):
-                if _parse_token(label[len(prefix) :])[1] <= now:
-                    obj.destroy()
-                else:
-                    remaining += 1
-    return remaining
 
 
 def _unwrap_all(

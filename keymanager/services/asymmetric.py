@@ -52,7 +52,8 @@ from keymanager.errors import (
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import feature
 from keymanager.hsm.lane import SLOTS, Slots
-from keymanager.services.crypto import CryptoService, Decrypted, Encrypted
+from keymanager.services.crypto import CryptoService
+from keymanager.services.crypto_results import Decrypted, Encrypted
 from keymanager.services.key_use import usable
 from keymanager.services.snapshot import KeyLookup
 

@@ -2,14 +2,14 @@
 
 One implementation per operation, awaited on the event loop: every operation finds its keys
 through a :class:`~keymanager.services.snapshot.KeyLookup` (the request's snapshot: the cache,
-or fresh database reads) and runs its HSM work on the HSM thread.
+or fresh database reads) and runs its HSM work on the HSM thread. What each returns is in
+:mod:`keymanager.services.crypto_results`.
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.key_specs import SPECS, BlockMode, spec_of
@@ -26,6 +26,16 @@ from keymanager.errors import (
     VersionBelowMinimum,
 )
 from keymanager.hsm import Hsm
+from keymanager.services.crypto_results import (
+    BatchResults,
+    DataKey,
+    Decrypted,
+    Encrypted,
+    KeyUse,
+    Mac,
+    MacCheck,
+    Sealed,
+)
 from keymanager.services.key_use import usable
 from keymanager.services.snapshot import KeyLookup
 from keymanager.services.streams import StreamOpener, StreamSealer
@@ -35,70 +45,6 @@ Context = Mapping[str, str] | None
 MAX_DATA_KEY_BYTES = 1024
 """The largest data key (AWS's ``NumberOfBytes`` bound); REST asks for 128 or 256 bits, the KMS API for
 any number of bytes from 1 to this."""
-
-
-@dataclass(frozen=True)
-class KeyUse:
-    """The key and key version an operation used."""
-
-    key_id: str
-    key_version: int
-
-
-@dataclass(frozen=True)
-class Encrypted(KeyUse):
-    ciphertext: str
-    """``km:1:<key id>:<key version>:<base64 body>``."""
-
-
-@dataclass(frozen=True)
-class Decrypted(KeyUse):
-    plaintext: bytes
-
-
-@dataclass(frozen=True)
-class Sealed(KeyUse):
-    """AES-256-GCM output authenticating the caller's AAD alone (:meth:`CryptoService.seal_with_aad`)."""
-
-    iv: bytes
-    ciphertext: bytes
-    tag: bytes
-    objects: HsmObjects
-    """The key version's HSM objects (for :meth:`CryptoService.confirm_sealed`)."""
-
-
-@dataclass(frozen=True)
-class Mac(KeyUse):
-    """An HMAC-SHA256 computed in the HSM (deterministic: a blind index)."""
-
-    mac: bytes
-
-
-@dataclass(frozen=True)
-class DataKey:
-    """A data key in plaintext (for the caller, once) beside its ciphertext under the named key."""
-
-    plaintext: bytes
-    encrypted: Encrypted
-
-
-@dataclass(frozen=True)
-class BatchResults:
-    """One result or one error per item, in order; the key they used."""
-
-    results: list[Encrypted | Decrypted | KeyManagerError]
-    key_id: str
-
-    @property
-    def failed(self) -> int:
-        return sum(isinstance(r, KeyManagerError) for r in self.results)
-
-
-@dataclass(frozen=True)
-class MacCheck(KeyUse):
-    """Whether a MAC is the one the key version computes (compared in constant time)."""
-
-    valid: bool
 
 
 class CryptoService:

@@ -22,8 +22,10 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState, Origin
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
+from keymanager.hsm import import_parameters as ip
 from keymanager.hsm import key_import as ki
-from keymanager.hsm.key_import import ImportParameters, ImportType, WrappingAlgorithm
+from keymanager.hsm.import_parameters import ImportParameters, WrappingAlgorithm
+from keymanager.hsm.key_import import EncryptedKeyMaterial, ImportType
 from keymanager.services.lifecycle import add_version
 
 _IMPORTABLE = (KeyState.PENDING_IMPORT, KeyState.ENABLED, KeyState.DISABLED)
@@ -40,11 +42,11 @@ class KeyImportService:
         """Fresh import parameters for ``key``; InvalidRequest for an unknown algorithm, Conflict for a key
         that does not take imports."""
         _check_importable(key)
-        offered = ki.wrapping_algorithms(self._hsm)
+        offered = ip.wrapping_algorithms(self._hsm)
         if wrapping_algorithm not in offered:
             names = ", ".join(a.value for a in offered) or "none (the HSM lacks the mechanisms)"
             raise InvalidRequest(f"wrapping_algorithm is one of {names} on this HSM")
-        return ki.make_parameters(self._hsm, key.id, WrappingAlgorithm(wrapping_algorithm))
+        return ip.make_parameters(self._hsm, key.id, WrappingAlgorithm(wrapping_algorithm))
 
     def import_material(
         self,
@@ -68,9 +70,8 @@ class KeyImportService:
             raise InvalidRequest(f"import_type is one of {', '.join(ImportType)}") from None
         current = key.versions[key.primary_version].hsm if key.primary_version else None
         number = key.primary_version + 1
-        objects = ki.unwrap_version(
-            self._hsm, key.id, number, key.algorithm, import_token, materials, current=current, import_type=kind
-        )
+        material = EncryptedKeyMaterial(import_token, materials, kind)
+        objects = ki.unwrap_version(self._hsm, key.id, number, key.algorithm, material, current=current)
         if objects is None:  # the key's own material again
             return self._store.update_key(key.id, record=record)
         return add_version(self._store, self._hsm, key, objects, record=record, what="import")

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.hsm import Hsm
-from keymanager.hsm.key_import import ImportParameters, WrappingAlgorithm
+from keymanager.hsm.import_parameters import ImportParameters, WrappingAlgorithm
 from tests.api.support import assert_error, b64
 from tests.conftest import auth
 from tests.domain.test_ff1 import KEY_256, TWEAK_2, TWEAK_3

@@ -13,12 +13,12 @@ from keymanager.domain.audit import (
     MAX_DETAILS_ITEMS,
     MAX_TEXT,
     AuditEntry,
-    ChainVerifier,
     Outcome,
     _bounded_in_full,
     bounded,
     chain,
 )
+from keymanager.domain.audit_verification import ChainVerifier
 
 
 def entry(**fields: object) -> AuditEntry:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from keymanager import errors
-from keymanager.domain import access_keys, kms
+from keymanager.domain import access_keys, kms, kms_fields
 from keymanager.domain.key_specs import SPECS, EncryptionAlgorithm, SigningAlgorithm
 
 ACCOUNT = "111122223333"
@@ -84,7 +84,7 @@ def test_every_decryption_failure_has_one_message() -> None:
 
 
 def test_fields() -> None:
-    assert kms.blob({"P": "AAE="}, "P", low=1, high=4) == b"\x00\x01"
+    assert kms_fields.blob({"P": "AAE="}, "P", low=1, high=4) == b"\x00\x01"
     for params, code in (
         ({"P": 1}, "SerializationException"),
         ({"P": "not base64!"}, "SerializationException"),
@@ -92,36 +92,38 @@ def test_fields() -> None:
         ({}, "ValidationException"),
     ):
         with pytest.raises(kms.KmsError) as refused:
-            kms.blob(params, "P", low=1, high=4)
+            kms_fields.blob(params, "P", low=1, high=4)
         assert refused.value.code == code
-    assert kms.context({"EncryptionContext": {"a": "b"}}) == {"a": "b"}
+    assert kms_fields.context({"EncryptionContext": {"a": "b"}}) == {"a": "b"}
     with pytest.raises(kms.KmsError):
-        kms.context({"EncryptionContext": {"a": 1}})
+        kms_fields.context({"EncryptionContext": {"a": 1}})
     with pytest.raises(kms.KmsError):
-        kms.context({"EncryptionContext": {"a": "b" * 8192}})
+        kms_fields.context({"EncryptionContext": {"a": "b" * 8192}})
     with pytest.raises(kms.KmsError) as refused:
-        kms.check_common({"DryRun": True})
+        kms_fields.check_common({"DryRun": True})
     assert refused.value.code == "UnsupportedOperationException"
     with pytest.raises(kms.KmsError) as refused:
-        kms.check_common({"Recipient": {"AttestationDocument": "AA=="}})
+        kms_fields.check_common({"Recipient": {"AttestationDocument": "AA=="}})
     assert refused.value.code == "UnsupportedOperationException"
-    kms.check_common({"EncryptionAlgorithm": "RSAES_OAEP_SHA_256", "GrantTokens": ["t"]})
+    kms_fields.check_common({"EncryptionAlgorithm": "RSAES_OAEP_SHA_256", "GrantTokens": ["t"]})
 
 
 def test_choice_of_aws_names() -> None:
-    assert kms.choice({"A": "RSAES_OAEP_SHA_1"}, "A", EncryptionAlgorithm) is EncryptionAlgorithm.RSAES_OAEP_SHA_1
-    assert kms.choice({}, "A", EncryptionAlgorithm) is None
+    assert (
+        kms_fields.choice({"A": "RSAES_OAEP_SHA_1"}, "A", EncryptionAlgorithm) is EncryptionAlgorithm.RSAES_OAEP_SHA_1
+    )
+    assert kms_fields.choice({}, "A", EncryptionAlgorithm) is None
     for value, code in (("RSAES_PKCS1", "ValidationException"), ("SM2PKE", "UnsupportedOperationException")):
         with pytest.raises(kms.KmsError) as refused:
-            kms.choice({"A": value}, "A", EncryptionAlgorithm)
+            kms_fields.choice({"A": value}, "A", EncryptionAlgorithm)
         assert refused.value.code == code and (
             value in refused.value.message or "RSAES_OAEP_SHA_1" in refused.value.message
         )
     with pytest.raises(kms.KmsError) as refused:
-        kms.choice({}, "A", SigningAlgorithm, required=True)
+        kms_fields.choice({}, "A", SigningAlgorithm, required=True)
     assert refused.value.code == "ValidationException"
     with pytest.raises(kms.KmsError) as refused:
-        kms.choice({"A": 3}, "A", SigningAlgorithm)
+        kms_fields.choice({"A": 3}, "A", SigningAlgorithm)
     assert refused.value.code == "SerializationException"
 
 

@@ -17,6 +17,7 @@ from keymanager.domain.credentials import new_id
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import Conflict, InvalidRequest
 from keymanager.hsm import Hsm
+from keymanager.hsm import import_parameters as ip
 from keymanager.hsm import key_import as ki
 from keymanager.hsm import tokenization as tk
 from keymanager.hsm.capabilities import Capabilities
@@ -25,12 +26,12 @@ from tests.domain.test_ff1 import KEY_256
 pytestmark = pytest.mark.softhsm
 
 
-def wrap(params: ki.ImportParameters, algorithm: ki.WrappingAlgorithm, material: bytes) -> bytes:
+def wrap(params: ip.ImportParameters, algorithm: ip.WrappingAlgorithm, material: bytes) -> bytes:
     """What a client does: encrypt the material under the service's RSA public key (test-side software)."""
     public = serialization.load_der_public_key(params.public_key)
     assert isinstance(public, rsa.RSAPublicKey)
     oaep = padding.OAEP(mgf=padding.MGF1(hashes.SHA1()), algorithm=hashes.SHA1(), label=None)  # noqa: S303
-    if algorithm is ki.WrappingAlgorithm.RSAES_OAEP_SHA_1:
+    if algorithm is ip.WrappingAlgorithm.RSAES_OAEP_SHA_1:
         return public.encrypt(material, oaep)
     ephemeral = os.urandom(32)
     return public.encrypt(ephemeral, oaep) + aes_key_wrap_with_padding(ephemeral, material)
@@ -56,20 +57,24 @@ def _read(token: Any, label: str) -> dict[str, Any]:
     return {name: key[Attribute[name]] for name in names}
 
 
-@pytest.mark.parametrize("wrapping", list(ki.WrappingAlgorithm))
+@pytest.mark.parametrize("wrapping", list(ip.WrappingAlgorithm))
 def test_nist_key_imported_gives_the_nist_samples(
-    hsm: Hsm, made: list[HsmObjects], wrapping: ki.WrappingAlgorithm
+    hsm: Hsm, made: list[HsmObjects], wrapping: ip.WrappingAlgorithm
 ) -> None:
     key_id = new_id()
     if not hsm.capabilities().has(wrapping.feature):  # the token lacks it: refused by name
         with pytest.raises(InvalidRequest, match=f"{wrapping.value} .no CKM_"):
-            ki.make_parameters(hsm, key_id, wrapping)
+            ip.make_parameters(hsm, key_id, wrapping)
         return
-    params = ki.make_parameters(hsm, key_id, wrapping)
+    params = ip.make_parameters(hsm, key_id, wrapping)
     assert params.public_key[:1] == b"\x30"
     assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{params.import_token}"]
     objects = ki.unwrap_version(
-        hsm, key_id, 1, Algorithm.FF1_AES_256, params.import_token, [wrap(params, wrapping, KEY_256)]
+        hsm,
+        key_id,
+        1,
+        Algorithm.FF1_AES_256,
+        ki.EncryptedKeyMaterial(params.import_token, [wrap(params, wrapping, KEY_256)]),
     )
     made.append(objects)
     assert tk.ff1_encrypt_text(hsm, objects, 10, "0123456789", b"") == "6657667009"
@@ -85,14 +90,22 @@ def test_nist_key_imported_gives_the_nist_samples(
     }
     assert hsm.call(_private_labels, key_id) == []  # the wrapping key is single-use
     with pytest.raises(InvalidRequest, match="unknown, used already"):
-        ki.unwrap_version(hsm, key_id, 2, Algorithm.FF1_AES_256, params.import_token, [wrap(params, wrapping, KEY_256)])
+        ki.unwrap_version(
+            hsm,
+            key_id,
+            2,
+            Algorithm.FF1_AES_256,
+            ki.EncryptedKeyMaterial(params.import_token, [wrap(params, wrapping, KEY_256)]),
+        )
 
 
 def test_two_part_and_hmac_keys(hsm: Hsm, made: list[HsmObjects]) -> None:
     key_id = new_id()
-    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
-    parts = [wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32)) for _ in range(2)]
-    objects = ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256, params.import_token, parts)
+    params = ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    parts = [wrap(params, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32)) for _ in range(2)]
+    objects = ki.unwrap_version(
+        hsm, key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256, ki.EncryptedKeyMaterial(params.import_token, parts)
+    )
     made.append(objects)
     assert objects.enc_label and objects.mac_label
     assert hsm.call(_read, objects.enc_label)["DECRYPT"] is True
@@ -102,9 +115,9 @@ def test_two_part_and_hmac_keys(hsm: Hsm, made: list[HsmObjects]) -> None:
 
 def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
     key_id = new_id()
-    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
-    good = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256)
-    short = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256[:16])
+    params = ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    good = wrap(params, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256)
+    short = wrap(params, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, KEY_256[:16])
     cases = [
         ("not-a-token", [good], "not an import token"),
         (params.import_token.replace(params.import_token[-4:], "0000"), [good], "unknown"),
@@ -114,23 +127,30 @@ def test_refusals_leave_nothing_behind(hsm: Hsm) -> None:
     ]
     for token, materials, rule in cases:
         with pytest.raises(InvalidRequest, match=rule):
-            ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_GCM, token, materials)
+            ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_GCM, ki.EncryptedKeyMaterial(token, materials))
     assert hsm.find_labels(f"km/{key_id}/") == []
     with pytest.raises(InvalidRequest, match="expired"):
-        ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_GCM, params.import_token, [good], now=params.expires_at)
+        ki.unwrap_version(
+            hsm,
+            key_id,
+            1,
+            Algorithm.AES_256_GCM,
+            ki.EncryptedKeyMaterial(params.import_token, [good]),
+            now=params.expires_at,
+        )
     # New parameters a day later sweep the expired pair.
-    later = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=params.expires_at + 1)
+    later = ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=params.expires_at + 1)
     assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
 
 
 def test_outstanding_parameters_are_bounded(hsm: Hsm) -> None:
     key_id = new_id()
-    for _ in range(ki.MAX_OUTSTANDING):
-        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    for _ in range(ip.MAX_OUTSTANDING):
+        ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
     with pytest.raises(Conflict, match="at most 10 unused import parameters"):
-        ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
-    later = ki.make_parameters(
-        hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=time.time() + ki.PARAMETERS_SECONDS
+        ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    later = ip.make_parameters(
+        hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, now=time.time() + ip.PARAMETERS_SECONDS
     )
     assert hsm.call(_private_labels, key_id) == [f"km/import/{key_id}/{later.import_token}"]
     hsm.call(_destroy_all, key_id)
@@ -144,15 +164,15 @@ def _destroy_all(token: Any, key_id: str) -> None:
 
 def test_only_the_wrapping_algorithms_the_token_has_are_offered(hsm: Hsm, monkeypatch: pytest.MonkeyPatch) -> None:
     capabilities = hsm.capabilities()
-    assert ki.wrapping_algorithms(hsm) == [a for a in ki.WrappingAlgorithm if capabilities.has(a.feature)]
+    assert ip.wrapping_algorithms(hsm) == [a for a in ip.WrappingAlgorithm if capabilities.has(a.feature)]
     lacking = Capabilities(
         {m: i for m, i in capabilities.mechanisms.items() if m is not Mechanism.AES_KEY_WRAP_PAD},
         capabilities.trust_flags,
     )
     monkeypatch.setattr(hsm._token, "_capabilities", lacking)
-    assert ki.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1 not in ki.wrapping_algorithms(hsm)
+    assert ip.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1 not in ip.wrapping_algorithms(hsm)
     with pytest.raises(InvalidRequest, match=r"RSA_AES_KEY_WRAP_SHA_1 .no CKM_AES_KEY_WRAP_PAD"):
-        ki.make_parameters(hsm, new_id(), ki.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1)
+        ip.make_parameters(hsm, new_id(), ip.WrappingAlgorithm.RSA_AES_KEY_WRAP_SHA_1)
 
 
 class _UnwrapIgnoresSensitive:
@@ -175,10 +195,12 @@ def test_an_unwrapped_key_left_non_sensitive_is_made_sensitive_before_use(
     real = ki._rsa_unwrap
     monkeypatch.setattr(ki, "_rsa_unwrap", lambda w, *a: real(_UnwrapIgnoresSensitive(w), *a))
     key_id = new_id()
-    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
-    blob = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32))
+    params = ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    blob = wrap(params, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(32))
     try:
-        objects = ki.unwrap_version(hsm, key_id, 1, Algorithm.HMAC_SHA256, params.import_token, [blob])
+        objects = ki.unwrap_version(
+            hsm, key_id, 1, Algorithm.HMAC_SHA256, ki.EncryptedKeyMaterial(params.import_token, [blob])
+        )
     except InvalidRequest as refused:  # a token may refuse CKA_SENSITIVE false in an unwrap template
         assert "does not unwrap" in refused.message
         assert hsm.find_labels(f"km/{key_id}/") == []
@@ -193,9 +215,15 @@ def test_the_known_answer_check_refuses_material_that_does_not_work(hsm: Hsm) ->
     """25 bytes as an AES key: on a token that reports lengths, refused by length; on SoftHSM (measured
     to 8 bytes) by the known-answer encryption. Either way the message names the length."""
     key_id = new_id()
-    params = ki.make_parameters(hsm, key_id, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1)
-    blob = wrap(params, ki.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(25))
+    params = ip.make_parameters(hsm, key_id, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1)
+    blob = wrap(params, ip.WrappingAlgorithm.RSAES_OAEP_SHA_1, os.urandom(25))
     with pytest.raises(InvalidRequest, match="exactly 32 bytes"):
-        ki.unwrap_version(hsm, key_id, 1, Algorithm.AES_256_CBC_HMAC_SHA256, params.import_token, [blob, blob])
+        ki.unwrap_version(
+            hsm,
+            key_id,
+            1,
+            Algorithm.AES_256_CBC_HMAC_SHA256,
+            ki.EncryptedKeyMaterial(params.import_token, [blob, blob]),
+        )
     assert hsm.find_labels(f"km/{key_id}/") == []
     hsm.call(_destroy_all, key_id)

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from keymanager.hsm.key_import import ImportParameters, WrappingAlgorithm
+from keymanager.hsm.import_parameters import ImportParameters, WrappingAlgorithm
 from tests.hsm.test_key_import import wrap
 from tests.security.conftest import Server
 

@@ -22,7 +22,7 @@ from botocore.config import Config
 from botocore.exceptions import ClientError
 
 from keymanager.domain.models import KeyState
-from keymanager.hsm.key_import import ImportParameters, WrappingAlgorithm
+from keymanager.hsm.import_parameters import ImportParameters, WrappingAlgorithm
 from tests.hsm.test_key_import import wrap
 from tests.security.conftest import Pair, Server
 

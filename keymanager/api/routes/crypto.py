@@ -36,7 +36,7 @@ from keymanager.api.schemas import (
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal
 from keymanager.errors import InvalidRequest, KeyManagerError
-from keymanager.services.crypto import BatchResults, Decrypted, Encrypted
+from keymanager.services.crypto_results import BatchResults, Decrypted, Encrypted
 from keymanager.services.snapshot import Snapshot
 
 router = APIRouter(prefix="/v1", tags=["cryptography"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)

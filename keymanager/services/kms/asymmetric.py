@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from keymanager.domain import kms
+from keymanager.domain import kms, kms_fields
 from keymanager.domain.key_specs import (
     DATA_KEY_PAIR_SPECS,
     Algorithm,
@@ -57,14 +57,14 @@ class KmsAsymmetric:
         call.noted(signed.key_id, signed.key_version)
         return {
             "KeyId": call.arn(signed.key_id),
-            "Signature": kms.data(signed.signature),
+            "Signature": kms_fields.data(signed.signature),
             "SigningAlgorithm": algorithm,
         }
 
     async def verify(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         """``SignatureValid`` true, or KMSInvalidSignatureException (as AWS) for a signature that does not verify."""
         ref, (message, message_type, algorithm) = call.ref(), _signing_request(call)
-        signature = kms.blob(call.params, "Signature", low=1, high=MAX_SIGNATURE_BYTES)
+        signature = kms_fields.blob(call.params, "Signature", low=1, high=MAX_SIGNATURE_BYTES)
         assert signature is not None
         checked = await self._asymmetric.verify(
             snapshot, call.principal, ref, message, message_type, signature, algorithm
@@ -85,7 +85,7 @@ class KmsAsymmetric:
         call.noted(info.key_id, info.key_version)
         return {
             "KeyId": call.arn(info.key_id),
-            "PublicKey": kms.data(info.spki_der),
+            "PublicKey": kms_fields.data(info.spki_der),
             "CustomerMasterKeySpec": kms.key_spec(info.key),
             "KeySpec": kms.key_spec(info.key),
             "KeyUsage": kms.key_usage(info.key),
@@ -95,14 +95,14 @@ class KmsAsymmetric:
     async def derive_shared_secret(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         """ECDH of the key's private half (in the HSM) with the peer's DER SubjectPublicKeyInfo."""
         ref = call.ref()
-        algorithm = kms.choice(call.params, "KeyAgreementAlgorithm", KeyAgreementAlgorithm, required=True)
-        peer = kms.blob(call.params, "PublicKey", low=1, high=MAX_PUBLIC_KEY_BYTES)
+        algorithm = kms_fields.choice(call.params, "KeyAgreementAlgorithm", KeyAgreementAlgorithm, required=True)
+        peer = kms_fields.blob(call.params, "PublicKey", low=1, high=MAX_PUBLIC_KEY_BYTES)
         assert algorithm is not None and peer is not None
         derived = await self._asymmetric.derive_shared_secret(snapshot, call.principal, ref, peer, algorithm)
         call.noted(derived.key_id, derived.key_version)
         return {
             "KeyId": call.arn(derived.key_id),
-            "SharedSecret": kms.data(derived.shared_secret),
+            "SharedSecret": kms_fields.data(derived.shared_secret),
             "KeyAgreementAlgorithm": algorithm,
             "KeyOrigin": "AWS_KMS",
         }
@@ -112,19 +112,19 @@ class KmsAsymmetric:
         ``CiphertextBlob`` of ours (Decrypt opens it), and in plaintext unless WithoutPlaintext."""
         ref, (name, pair_spec) = call.ref(), _pair_spec(call)
         made = await self._asymmetric.generate_data_key_pair(
-            snapshot, call.principal, ref, pair_spec, kms.context(call.params), include_plaintext=plaintext
+            snapshot, call.principal, ref, pair_spec, kms_fields.context(call.params), include_plaintext=plaintext
         )
         sealed = made.private_key_ciphertext
         call.noted(sealed.key_id, sealed.key_version)
         wrapping = await snapshot.key(sealed.key_id)
         answer = {
             "PrivateKeyCiphertextBlob": blob_of(sealed, wrapping.algorithm),
-            "PublicKey": kms.data(made.public_key),
+            "PublicKey": kms_fields.data(made.public_key),
             "KeyId": call.arn(sealed.key_id),
             "KeyPairSpec": name,
         }
         if made.private_key_plaintext is not None:
-            answer["PrivateKeyPlaintext"] = kms.data(made.private_key_plaintext)
+            answer["PrivateKeyPlaintext"] = kms_fields.data(made.private_key_plaintext)
         return answer
 
     async def generate_data_key_pair_without_plaintext(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
@@ -134,9 +134,9 @@ class KmsAsymmetric:
 def _signing_request(call: Call) -> tuple[bytes, MessageType, SigningAlgorithm]:
     """``Message`` (its bounds are the service's: RAW ≤ 4,096 bytes, DIGEST the digest's length),
     ``MessageType`` (RAW when absent) and ``SigningAlgorithm``."""
-    message = kms.blob(call.params, "Message", low=1, high=kms.MAX_BODY_BYTES)
-    message_type = kms.choice(call.params, "MessageType", MessageType) or MessageType.RAW
-    algorithm = kms.choice(call.params, "SigningAlgorithm", SigningAlgorithm, required=True)
+    message = kms_fields.blob(call.params, "Message", low=1, high=kms.MAX_BODY_BYTES)
+    message_type = kms_fields.choice(call.params, "MessageType", MessageType) or MessageType.RAW
+    algorithm = kms_fields.choice(call.params, "SigningAlgorithm", SigningAlgorithm, required=True)
     assert message is not None and algorithm is not None
     return message, message_type, algorithm
 
@@ -145,7 +145,7 @@ def _pair_spec(call: Call) -> tuple[str, Algorithm]:
     """The native spec of ``KeyPairSpec``: UnsupportedOperationException for a spec the table makes
     no data key pairs of or has no row of (AWS's SM2, ML-KEM), ValidationException for a name AWS
     does not have either."""
-    name = kms.string(call.params, "KeyPairSpec", required=True, limit=64)
+    name = kms_fields.string(call.params, "KeyPairSpec", required=True, limit=64)
     assert name is not None
     spec = kms.creatable(name)
     if spec is None or spec not in DATA_KEY_PAIR_SPECS:

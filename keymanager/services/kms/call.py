@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain import kms, kms_blob
+from keymanager.domain import kms, kms_blob, kms_fields
 from keymanager.domain.models import Algorithm, Principal
-from keymanager.services.crypto import Encrypted
+from keymanager.services.crypto_results import Encrypted
 
 T = TypeVar("T")
 
@@ -40,7 +40,7 @@ class Call:
 
     def ref(self, field: str = "KeyId") -> str:
         """The native reference of the (required) key field ``field``."""
-        value = kms.string(self.params, field, required=True)
+        value = kms_fields.string(self.params, field, required=True)
         assert value is not None
         self.key_ref = kms.resolve(value, self.account)
         return self.key_ref
@@ -54,8 +54,8 @@ def page(
 ) -> tuple[list[T], dict[str, Any]]:
     """One page of ``items`` (``Limit`` 1-``most``) from ``Marker`` (an offset, as AWS's opaque
     string), and the answer's ``Truncated`` and (when truncated) ``NextMarker``."""
-    limit = kms.integer(params, "Limit", 1, most) or default
-    marker = kms.string(params, "Marker", limit=16)
+    limit = kms_fields.integer(params, "Limit", 1, most) or default
+    marker = kms_fields.string(params, "Marker", limit=16)
     start = 0
     if marker is not None:
         if not marker.isdigit():
@@ -72,4 +72,4 @@ def blob_of(done: Encrypted, algorithm: Algorithm) -> str:
     """The blob (base64) of a ciphertext the service just made under a key of ``algorithm`` (so its
     text needs no checks: ~4x cheaper than parsing)."""
     body = base64.b64decode(done.ciphertext.rsplit(":", 1)[1])
-    return kms.data(kms_blob.encode(ct.Ciphertext(done.key_id, done.key_version, body), algorithm))
+    return kms_fields.data(kms_blob.encode(ct.Ciphertext(done.key_id, done.key_version, body), algorithm))

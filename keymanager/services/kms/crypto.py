@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from keymanager.domain import ciphertext as ct
-from keymanager.domain import kms, kms_blob
+from keymanager.domain import kms, kms_blob, kms_fields
 from keymanager.domain.key_specs import EncryptionAlgorithm, spec_of
 from keymanager.domain.models import Algorithm
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.services.asymmetric import AsymmetricService
-from keymanager.services.crypto import MAX_DATA_KEY_BYTES, CryptoService, Decrypted
+from keymanager.services.crypto import MAX_DATA_KEY_BYTES, CryptoService
+from keymanager.services.crypto_results import Decrypted
 from keymanager.services.kms.asymmetric import KmsAsymmetric
 from keymanager.services.kms.call import Call, blob_of
 from keymanager.services.snapshot import Snapshot
@@ -69,9 +70,9 @@ class KmsCrypto:
         }
 
     async def encrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
-        plaintext = kms.blob(call.params, "Plaintext", low=1, high=kms.MAX_PLAINTEXT_BYTES)
+        plaintext = kms_fields.blob(call.params, "Plaintext", low=1, high=kms.MAX_PLAINTEXT_BYTES)
         assert plaintext is not None
-        algorithm = kms.choice(call.params, "EncryptionAlgorithm", EncryptionAlgorithm)
+        algorithm = kms_fields.choice(call.params, "EncryptionAlgorithm", EncryptionAlgorithm)
         sealed = await self._seal(snapshot, call, call.ref(), plaintext, "EncryptionContext", algorithm)
         return {
             "CiphertextBlob": sealed.blob,
@@ -80,17 +81,21 @@ class KmsCrypto:
         }
 
     async def decrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
-        algorithm = kms.choice(call.params, "EncryptionAlgorithm", EncryptionAlgorithm)
+        algorithm = kms_fields.choice(call.params, "EncryptionAlgorithm", EncryptionAlgorithm)
         opened, used = await self._open(snapshot, call, "CiphertextBlob", "KeyId", "EncryptionContext", algorithm)
         call.noted(opened.key_id, opened.key_version)
-        return {"KeyId": call.arn(opened.key_id), "Plaintext": kms.data(opened.plaintext), "EncryptionAlgorithm": used}
+        return {
+            "KeyId": call.arn(opened.key_id),
+            "Plaintext": kms_fields.data(opened.plaintext),
+            "EncryptionAlgorithm": used,
+        }
 
     async def reencrypt(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         """Symmetric to symmetric: ``CryptoService.reencrypt`` (the plaintext stays in it); with an
         asymmetric side: Decrypt's opening, then Encrypt's sealing (the same rights as AWS's)."""
         destination = call.ref("DestinationKeyId")
-        source_algorithm = kms.choice(call.params, "SourceEncryptionAlgorithm", EncryptionAlgorithm)
-        target_algorithm = kms.choice(call.params, "DestinationEncryptionAlgorithm", EncryptionAlgorithm)
+        source_algorithm = kms_fields.choice(call.params, "SourceEncryptionAlgorithm", EncryptionAlgorithm)
+        target_algorithm = kms_fields.choice(call.params, "DestinationEncryptionAlgorithm", EncryptionAlgorithm)
         asymmetric_source = await self._asymmetric_side(snapshot, call, "SourceKeyId", source_algorithm)
         asymmetric_target = await self._asymmetric_side(snapshot, call, "DestinationKeyId", target_algorithm)
         if asymmetric_source or asymmetric_target:
@@ -113,12 +118,14 @@ class KmsCrypto:
 
     async def generate_data_key(self, snapshot: Snapshot, call: Call, *, plaintext: bool = True) -> dict[str, Any]:
         ref, bits = call.ref(), _data_key_bits(call.params)
-        made = await self._crypto.generate_data_key(snapshot, call.principal, ref, bits, kms.context(call.params))
+        made = await self._crypto.generate_data_key(
+            snapshot, call.principal, ref, bits, kms_fields.context(call.params)
+        )
         key = await snapshot.key(made.encrypted.key_id)
         call.noted(made.encrypted.key_id, made.encrypted.key_version)
         answer = {"CiphertextBlob": blob_of(made.encrypted, key.algorithm), "KeyId": call.arn(key.id)}
         if plaintext:
-            answer["Plaintext"] = kms.data(made.plaintext)
+            answer["Plaintext"] = kms_fields.data(made.plaintext)
         return answer
 
     async def generate_data_key_without_plaintext(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
@@ -127,10 +134,10 @@ class KmsCrypto:
     async def generate_random(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         if call.params.get("CustomKeyStoreId") is not None:
             raise kms.unsupported("CustomKeyStoreId")
-        count = kms.integer(call.params, "NumberOfBytes", 1, 1024)
+        count = kms_fields.integer(call.params, "NumberOfBytes", 1, 1024)
         if count is None:
             raise kms.KmsError("ValidationException", "NumberOfBytes must be between 1 and 1024")
-        return {"Plaintext": kms.data(await asyncio.to_thread(self._hsm.random, count))}
+        return {"Plaintext": kms_fields.data(await asyncio.to_thread(self._hsm.random, count))}
 
     async def generate_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         """HMAC(Message) as AWS computes it (unframed: no context, nothing before the message)."""
@@ -138,11 +145,11 @@ class KmsCrypto:
         made = await self._crypto.mac(snapshot, call.principal, ref, message, framed=False)
         call.noted(made.key_id, made.key_version)
         await _require_mac_algorithm(snapshot, made.key_id, algorithm)
-        return {"Mac": kms.data(made.mac), "MacAlgorithm": algorithm, "KeyId": call.arn(made.key_id)}
+        return {"Mac": kms_fields.data(made.mac), "MacAlgorithm": algorithm, "KeyId": call.arn(made.key_id)}
 
     async def verify_mac(self, snapshot: Snapshot, call: Call) -> dict[str, Any]:
         ref, (algorithm, message) = call.ref(), _mac_request(call.params)
-        mac = kms.blob(call.params, "Mac", low=1, high=6144)
+        mac = kms_fields.blob(call.params, "Mac", low=1, high=6144)
         assert mac is not None
         checked = await self._crypto.verify_mac(snapshot, call.principal, ref, message, mac, framed=False)
         call.noted(checked.key_id, checked.key_version)
@@ -174,12 +181,12 @@ class KmsCrypto:
     ) -> _Sealed:
         """``CryptoService.encrypt`` (as REST), its ciphertext spelt as a blob; with an RSAES algorithm
         or an asymmetric key, ``AsymmetricService.encrypt`` (raw OAEP, no encryption context)."""
-        context = kms.context(call.params, context_field)
+        context = kms_fields.context(call.params, context_field)
         if algorithm not in (None, _SYMMETRIC) or await _is_asymmetric(snapshot, ref):
             _no_context(context, context_field)
             done = await self._asymmetric.encrypt(snapshot, call.principal, ref, plaintext, algorithm or _SYMMETRIC)
             call.noted(done.key_id, done.key_version)
-            return _Sealed(kms.data(done.ciphertext), done.key_id, done.key_version, done.algorithm)
+            return _Sealed(kms_fields.data(done.ciphertext), done.key_id, done.key_version, done.algorithm)
         encrypted = await self._crypto.encrypt(snapshot, call.principal, ref, plaintext, context)
         key = await snapshot.key(encrypted.key_id)
         call.noted(encrypted.key_id, encrypted.key_version)
@@ -200,8 +207,8 @@ class KmsCrypto:
         if await self._asymmetric_side(snapshot, call, key_field, algorithm):
             if call.params.get(key_field) is None:
                 raise kms.KmsError("ValidationException", f"{key_field} is required to decrypt with {algorithm}")
-            ciphertext = kms.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
-            _no_context(kms.context(call.params, context_field), context_field)
+            ciphertext = kms_fields.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
+            _no_context(kms_fields.context(call.params, context_field), context_field)
             assert ciphertext is not None
             used = algorithm or _SYMMETRIC
             opened = await self._asymmetric.decrypt(snapshot, call.principal, call.ref(key_field), ciphertext, used)
@@ -223,7 +230,7 @@ class KmsCrypto:
             context,
             ref=ref,
             destination=destination,
-            destination_context=kms.context(call.params, "DestinationEncryptionContext") or {},
+            destination_context=kms_fields.context(call.params, "DestinationEncryptionContext") or {},
             operation=Operation.DECRYPT,
         )
         await _require_algorithm(snapshot, opened_with.key_id, algorithm)
@@ -236,8 +243,8 @@ class KmsCrypto:
     ) -> tuple[ct.Ciphertext, Algorithm, str | None, dict[str, str] | None]:
         """The ciphertext of a blob, the algorithm it claims, the key ``key_field`` names (if it does:
         IncorrectKeyException unless that key made the blob) and the encryption context."""
-        blob = kms.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
-        context = kms.context(call.params, context_field)
+        blob = kms_fields.blob(call.params, blob_field, low=1, high=kms_blob.MAX_BLOB_BYTES)
+        context = kms_fields.context(call.params, context_field)
         try:
             parsed, algorithm = kms_blob.decode(blob or b"")
         except DecryptionFailed:
@@ -276,8 +283,8 @@ async def _require_algorithm(snapshot: Snapshot, key_id: str, algorithm: Algorit
 def _data_key_bits(params: Mapping[str, Any]) -> int:
     """The size of the data key asked for: ``KeySpec`` (AES_128, AES_256) or ``NumberOfBytes``
     (1-1,024), exactly one of them."""
-    spec = kms.string(params, "KeySpec", limit=16)
-    count = kms.integer(params, "NumberOfBytes", 1, MAX_DATA_KEY_BYTES)
+    spec = kms_fields.string(params, "KeySpec", limit=16)
+    count = kms_fields.integer(params, "NumberOfBytes", 1, MAX_DATA_KEY_BYTES)
     if (spec is None) == (count is None):
         raise kms.KmsError("ValidationException", "Please specify either number of bytes or key spec.")
     if spec is not None:
@@ -290,12 +297,12 @@ def _data_key_bits(params: Mapping[str, Any]) -> int:
 
 def _mac_request(params: Mapping[str, Any]) -> tuple[str, bytes]:
     """``MacAlgorithm`` (one of AWS's) and ``Message`` (1-4,096 bytes)."""
-    algorithm = kms.string(params, "MacAlgorithm", required=True, limit=32)
+    algorithm = kms_fields.string(params, "MacAlgorithm", required=True, limit=32)
     if algorithm not in kms.MAC_ALGORITHMS.values():
         raise kms.KmsError(
             "ValidationException", f"MacAlgorithm must be one of {', '.join(kms.MAC_ALGORITHMS.values())}"
         )
-    message = kms.blob(params, "Message", low=1, high=kms.MAX_PLAINTEXT_BYTES)
+    message = kms_fields.blob(params, "Message", low=1, high=kms.MAX_PLAINTEXT_BYTES)
     assert algorithm is not None and message is not None
     return algorithm, message
 

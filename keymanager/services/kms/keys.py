@@ -21,7 +21,7 @@ from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms, kms_policy, kms_tags
+from keymanager.domain import kms, kms_fields, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
@@ -133,18 +133,19 @@ class KmsKeys:
         params = call.params
         self._refuse_unsupported(params)
         tags = kms_tags.tags(params)
-        spec = kms.string(params, "KeySpec", limit=64) or kms.string(params, "CustomerMasterKeySpec", limit=64)
+        spec = kms_fields.string(params, "KeySpec", limit=64)
+        spec = spec or kms_fields.string(params, "CustomerMasterKeySpec", limit=64)
         spec = spec or kms.SYMMETRIC_DEFAULT
         algorithm = kms.creatable(spec)
         if algorithm is None:
             raise kms.unsupported(f"KeySpec {spec}")
         if spec == kms.SYMMETRIC_DEFAULT:
             algorithm = self._symmetric_default()
-        usage = kms.choice(params, "KeyUsage", KeyUsage)
+        usage = kms_fields.choice(params, "KeyUsage", KeyUsage)
         if usage is None and spec_of(algorithm).allowed(KeyUsage.ENCRYPT_DECRYPT):
             usage = KeyUsage.ENCRYPT_DECRYPT
-        description = kms.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
-        document = kms.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
+        description = kms_fields.string(params, "Description", limit=_MAX_DESCRIPTION) or ""
+        document = kms_fields.string(params, "Policy", limit=kms_policy.MAX_POLICY_CHARS)
         if document is not None:
             policy = self._resources.policy_of(document, call)
         else:
@@ -171,7 +172,7 @@ class KmsKeys:
                 raise kms.unsupported(name)
         if params.get("MultiRegion") is True:
             raise kms.unsupported("MultiRegion")
-        origin = kms.string(params, "Origin", limit=32)
+        origin = kms_fields.string(params, "Origin", limit=32)
         if origin not in (None, "AWS_KMS"):
             raise kms.unsupported(f"Origin {origin}")
 
@@ -192,7 +193,7 @@ class KmsKeys:
 
     def schedule_key_deletion(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._admin_key(call)
-        days = kms.integer(call.params, "PendingWindowInDays", 7, 30) or 30
+        days = kms_fields.integer(call.params, "PendingWindowInDays", 7, 30) or 30
         pending = self._lifecycle.schedule_deletion(key, days, record=entry)
         assert pending.deletion_date is not None
         return {
@@ -238,7 +239,7 @@ class KmsKeys:
         return {}
 
     def delete_alias(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
-        name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
+        name = kms.alias_name(kms_fields.string(call.params, "AliasName", required=True, limit=256) or "")
         current = self._keys.find(name)
         call.noted(current.id)
         if current.name == name:
@@ -249,7 +250,7 @@ class KmsKeys:
 
     def enable_key_rotation(self, call: Call, entry: AuditEntry) -> dict[str, Any]:
         key = self._rotatable(call)
-        days = kms.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
+        days = kms_fields.integer(call.params, "RotationPeriodInDays", *_ROTATION_DAYS) or 365
         self._keys.set_rotation_period(key.id, days, record=replace(entry, key_id=key.id, details={"days": days}))
         return {}
 
@@ -279,8 +280,8 @@ class KmsKeys:
     def _alias_and_target(self, call: Call) -> tuple[str, Key]:
         """The alias of ``AliasName`` and the key of ``TargetKeyId`` (a key id or key ARN: an alias
         names no alias, as AWS answers)."""
-        name = kms.alias_name(kms.string(call.params, "AliasName", required=True, limit=256) or "")
-        if kms.names_alias(kms.string(call.params, "TargetKeyId", required=True) or ""):
+        name = kms.alias_name(kms_fields.string(call.params, "AliasName", required=True, limit=256) or "")
+        if kms.names_alias(kms_fields.string(call.params, "TargetKeyId", required=True) or ""):
             raise kms.KmsError("ValidationException", "Aliases must refer to keys. Not aliases")
         target = self._keys.find(call.ref("TargetKeyId"))
         call.noted(target.id)

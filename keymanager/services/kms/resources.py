@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import Any
 
 from keymanager.db.kms import KmsStore
-from keymanager.domain import kms, kms_policy, kms_tags
+from keymanager.domain import kms, kms_fields, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Policy
@@ -51,7 +51,7 @@ class KmsKeyResources:
         lockout = call.params.get("BypassPolicyLockoutSafetyCheck")
         if lockout is not None and not isinstance(lockout, bool):
             raise kms.KmsError("SerializationException", "BypassPolicyLockoutSafetyCheck must be a boolean")
-        text = kms.string(call.params, "Policy", required=True, limit=kms_policy.MAX_POLICY_CHARS)
+        text = kms_fields.string(call.params, "Policy", required=True, limit=kms_policy.MAX_POLICY_CHARS)
         assert text is not None
         self._keys.update(key.id, policy=self.policy_of(text, call), record=entry)
         return {}
@@ -130,6 +130,6 @@ class KmsKeyResources:
 
 
 def _policy_name(call: Call, *, required: bool) -> None:
-    name = kms.string(call.params, "PolicyName", required=required, limit=128) or _POLICY_NAME
+    name = kms_fields.string(call.params, "PolicyName", required=required, limit=128) or _POLICY_NAME
     if name != _POLICY_NAME:
         raise kms.KmsError("NotFoundException", f"the only key policy is named {_POLICY_NAME!r}")
