@@ -6,9 +6,12 @@ that thread. Callers hand it jobs from any thread (:meth:`Worker.call`) or await
 event loop (:meth:`Worker.acall`); the thread takes every job waiting at that moment (at most
 ``max_batch``) and gives them to ``serve``, which returns one result (or :class:`Failure`) per
 job: all in one call (the audit writer's group commit), or one job per call when the worker
-serves them ``separately`` (the HSM thread). Results reach a waiting thread through a
-``concurrent.futures.Future``, and each event loop through one ``call_soon_threadsafe`` per
-batch: one wake-up of the loop for every job served meanwhile, instead of one per job. A batch
+serves them ``separately`` (the HSM thread). Jobs awaited from an event loop are handed over once
+per turn of that loop: the first of a turn schedules the hand-off (``call_soon``), the others join
+it, and the thread is woken once for all of them, not once per request. Results reach a waiting
+thread through a ``concurrent.futures.Future``, and each event loop through one
+``call_soon_threadsafe`` per batch: one wake-up of the loop for every job served meanwhile,
+instead of one per job. A batch
 served separately holds its results back at most :data:`SETTLE_WITHIN` (plus the job running
 then), so a slow job does not hold up the answers of the quick ones before it for long; a job
 that never returns keeps the results it held back, whose callers then meet their deadlines as
@@ -92,7 +95,11 @@ class Worker(Generic[J, R]):
         self._serve = serve
         self._max_batch = max_batch
         self._separately = separately
-        self._queue: queue.SimpleQueue[_Job[J] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[list[_Job[J]] | _Job[J] | None] = queue.SimpleQueue()
+        self._turns: dict[asyncio.AbstractEventLoop, list[_Job[J]]] = {}
+        """Per event loop, the jobs of its current turn not yet handed over (each loop's own only)."""
+        self._held: deque[_Job[J]] = deque()
+        """Jobs the thread took from the queue and has not batched yet (a turn's beyond ``max_batch``)."""
         self._taken: deque[_Job[J]] = deque()
         """Jobs of the batch being served separately that have not started (popped by one side only)."""
         self._lock = threading.Lock()
@@ -105,8 +112,10 @@ class Worker(Generic[J, R]):
         return threading.current_thread() is self._thread
 
     def pending(self) -> int:
-        """Jobs waiting in the queue or taken and not started (approximate)."""
-        return self._queue.qsize() + len(self._taken)
+        """Jobs waiting in the queue, in an event loop's turn or taken and not started (approximate:
+        a turn's jobs queued together count once)."""
+        turns = sum(len(jobs) for jobs in list(self._turns.values()))
+        return self._queue.qsize() + len(self._held) + len(self._taken) + turns
 
     def overdue(self) -> float:
         """Seconds the running batch is past its last caller's deadline (a job served separately: past
@@ -131,12 +140,24 @@ class Worker(Generic[J, R]):
         """:meth:`call` for an event loop, which goes on meanwhile."""
         loop = asyncio.get_running_loop()
         waiter: asyncio.Future[R] = loop.create_future()
-        self._put(_Job(work, self._clock() + timeout, waiter))
+        turn = self._turns.get(loop)
+        if turn is None:
+            turn = self._turns[loop] = []
+            loop.call_soon(self._hand_over, loop)
+        turn.append(_Job(work, self._clock() + timeout, waiter))
         expiry = loop.call_later(timeout, _expire, waiter)
         try:
             return await waiter
         finally:
             expiry.cancel()
+
+    def _hand_over(self, loop: asyncio.AbstractEventLoop) -> None:
+        """On ``loop``, once its turn is over: its jobs of the turn to the thread, in one put."""
+        jobs = self._turns.pop(loop, [])
+        if len(jobs) == 1:
+            self._put(jobs[0])
+        elif jobs:
+            self._put(jobs)
 
     def fail_queued(self) -> int:
         """Fail every job still waiting (queued, or taken and not started) with DeadlineExceeded;
@@ -146,11 +167,12 @@ class Worker(Generic[J, R]):
         their own deadlines behind a job that may never end.
         """
         failed: list[_Job[J]] = []
-        while True:
-            try:
-                failed.append(self._taken.popleft())
-            except IndexError:
-                break
+        for waiting in (self._taken, self._held):
+            while True:
+                try:
+                    failed.append(waiting.popleft())
+                except IndexError:
+                    break
         stop = False
         while True:
             try:
@@ -159,6 +181,8 @@ class Worker(Generic[J, R]):
                 break
             if item is None:
                 stop = True
+            elif isinstance(item, list):
+                failed.extend(item)
             else:
                 failed.append(item)
         if stop:
@@ -176,7 +200,7 @@ class Worker(Generic[J, R]):
         thread.join(timeout)
         return not thread.is_alive()
 
-    def _put(self, job: _Job[J]) -> None:
+    def _put(self, job: list[_Job[J]] | _Job[J]) -> None:
         if self._thread is None:
             with self._lock:
                 if self._thread is None:
@@ -186,30 +210,51 @@ class Worker(Generic[J, R]):
 
     # -- the worker thread --------------------------------------------------------------
     def _run(self) -> None:
+        stopping = False
         while True:
-            first = self._queue.get()
-            if first is None:
-                return
-            batch, stop = self._take(first)
+            if not self._held:
+                if stopping:
+                    return
+                first = self._queue.get()
+                if first is None:
+                    return
+                self._hold(first)
+            batch, stop = self._take(read=not stopping)
+            stopping = stopping or stop
+            if not batch:  # what was held was failed meanwhile (fail_queued)
+                continue
             if self._separately:
                 self._serve_separately(batch)
             else:
                 self._serve_batch(batch)
-            if stop:
-                return
 
-    def _take(self, first: _Job[J]) -> tuple[list[_Job[J]], bool]:
-        """``first`` and the jobs waiting now (at most ``max_batch``); and whether to stop after them."""
-        taken, stop = [first], False
+    def _hold(self, item: list[_Job[J]] | _Job[J]) -> None:
+        if isinstance(item, list):
+            self._held.extend(item)
+        else:
+            self._held.append(item)
+
+    def _take(self, read: bool) -> tuple[list[_Job[J]], bool]:
+        """Up to ``max_batch`` jobs: those held (a turn's jobs beyond the last batch), then (when
+        ``read``) those waiting now; and whether the queue said to stop after what it held."""
+        taken: list[_Job[J]] = []
+        stop = False
         while len(taken) < self._max_batch:
+            if not self._held:
+                if not read or stop:
+                    break
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is None:
+                    stop = True
+                    break
+                self._hold(item)
             try:
-                item = self._queue.get_nowait()
-            except queue.Empty:
+                taken.append(self._held.popleft())
+            except IndexError:  # failed meanwhile by fail_queued
                 break
-            if item is None:
-                stop = True
-                break
-            taken.append(item)
         return taken, stop
 
     def _serve_separately(self, batch: list[_Job[J]]) -> None:

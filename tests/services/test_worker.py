@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import queue
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -298,4 +299,66 @@ def test_a_batch_served_separately_wakes_an_event_loop_once(
     finally:
         loop.close()
     assert len(wake_ups) == 1  # ten results, one wake-up
+    assert separate.close(10)
+
+
+def _recording(max_batch: int) -> tuple[Worker[int, int], list[list[int]], list[int]]:
+    """A batch worker doubling its jobs; the batches it was given, and each put on its queue."""
+    seen: list[list[int]] = []
+
+    def serve(jobs: Sequence[int]) -> list[int | Failure]:
+        seen.append(list(jobs))
+        return [job * 2 for job in jobs]
+
+    made: Worker[int, int] = Worker("turn-worker", serve, max_batch=max_batch)
+    puts: list[int] = []
+
+    class Counted(queue.SimpleQueue):  # type: ignore[type-arg]
+        def put(self, item: object, block: bool = True, timeout: float | None = None) -> None:
+            puts.append(len(item) if isinstance(item, list) else 1)
+            super().put(item, block, timeout)
+
+    made._queue = Counted()
+    return made, seen, puts
+
+
+def test_the_jobs_of_one_loop_turn_reach_the_thread_in_one_hand_over() -> None:
+    """Twenty requests awaiting the thread in one turn of the loop wake it once, as one batch — not
+    twenty puts on its queue, each a wake-up of an idle thread."""
+    turn_worker, seen, puts = _recording(max_batch=100)
+
+    async def scenario() -> list[int]:
+        return list(await asyncio.gather(*(turn_worker.acall(n, 30) for n in range(20))))
+
+    assert asyncio.run(scenario()) == [n * 2 for n in range(20)]
+    assert puts == [20] and seen == [list(range(20))]
+    assert turn_worker.close(10)
+
+
+def test_a_turn_beyond_max_batch_is_served_in_batches_of_at_most_max_batch() -> None:
+    turn_worker, seen, puts = _recording(max_batch=8)
+
+    async def scenario() -> list[int]:
+        return list(await asyncio.gather(*(turn_worker.acall(n, 30) for n in range(20))))
+
+    assert asyncio.run(scenario()) == [n * 2 for n in range(20)]
+    assert puts == [20] and seen == [list(range(8)), list(range(8, 16)), list(range(16, 20))]
+    assert turn_worker.close(10)
+
+
+def test_a_turn_handed_over_and_not_started_is_released_by_fail_queued(gate: threading.Event) -> None:
+    separate, _ = _held_separate_worker(gate, "turn-fail-queued")
+
+    async def scenario() -> list[object]:
+        calls = [asyncio.ensure_future(separate.acall(lambda n=n: n, 30)) for n in range(5)]
+        await asyncio.sleep(0.05)  # handed over, behind the held job
+        started = time.monotonic()
+        assert separate.fail_queued() == 5
+        outcomes = await asyncio.gather(*calls, return_exceptions=True)
+        assert time.monotonic() - started < 5  # at once, not at their deadlines
+        return outcomes
+
+    outcomes = asyncio.run(scenario())
+    assert all(isinstance(o, DeadlineExceeded) for o in outcomes)
+    gate.set()
     assert separate.close(10)
