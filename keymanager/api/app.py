@@ -9,7 +9,7 @@ import logging
 import os
 import random
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
 from fastapi import APIRouter, FastAPI
@@ -20,7 +20,7 @@ from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.console import ConsoleDoor, console_files
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
-from keymanager.api.gateway import Gateway
+from keymanager.api.gateway import Doors, Gateway
 from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
@@ -49,6 +49,9 @@ from keymanager.services.spool import remove_dead
 from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
+
+_Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+"""What FastAPI runs around the life of its app (start-up before ``yield``, shutdown after)."""
 
 
 _MODULES = (
@@ -100,7 +103,31 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
     front of it (``api/gateway.py``); with ``services`` given, it uses (and does not close) those."""
     settings = settings or (services.settings if services else Settings())
     app_metrics = metrics.Metrics()
-    throttle = AuthThrottle(
+    throttle = _auth_throttle(settings, app_metrics)
+    app = _fastapi_app(_lifespan(settings, services, app_metrics, throttle), app_metrics, services)
+    return Gateway(
+        app,
+        door=FrontDoor(
+            services=lambda: app.state.services,
+            throttle=throttle,
+            limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+            methods=lambda scope: errors.methods_served(app.router.routes, scope),
+        ),
+        trail=AuditTrail(
+            log=lambda: app.state.services.audit_log,
+            key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
+        ),
+        metrics=app_metrics,
+        doors=_doors(app, settings, throttle, app_metrics),
+        fast=FastPath(hot_routes()) if settings.fast_path else None,
+        access_log=settings.access_log,
+    )
+
+
+def _auth_throttle(settings: Settings, app_metrics: metrics.Metrics) -> AuthThrottle:
+    """The limit on failed authentications per client address, as ``settings`` set it; each failure
+    and each refusal counted in ``app_metrics``."""
+    return AuthThrottle(
         rate=settings.auth_failures_per_second,
         burst=settings.auth_failure_burst,
         max_addresses=settings.auth_failure_addresses,
@@ -109,20 +136,58 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
         on_refusal=app_metrics.observe_auth_throttled,
     )
 
+
+def _fastapi_app(lifespan: _Lifespan, app_metrics: metrics.Metrics, services: Services | None) -> FastAPI:
+    """The FastAPI app of :data:`ROUTERS` with our error answers (``errors.install``) and ``lifespan``;
+    its state holds ``app_metrics`` and, when given, ``services`` (the lifespan sets them otherwise)."""
+    app = FastAPI(
+        title="keymanager",
+        version=__version__,
+        description="Keys generated and used inside a PKCS#11 HSM; encryption of small fields over HTTPS.",
+        lifespan=lifespan,
+    )
+    app.state.metrics = app_metrics
+    if services is not None:
+        app.state.services = services
+    errors.install(app)
+    for router in ROUTERS:
+        app.include_router(router)
+    return app
+
+
+def _doors(app: FastAPI, settings: Settings, throttle: AuthThrottle, app_metrics: metrics.Metrics) -> Doors:
+    """The doors beside the REST API, each using ``app``'s services and ``throttle``: AWS KMS, XKS,
+    KMIP, the console (with ``KM_UI``) and Vault Transit."""
+    return Doors(
+        kms=KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
+        xks=XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
+        kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
+        console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
+        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
+            services=lambda: app.state.services,
+            throttle=throttle,
+            mounts=settings.transit_mount,
+            limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
+        ),
+    )
+
+
+def _lifespan(
+    settings: Settings, services: Services | None, app_metrics: metrics.Metrics, throttle: AuthThrottle
+) -> _Lifespan:
+    """The app's start-up and shutdown. Start-up: the services (``services``, or built for ``settings``)
+    reporting to ``app_metrics``; the spool files of processes that are gone removed; the background
+    tasks started; what start-up made frozen out of the garbage collector's sight. Shutdown: the tasks
+    cancelled, the last summaries of ``throttle``'s failed authentications written and, when the
+    services were built here, a last audit checkpoint and the services closed."""
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         owned = services is None
         app.state.services = services or Services.build(settings)
         app.state.services.observe(app_metrics)
         await asyncio.to_thread(remove_dead, settings.spool_dir)  # spool files of processes that are gone
-        tasks = [
-            asyncio.create_task(_maintain(app.state.services, settings.maintenance_interval_seconds)),
-            asyncio.create_task(_summarise(app.state.services, throttle)),
-            asyncio.create_task(_checkpoints(app.state.services, settings.audit_checkpoint_interval_seconds)),
-            asyncio.create_task(_sample(app.state.services, app_metrics)),
-        ]
-        if owned and settings.hsm_stuck_exit_seconds > 0:
-            tasks.append(asyncio.create_task(_watch_hsm(app.state.services, settings.hsm_stuck_exit_seconds)))
+        tasks = _start_tasks(app.state.services, settings, throttle, app_metrics, watch_hsm=owned)
         app_metrics.start_worker()
         app.state.before_scrape = _before_scrape(app.state.services, app_metrics)
         # What start-up made lives as long as the process: out of the collector's sight, a full
@@ -140,44 +205,24 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             if owned:
                 _close_with_checkpoint(app.state.services)
 
-    app = FastAPI(
-        title="keymanager",
-        version=__version__,
-        description="Keys generated and used inside a PKCS#11 HSM; encryption of small fields over HTTPS.",
-        lifespan=lifespan,
-    )
-    app.state.metrics = app_metrics
-    if services is not None:
-        app.state.services = services
-    errors.install(app)
-    for router in ROUTERS:
-        app.include_router(router)
-    return Gateway(
-        app,
-        door=FrontDoor(
-            services=lambda: app.state.services,
-            throttle=throttle,
-            limits=BodyLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
-            methods=lambda scope: errors.methods_served(app.router.routes, scope),
-        ),
-        trail=AuditTrail(
-            log=lambda: app.state.services.audit_log,
-            key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
-        ),
-        metrics=app_metrics,
-        kms=KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
-        xks=XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
-        fast=FastPath(hot_routes()) if settings.fast_path else None,
-        access_log=settings.access_log,
-        kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
-        console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
-        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
-            services=lambda: app.state.services,
-            throttle=throttle,
-            mounts=settings.transit_mount,
-            limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
-        ),
-    )
+    return lifespan
+
+
+def _start_tasks(
+    services: Services, settings: Settings, throttle: AuthThrottle, app_metrics: metrics.Metrics, *, watch_hsm: bool
+) -> list[asyncio.Task[None]]:
+    """The background tasks of a worker, started: maintenance, summaries of failed authentications,
+    audit checkpoints, metrics samples and, with ``watch_hsm`` and ``KM_HSM_STUCK_EXIT_SECONDS``, the
+    watch that ends the process when an HSM call is stuck."""
+    tasks = [
+        asyncio.create_task(_maintain(services, settings.maintenance_interval_seconds)),
+        asyncio.create_task(_summarise(services, throttle)),
+        asyncio.create_task(_checkpoints(services, settings.audit_checkpoint_interval_seconds)),
+        asyncio.create_task(_sample(services, app_metrics)),
+    ]
+    if watch_hsm and settings.hsm_stuck_exit_seconds > 0:
+        tasks.append(asyncio.create_task(_watch_hsm(services, settings.hsm_stuck_exit_seconds)))
+    return tasks
 
 
 async def _maintain(services: Services, interval: float) -> None:

@@ -36,6 +36,7 @@ classes this layer calls.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 from fastapi import FastAPI
 from starlette.datastructures import State
@@ -57,6 +58,20 @@ from keymanager.api.xks import MARK as XKS_MARK
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 
 
+@dataclass(frozen=True, slots=True)
+class Doors:
+    """The doors beside the REST API: the ASGI apps of step 2 of the module docstring (each answers
+    its requests itself; ``transit`` and ``console`` may be off), and the KMIP door, which the KMIP
+    listener of ``serving/kmip.py`` hands its messages to (None: no KMIP)."""
+
+    kms: ASGIApp
+    xks: ASGIApp
+    transit: TransitDoor | None = None
+    console: ASGIApp | None = None
+    """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
+    kmip: KmipDoor | None = None
+
+
 class Gateway:
     """The ASGI app in front of ``app`` (see the module docstring)."""
 
@@ -67,26 +82,22 @@ class Gateway:
         door: FrontDoor,
         trail: AuditTrail,
         metrics: Metrics,
-        kms: ASGIApp,
-        xks: ASGIApp,
+        doors: Doors,
         fast: FastPath | None,
         access_log: bool,
-        kmip: KmipDoor | None = None,
-        transit: TransitDoor | None = None,
-        console: ASGIApp | None = None,
     ) -> None:
         self.app = app
         self.door = door
         self.trail = trail
         self.metrics = metrics
-        self.kms = kms
-        self.xks = xks
+        self.kms = doors.kms
+        self.xks = doors.xks
         self.fast = fast
         self.access_log = access_log
-        self.kmip = kmip
+        self.kmip = doors.kmip
         """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
-        self.transit = transit
-        self.console = console
+        self.transit = doors.transit
+        self.console = doors.console
         """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
 
     @property

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from keymanager.config import Settings
-from keymanager.db import Inventory, Store, make_engine, migrate
+from keymanager.db import Engine, Inventory, Store, make_engine, migrate
 from keymanager.db.approvals import ApprovalStore
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
@@ -25,6 +25,7 @@ from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit import AuditReader, AuditWriter
 from keymanager.services.audit_chain import AuditChain
 from keymanager.services.audit_log import AuditLog
+from keymanager.services.core import CoreServices
 from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
@@ -94,115 +95,44 @@ class Services:
         """Open the database (migrating it to the current schema) and the HSM token (or use ``hsm``)."""
         if settings.is_softhsm:
             settings.export_softhsm_conf()
-        engine = make_engine(
-            settings.resolved_database_url(), prepared_statements=settings.database_prepared_statements
-        )
-        if run_migrations:
-            migrate(engine)
+        engine = _open_database(settings, run_migrations=run_migrations)
         owns_hsm = hsm is None
-        hsm = hsm or Hsm(
-            settings.pkcs11_module, settings.pkcs11_token_label, settings.pin(), timeout=settings.hsm_timeout_seconds
-        )
-        audit_key = AuditKey(hsm, settings.audit_key_label)
-        store = Store(engine, audit_key=audit_key)
-        audit_records = AuditRecords(engine, audit_key)
-        approvals = ApprovalService(ApprovalStore(engine, audit_key=audit_key), store)
-        keys = KeyService(store, hsm, approvals=approvals)
-        lanes = settings.audit_writer_lanes if engine.dialect.name == "postgresql" else 1
-        audit_writer = AuditWriter(audit_records, lanes=lanes)
-        crypto = CryptoService(
-            hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
-        )
-        lifecycle = LifecycleService(
-            store,
-            hsm,
-            min_pending_days=settings.min_pending_days,
-            orphans=OrphanStore(engine, audit_key=audit_key),
-            orphan_grace_seconds=settings.orphan_grace_seconds,
-            approvals=approvals,
-        )
-        kms_store = KmsStore(engine, audit_key=audit_key)
-        asymmetric = AsymmetricService(hsm, crypto)
-        transit_store = TransitStore(engine, audit_key=audit_key)
-        cache = MetadataCache(
-            store,
-            max_principals=settings.cache_max_principals,
-            max_keys=settings.cache_max_keys,
-            client_tokens=transit_store.principal_by_client_token,
-        )
-        audit_log = AuditLog(audit_writer)
-        readiness = Readiness(
-            hsm,
-            store,
-            audit_writer,
-            probe_interval=settings.ready_probe_interval_seconds,
-            timeout=settings.hsm_timeout_seconds,
-        )
-        audit_chain = AuditChain(
-            audit_records,
-            audit_key,
-            checkpoint_file=settings.audit_checkpoint_file,
-            checkpoints_always_logged=settings.env == "production",
-        )
-        inventory = Inventory(engine)
+        hsm = hsm or _open_hsm(settings)
+        stores = _Stores.open(engine, AuditKey(hsm, settings.audit_key_label))
+        shared = _Shared.build(settings, stores, hsm)
+        core, store = shared.core, stores.store
         return cls(
             settings=settings,
             store=store,
             hsm=hsm,
-            principals=PrincipalService(store, approvals=approvals),
-            approvals=approvals,
-            keys=keys,
-            crypto=crypto,
-            asymmetric=asymmetric,
-            lifecycle=lifecycle,
+            principals=PrincipalService(store, approvals=shared.approvals),
+            approvals=shared.approvals,
+            keys=core.keys,
+            crypto=core.crypto,
+            asymmetric=core.asymmetric,
+            lifecycle=core.lifecycle,
             tokens=TokenService(hsm, max_batch_items=settings.max_batch_items),
             key_import=KeyImportService(store, hsm),
-            audit_records=audit_records,
-            audit_writer=audit_writer,
-            audit_log=audit_log,
-            audit_reader=AuditReader(audit_records, lambda ref: keys.find(ref).id),
-            cache=cache,
-            audit_chain=audit_chain,
-            readiness=readiness,
+            audit_records=stores.audit_records,
+            audit_writer=shared.audit_writer,
+            audit_log=shared.audit_log,
+            audit_reader=AuditReader(stores.audit_records, lambda ref: core.keys.find(ref).id),
+            cache=shared.cache,
+            audit_chain=shared.audit_chain,
+            readiness=shared.readiness,
             spool=SpoolArea(settings.spool_dir, quota=settings.max_spool_bytes),
-            inventory=inventory,
-            access_keys=AccessKeyService(kms_store, hsm, store.principal_by_name, public_hosts(settings)),
-            kms_crypto=KmsCrypto(crypto, hsm, asymmetric),
-            kms_keys=KmsKeys(keys, lifecycle, kms_store, symmetric_default=_symmetric_default(settings, hsm)),
-            credentials=CredentialIndex(CredentialReader(engine), limit=settings.credential_index_max),
-            xks=XksService(crypto),
-            xks_health=XksHealth(hsm, readiness),
-            kmip=KmipService(
-                keys=keys,
-                lifecycle=lifecycle,
-                crypto=crypto,
-                asymmetric=asymmetric,
-                store=KmipStore(engine, audit_key=audit_key),
-                hsm=hsm,
-                cache=cache,
-                audit_log=audit_log,
-                max_plaintext_bytes=settings.max_plaintext_bytes,
+            inventory=stores.inventory,
+            access_keys=AccessKeyService(stores.kms, hsm, store.principal_by_name, public_hosts(settings)),
+            kms_crypto=KmsCrypto(core.crypto, hsm, core.asymmetric),
+            kms_keys=KmsKeys(
+                core.keys, core.lifecycle, stores.kms, symmetric_default=_symmetric_default(settings, hsm)
             ),
-            overview=Overview(
-                settings=settings,
-                store=store,
-                keys=keys,
-                inventory=inventory,
-                hsm=hsm,
-                readiness=readiness,
-                audit_chain=audit_chain,
-            ),
-            transit=TransitService(
-                keys=keys,
-                lifecycle=lifecycle,
-                crypto=crypto,
-                asymmetric=asymmetric,
-                store=transit_store,
-                hsm=hsm,
-                principal=store.principal_by_name,
-                max_batch_items=settings.max_batch_items,
-                token_ttl_seconds=settings.transit_token_ttl_seconds,
-            ),
+            credentials=CredentialIndex(stores.credentials, limit=settings.credential_index_max),
+            xks=XksService(core.crypto),
+            xks_health=XksHealth(hsm, shared.readiness),
+            kmip=_kmip_service(shared, stores),
+            overview=_overview(shared, stores),
+            transit=_transit_service(shared, stores),
             owns_hsm=owns_hsm,
         )
 
@@ -245,3 +175,150 @@ def _symmetric_default(settings: Settings, hsm: Hsm) -> Callable[[], Algorithm]:
         configured = Algorithm(settings.kms_default_algorithm)
         return lambda: configured
     return lambda: sealing_algorithm(hsm.capabilities())
+
+
+def _open_database(settings: Settings, *, run_migrations: bool) -> Engine:
+    """The engine of ``KM_DATABASE_URL`` (a SQLite file under ``KM_VAR_DIR`` without it), its schema
+    first migrated to the current one with ``run_migrations``; raises what migrating raises."""
+    engine = make_engine(settings.resolved_database_url(), prepared_statements=settings.database_prepared_statements)
+    if run_migrations:
+        migrate(engine)
+    return engine
+
+
+def _open_hsm(settings: Settings) -> Hsm:
+    """A session on the configured PKCS#11 token (module, label, PIN, call deadline)."""
+    return Hsm(
+        settings.pkcs11_module, settings.pkcs11_token_label, settings.pin(), timeout=settings.hsm_timeout_seconds
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Stores:
+    """The database side: one object per store, all on one engine; those that write audit records
+    with their changes seal them with ``audit_key``."""
+
+    engine: Engine
+    audit_key: AuditKey
+    store: Store
+    audit_records: AuditRecords
+    approvals: ApprovalStore
+    orphans: OrphanStore
+    kms: KmsStore
+    transit: TransitStore
+    kmip: KmipStore
+    credentials: CredentialReader
+    inventory: Inventory
+
+    @classmethod
+    def open(cls, engine: Engine, audit_key: AuditKey) -> _Stores:
+        """The stores on ``engine`` (no connection is made until one is used)."""
+        return cls(
+            engine=engine,
+            audit_key=audit_key,
+            store=Store(engine, audit_key=audit_key),
+            audit_records=AuditRecords(engine, audit_key),
+            approvals=ApprovalStore(engine, audit_key=audit_key),
+            orphans=OrphanStore(engine, audit_key=audit_key),
+            kms=KmsStore(engine, audit_key=audit_key),
+            transit=TransitStore(engine, audit_key=audit_key),
+            kmip=KmipStore(engine, audit_key=audit_key),
+            credentials=CredentialReader(engine),
+            inventory=Inventory(engine),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class _Shared:
+    """What the services of every door are built on: the approvals, the core services, the audit
+    log (its writer, the chain's checkpoints), the metadata cache and the readiness probes."""
+
+    settings: Settings
+    approvals: ApprovalService
+    core: CoreServices
+    audit_writer: AuditWriter
+    audit_log: AuditLog
+    cache: MetadataCache
+    readiness: Readiness
+    audit_chain: AuditChain
+
+    @classmethod
+    def build(cls, settings: Settings, stores: _Stores, hsm: Hsm) -> _Shared:
+        """The shared services on ``stores`` and ``hsm``, as ``settings`` bound them (the audit writer
+        with ``KM_AUDIT_WRITER_LANES`` lanes on PostgreSQL, one on SQLite). Nothing is read or written yet."""
+        approvals = ApprovalService(stores.approvals, stores.store)
+        keys = KeyService(stores.store, hsm, approvals=approvals)
+        lanes = settings.audit_writer_lanes if stores.engine.dialect.name == "postgresql" else 1
+        audit_writer = AuditWriter(stores.audit_records, lanes=lanes)
+        crypto = CryptoService(
+            hsm, max_plaintext_bytes=settings.max_plaintext_bytes, max_batch_items=settings.max_batch_items
+        )
+        lifecycle = LifecycleService(
+            stores.store,
+            hsm,
+            min_pending_days=settings.min_pending_days,
+            orphans=stores.orphans,
+            orphan_grace_seconds=settings.orphan_grace_seconds,
+            approvals=approvals,
+        )
+        return cls(
+            settings=settings,
+            approvals=approvals,
+            core=CoreServices(keys, lifecycle, crypto, AsymmetricService(hsm, crypto), hsm),
+            audit_writer=audit_writer,
+            audit_log=AuditLog(audit_writer),
+            cache=MetadataCache(
+                stores.store,
+                max_principals=settings.cache_max_principals,
+                max_keys=settings.cache_max_keys,
+                client_tokens=stores.transit.principal_by_client_token,
+            ),
+            readiness=Readiness(
+                hsm,
+                stores.store,
+                audit_writer,
+                probe_interval=settings.ready_probe_interval_seconds,
+                timeout=settings.hsm_timeout_seconds,
+            ),
+            audit_chain=AuditChain(
+                stores.audit_records,
+                stores.audit_key,
+                checkpoint_file=settings.audit_checkpoint_file,
+                checkpoints_always_logged=settings.env == "production",
+            ),
+        )
+
+
+def _kmip_service(shared: _Shared, stores: _Stores) -> KmipService:
+    """The KMIP door's operations (``services/kmip/``) on the shared services and the KMIP store."""
+    return KmipService(
+        core=shared.core,
+        store=stores.kmip,
+        cache=shared.cache,
+        audit_log=shared.audit_log,
+        max_plaintext_bytes=shared.settings.max_plaintext_bytes,
+    )
+
+
+def _transit_service(shared: _Shared, stores: _Stores) -> TransitService:
+    """The Vault Transit door's operations (``services/transit/``) on the shared services and the Transit store."""
+    return TransitService(
+        core=shared.core,
+        store=stores.transit,
+        principal=stores.store.principal_by_name,
+        max_batch_items=shared.settings.max_batch_items,
+        token_ttl_seconds=shared.settings.transit_token_ttl_seconds,
+    )
+
+
+def _overview(shared: _Shared, stores: _Stores) -> Overview:
+    """The console's overview of the service: its settings, keys, inventory, HSM and audit chain."""
+    return Overview(
+        settings=shared.settings,
+        store=stores.store,
+        keys=shared.core.keys,
+        inventory=stores.inventory,
+        hsm=shared.core.hsm,
+        readiness=shared.readiness,
+        audit_chain=shared.audit_chain,
+    )

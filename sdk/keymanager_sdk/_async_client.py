@@ -65,7 +65,7 @@ class AsyncKeyManager(
     between retries (``asyncio.sleep`` by default).
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (keyword-only options of the public constructor, as httpx.Client has)
         self,
         base_url: str,
         *,

@@ -74,7 +74,7 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
     rules: ``_approvals``.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (keyword-only options of the public constructor, as httpx.Client has)
         self,
         base_url: str,
         *,

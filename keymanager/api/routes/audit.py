@@ -6,7 +6,7 @@ from datetime import datetime
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from keymanager.api.audit_trail import unaudited
 from keymanager.api.deps import AUTHORIZED, ServicesDep
@@ -61,36 +61,43 @@ class AuditVerification(BaseModel):
     reason: str | None
 
 
+class AuditFilter(BaseModel):
+    """The query parameters of the listing: which records (key, principal, action, outcome, time),
+    between which positions (the cursors), how many and in which order."""
+
+    key: str | None = None
+    principal: str | None = None
+    action: str | None = None
+    outcome: Annotated[Outcome | None, Field(description="ok, denied (401, 403) or error.")] = None
+    since: Annotated[IsoTime | None, Field(description="ISO 8601; records at or after this time.")] = None
+    after: Annotated[QueryInt, Field(ge=0, description="Records at a greater position.")] = 0
+    before: Annotated[QueryInt | None, Field(ge=1, description="Records at a smaller position.")] = None
+    limit: Annotated[QueryInt, Field(ge=1, le=1000)] = 100
+    order: Annotated[Literal["asc", "desc"], Field(description="asc: oldest first; desc: newest first.")] = "asc"
+
+    def query(self) -> AuditQuery:
+        """The store's query for these parameters (all but ``key``, which the reader resolves)."""
+        return AuditQuery(
+            principal=self.principal,
+            action=self.action,
+            outcome=self.outcome,
+            since=self.since,
+            after=self.after,
+            before=self.before,
+            limit=self.limit,
+            newest_first=self.order == "desc",
+        )
+
+
 @router.get("", response_model=AuditPage)
 @unaudited("audit.read")
-def list_audit(
-    svc: ServicesDep,
-    key: str | None = None,
-    principal: str | None = None,
-    action: str | None = None,
-    outcome: Annotated[Outcome | None, Query(description="ok, denied (401, 403) or error.")] = None,
-    since: Annotated[IsoTime | None, Query(description="ISO 8601; records at or after this time.")] = None,
-    after: Annotated[QueryInt, Query(ge=0, description="Records at a greater position.")] = 0,
-    before: Annotated[QueryInt | None, Query(ge=1, description="Records at a smaller position.")] = None,
-    limit: Annotated[QueryInt, Query(ge=1, le=1000)] = 100,
-    order: Annotated[Literal["asc", "desc"], Query(description="asc: oldest first; desc: newest first.")] = "asc",
-) -> AuditPage:
+def list_audit(svc: ServicesDep, params: Annotated[AuditFilter, Query()]) -> AuditPage:
     """Records of every chain merged in position order (``order=desc``: newest first): within a
     chain, sequence order; across chains, the order the database stored them in. Filtered by key
     (name or id), principal, action, outcome and time; ``after`` / ``before`` bound the positions (the cursors)."""
-    query = AuditQuery(
-        principal=principal,
-        action=action,
-        outcome=outcome,
-        since=since,
-        after=after,
-        before=before,
-        limit=limit,
-        newest_first=order == "desc",
-    )
-    records = svc.audit_reader.query(query, key)
+    records = svc.audit_reader.query(params.query(), params.key)
     page = [AuditRecordOut(**r.fields()) for r in records]
-    return AuditPage(records=page, next=records[-1].position if len(records) == limit else None)
+    return AuditPage(records=page, next=records[-1].position if len(records) == params.limit else None)
 
 
 @router.get("/verify", response_model=AuditVerification)

@@ -19,11 +19,8 @@ from kmip.core import enums
 from keymanager.db.kmip import KmipStore
 from keymanager.domain.kmip import KmipObject
 from keymanager.errors import KeyManagerError
-from keymanager.hsm import Hsm
-from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit_log import AuditLog
-from keymanager.services.crypto import CryptoService
-from keymanager.services.keys import KeyService
+from keymanager.services.core import CoreServices
 from keymanager.services.kmip.calls import Batch, KmipCall
 from keymanager.services.kmip.catalog import KmipCatalog
 from keymanager.services.kmip.crypto import KmipCrypto
@@ -31,7 +28,6 @@ from keymanager.services.kmip.discovery import KmipDiscovery
 from keymanager.services.kmip.keys import KmipKeys
 from keymanager.services.kmip.objects import TYPES, KmipObjects
 from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
-from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache
 
@@ -49,22 +45,22 @@ class KmipService:
     def __init__(
         self,
         *,
-        keys: KeyService,
-        lifecycle: LifecycleService,
-        crypto: CryptoService,
-        asymmetric: AsymmetricService,
+        core: CoreServices,
         store: KmipStore,
-        hsm: Hsm,
         cache: MetadataCache,
         audit_log: AuditLog,
         max_plaintext_bytes: int,
     ) -> None:
-        self.keys = KmipKeys(keys, lifecycle, cache, hsm)
+        """The operations on ``core``'s keys and on the objects that are not keys (kept sealed in ``store``);
+        the uses of keys (cipher, MAC, signature) run on snapshots of ``cache``, their records committed
+        through ``audit_log``; Encrypt and Decrypt take at most ``max_plaintext_bytes``."""
+        hsm = core.hsm
+        self.keys = KmipKeys(core.keys, core.lifecycle, cache, hsm)
         self.objects = KmipObjects(store, hsm)
-        self.catalog = KmipCatalog(keys, self.keys, self.objects)
+        self.catalog = KmipCatalog(core.keys, self.keys, self.objects)
         raw = RawCipher(hsm, max_plaintext_bytes=max_plaintext_bytes)
-        self.crypto = KmipCrypto(raw, crypto, cache, audit_log)
-        self.pairs = KmipPairs(keys, self.keys, asymmetric, cache, audit_log)
+        self.crypto = KmipCrypto(raw, core.crypto, cache, audit_log)
+        self.pairs = KmipPairs(core.keys, self.keys, core.asymmetric, cache, audit_log)
         self.operations: dict[enums.Operation, Handler] = {
             Op.CREATE: self.keys.create,
             Op.CREATE_KEY_PAIR: self.pairs.create_key_pair,

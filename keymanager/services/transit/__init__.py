@@ -16,11 +16,7 @@ from typing import Any
 from keymanager.db.transit import TransitStore
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal
-from keymanager.hsm import Hsm
-from keymanager.services.asymmetric import AsymmetricService
-from keymanager.services.crypto import CryptoService
-from keymanager.services.keys import KeyService
-from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.core import CoreServices
 from keymanager.services.snapshot import Snapshot
 from keymanager.services.transit.crypto import TransitCrypto, message_of
 from keymanager.services.transit.identity import AppRoles
@@ -39,19 +35,20 @@ class TransitService:
     def __init__(
         self,
         *,
-        keys: KeyService,
-        lifecycle: LifecycleService,
-        crypto: CryptoService,
-        asymmetric: AsymmetricService,
+        core: CoreServices,
         store: TransitStore,
-        hsm: Hsm,
         principal: Callable[[str], Principal | None],
         max_batch_items: int,
         token_ttl_seconds: int,
     ) -> None:
-        self.keys = TransitKeys(keys, lifecycle, store, hsm)
-        self.crypto = TransitCrypto(crypto, asymmetric, store, hsm, max_batch=max_batch_items)
-        self.signing = TransitSigning(crypto, asymmetric, store, hsm, max_batch=max_batch_items)
+        """The operations on ``core``'s keys, with what the door stores of its own (a key's Transit settings,
+        AppRole credentials and client tokens) in ``store``; ``principal``: the principal of a name (an
+        AppRole logs in as one); a batch holds at most ``max_batch_items``; a client token lives
+        ``token_ttl_seconds``."""
+        hsm = core.hsm
+        self.keys = TransitKeys(core.keys, core.lifecycle, store, hsm)
+        self.crypto = TransitCrypto(core.crypto, core.asymmetric, store, hsm, max_batch=max_batch_items)
+        self.signing = TransitSigning(core.crypto, core.asymmetric, store, hsm, max_batch=max_batch_items)
         self.approles = AppRoles(store, principal, ttl_seconds=token_ttl_seconds)
         self.changes: dict[str, Change] = {
             "key_create": self.keys.create,
