@@ -1,4 +1,4 @@
-"""The SDK's lists of key specs, usages and algorithms, made from the one table (``domain/key_specs.py``).
+"""The SDK's lists of key specs, usages and algorithms, made from the one table (``domain/key_specs/``).
 
 ``sdk/keymanager_sdk/_spec_names.py`` is this module's :func:`module_text`, so the SDK and kmctl (which
 never import the server) offer exactly what the service's table has; ``tests/cli/test_sdk_specs.py``
@@ -27,7 +27,7 @@ from keymanager.domain.key_specs import (
 
 HEADER = '''"""The key specs, usages and algorithms of the service's table of key types.
 
-Generated from ``keymanager/domain/key_specs.py`` by ``python -m keymanager.cli.sdk_specs``: do not
+Generated from ``keymanager/domain/key_specs/`` by ``python -m keymanager.cli.sdk_specs``: do not
 edit (a test of the service fails while this differs from its table). kmctl's choices read these.
 """
 '''

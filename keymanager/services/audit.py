@@ -4,7 +4,7 @@ Every request that touches a key or a principal waits for its audit record to be
 before it answers (fail closed). A writer thread (a *lane*) takes every record waiting for it
 at that moment and appends them all to its own chain in one transaction, then releases the
 waiting requests: under load, one commit serves many requests. A process has ``lanes`` of them,
-each with its chain (``db/audit.py`` ``ChainWriter``): no lane waits for another, in this
+each with its chain (``db/audit_writer.py`` ``ChainWriter``): no lane waits for another, in this
 process or any other, and while one lane waits for its commit to reach the disk, the next
 records go to a lane that is not committing.
 """

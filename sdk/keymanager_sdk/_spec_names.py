@@ -1,6 +1,6 @@
 """The key specs, usages and algorithms of the service's table of key types.
 
-Generated from ``keymanager/domain/key_specs.py`` by ``python -m keymanager.cli.sdk_specs``: do not
+Generated from ``keymanager/domain/key_specs/`` by ``python -m keymanager.cli.sdk_specs``: do not
 edit (a test of the service fails while this differs from its table). kmctl's choices read these.
 """
 

@@ -17,22 +17,19 @@ from fastapi.responses import JSONResponse
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import (
-    ERROR_RESPONSES,
+from keymanager.api.schemas import ERROR_RESPONSES, decode_base64, encode_base64
+from keymanager.api.schemas.asymmetric import (
     DataKeyPairRequest,
     DataKeyPairResponse,
-    DecryptRequest,
     DeriveSharedSecretRequest,
     DeriveSharedSecretResponse,
-    EncryptRequest,
     PublicKeyResponse,
     SignRequest,
     SignResponse,
     VerifyRequest,
     VerifyResponse,
-    decode_base64,
-    encode_base64,
 )
+from keymanager.api.schemas.crypto import DecryptRequest, EncryptRequest
 from keymanager.domain.key_specs import EncryptionAlgorithm
 from keymanager.errors import DecryptionFailed, InvalidRequest
 

@@ -13,8 +13,8 @@ from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AuditDep, run_authenticated, services_of
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.routes import asymmetric
-from keymanager.api.schemas import (
-    ERROR_RESPONSES,
+from keymanager.api.schemas import ERROR_RESPONSES, decode_base64, encode_base64
+from keymanager.api.schemas.crypto import (
     DataKeyRequest,
     DataKeyResponse,
     DecryptBatchRequest,
@@ -30,8 +30,6 @@ from keymanager.api.schemas import (
     MacVerifyRequest,
     MacVerifyResponse,
     ReencryptRequest,
-    decode_base64,
-    encode_base64,
 )
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal

@@ -9,7 +9,8 @@ from keymanager.api.audit_trail import unaudited
 from keymanager.api.deps import AUTHORIZED, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.metrics import Metrics
-from keymanager.api.schemas import OPEN_RESPONSES, Health, Readiness, error_responses
+from keymanager.api.schemas import OPEN_RESPONSES, error_responses
+from keymanager.api.schemas.health import Health, Readiness
 
 router = APIRouter(prefix="/v1", tags=["health"], responses=OPEN_RESPONSES, route_class=StrictJsonRoute)
 metrics_router = APIRouter(responses=error_responses(401, 403, 413, 429), route_class=StrictJsonRoute)

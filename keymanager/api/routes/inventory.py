@@ -20,7 +20,8 @@ from pydantic import BaseModel, Field
 from keymanager.api.audit_trail import audited, unaudited
 from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import ERROR_RESPONSES, KeyOut, QueryInt
+from keymanager.api.schemas import ERROR_RESPONSES, QueryInt
+from keymanager.api.schemas.keys import KeyOut
 from keymanager.domain.names import KEY_REF_RULE, is_key_ref
 from keymanager.errors import InvalidRequest
 from keymanager.services.overview import LAST_USE_WINDOW

@@ -15,7 +15,8 @@ from pydantic import BaseModel, Field
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import ERROR_RESPONSES, Body, KeyOut, decode_base64, encode_base64
+from keymanager.api.schemas import ERROR_RESPONSES, Body, decode_base64, encode_base64
+from keymanager.api.schemas.keys import KeyOut
 
 router = APIRouter(
     prefix="/v1/keys",

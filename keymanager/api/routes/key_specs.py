@@ -1,4 +1,4 @@
-"""``/v1/key-specs``: the table of key types (``domain/key_specs.py``) as the service has it.
+"""``/v1/key-specs``: the table of key types (``domain/key_specs/``) as the service has it.
 
 What a client may create and, per usage, the algorithms a key of each spec accepts — read from the
 one table, so a client (the SDK, kmctl, the console) needs no list of its own. Any authenticated

@@ -16,7 +16,8 @@ from pydantic import TypeAdapter
 from keymanager.api.audit_trail import AuditContext, audited
 from keymanager.api.deps import AUTHORIZED, AuditDep, ServicesDep, run_authenticated, services_of
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, KeyCreate, KeyOut, KeyPatch, QueryInt
+from keymanager.api.schemas import ERROR_RESPONSES, ErrorBody, QueryInt
+from keymanager.api.schemas.keys import KeyCreate, KeyOut, KeyPatch
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key
 from keymanager.services.container import Services

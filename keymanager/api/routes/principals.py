@@ -9,7 +9,8 @@ from fastapi import APIRouter, Response
 from keymanager.api.audit_trail import audited
 from keymanager.api.deps import AUTHORIZED, AuditDep, Caller, ServicesDep
 from keymanager.api.json_bodies import StrictJsonRoute
-from keymanager.api.schemas import ERROR_RESPONSES, PrincipalCreate, PrincipalCreated, PrincipalOut
+from keymanager.api.schemas import ERROR_RESPONSES
+from keymanager.api.schemas.principals import PrincipalCreate, PrincipalCreated, PrincipalOut
 
 router = APIRouter(
     prefix="/v1/principals",

@@ -288,7 +288,7 @@ _CRYPT_BITS = enums.CryptographicUsageMask.ENCRYPT.value | enums.CryptographicUs
 def _pair_usage(algorithm: Algorithm, mask: int | None, named: enums.CryptographicAlgorithm) -> KeyUsage:
     """The usage of a new pair: what its usage masks name (Sign/Verify; else Encrypt/Decrypt; else Key
     Agreement or Derive Key), none named: key agreement for a pair asked as ECDH, else signing; refused
-    by name when the spec does not allow it (``domain/key_specs.py``)."""
+    by name when the spec does not allow it (``domain/key_specs/``)."""
     if mask is None:
         usage = KeyUsage.KEY_AGREEMENT if named is enums.CryptographicAlgorithm.ECDH else KeyUsage.SIGN_VERIFY
     elif int(mask) & _SIGN_BITS:
