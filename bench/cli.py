@@ -6,37 +6,18 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
 
 from bench import output
+from bench.arguments import comma_list, parse_size
 from bench.clients import DEFAULT_TARGETS, TARGET_NAMES
 
 SUBCOMMANDS = ("report", "blobs", "transport", "app", "targets", "client", "envelope", "ceilings", "fastpath",
                "compare", "tokenize", "kmip")  # fmt: skip
-SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib)?\s*$", re.IGNORECASE)
-FACTORS = {"": 1, "b": 1, "k": 1_000, "kb": 1_000, "kib": 1024, "m": 1_000_000, "mb": 1_000_000, "mib": 1 << 20}
-
-
-def parse_size(text: str) -> int:
-    """``512``, ``1K`` / ``1KB`` (1,000), ``1KiB`` (1,024), ``70M`` / ``70MB`` (10⁶), ``1MiB`` → bytes."""
-    match = SIZE.match(text)
-    if not match:
-        raise argparse.ArgumentTypeError(f"not a size: {text!r}")
-    return int(float(match.group(1)) * FACTORS[(match.group(2) or "").lower()])
-
-
-def comma_list(item: Callable[[str], object]) -> Callable[[str], list[object]]:
-    """An argparse type for comma-separated lists of ``item``."""
-
-    def parse(text: str) -> list[object]:
-        return [item(part) for part in text.split(",") if part.strip()]
-
-    return parse
 
 
 def target_name(text: str) -> str:

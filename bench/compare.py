@@ -33,6 +33,7 @@ from rich.console import Console
 from rich.table import Table
 
 from bench import guard
+from bench.arguments import comma_list, parse_size
 from bench.environment import describe
 from bench.output import command_line, directory, save
 from bench.service import init_home
@@ -172,8 +173,6 @@ def row(name: str) -> str:
 
 def add_parser(commands: Any) -> None:
     """The ``compare`` subcommand."""
-    from bench.cli import comma_list, parse_size
-
     c = commands.add_parser("compare", help="this tree against --base: the hot path as fractions of ceilings, A B B A")
     c.add_argument("--base", default="main", help="the revision to compare with (default main)")
     c.add_argument("--head", help="a revision to measure instead of this working tree (bisecting)")

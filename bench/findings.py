@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench import seeds, tables, workload
+from bench import seeds, workload
 from bench.app import Tps
 from bench.aws import AwsConfig, network_round_trip_ms
 from bench.clients import KMS_DIRECT_LIMIT, SMALL_LIMIT
-from bench.consistency import Check, failures, verdict
+from bench.consistency import Check, failures, of_measurements, verdict
 from bench.estimate import UNSTABLE, Estimate, change
-from bench.report import Row, human_size
+from bench.report import Row, human_size, size_text
 from bench.workload import WorkloadRow, workload_rows
 
 SWITCH = "4 KiB (4,096 B)"
@@ -52,7 +52,7 @@ class Results:
     @property
     def checks(self) -> list[Check]:
         """Throughput against latency, every row."""
-        return tables.checks(self)
+        return checks(self)
 
     @property
     def errors(self) -> int:
@@ -102,8 +102,20 @@ class Results:
             },
             "summary": self.summary,
             "checks": [{**vars(c), "ok": c.ok} for c in self.checks],
-            "unstable": tables.unstable_rows(self),
+            "unstable": unstable_rows(self),
         }
+
+
+def unstable_rows(results: Results) -> list[str]:
+    """Names of the rows whose rounds disagree."""
+    named = [f"{r.first.target} {human_size(r.first.size)} x{r.first.concurrency}" for r in results.rows if r.unstable]
+    return named + [f"workload {workload.SHORT[r.mode]} {r.kind}s" for r in results.workload_rows if r.tps.unstable]
+
+
+def checks(results: Results) -> list[Check]:
+    """The throughput-against-latency check of every row: blobs, then the workload."""
+    found = [of_measurements(f"{r.first.target} {size_text(r)}", r.runs) for r in results.rows]
+    return found + [r.check() for r in results.workload_rows]
 
 
 # -- figures read from the rows ------------------------------------------------------------------
@@ -151,7 +163,7 @@ def summary(results: Results) -> list[str]:
 def checks_sentence(results: Results) -> str:
     """Whether every figure agrees with its latency, and which rows are unstable."""
     text = verdict(results.checks)
-    unstable = tables.unstable_rows(results)
+    unstable = unstable_rows(results)
     if unstable:
         text += (
             f" {len(unstable)} of {len(results.checks)} rows are unstable (their rounds differ by more than "

@@ -38,6 +38,7 @@ import httpx
 from rich.console import Console
 from rich.table import Table
 
+from bench.arguments import parse_size
 from bench.environment import describe
 from bench.measure import Measurement, Window
 from bench.output import command_line, directory, save
@@ -429,7 +430,6 @@ def run(args: argparse.Namespace, console: Console) -> int:
 
 def add_parser(commands: Any) -> None:
     """The ``kmip`` subcommand."""
-    from bench.cli import parse_size
 
     c = commands.add_parser("kmip", help="KMIP Encrypt vs native REST encrypt on a spawned service, one driver")
     c.add_argument("--workers", type=int, default=2, help="server workers (default 2)")

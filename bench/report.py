@@ -13,6 +13,7 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from bench.clients import KMS_DIRECT_LIMIT
 from bench.estimate import Estimate
 from bench.measure import Measurement
 from bench.stats import Distribution, spread
@@ -27,6 +28,13 @@ def human_size(size: int) -> str:
             value = size / factor
             return f"{value:g} {unit}" if value == int(value) else f"{value:.1f} {unit}"
     return f"{size} B"
+
+
+def size_text(row: Row) -> str:
+    """``5 KB (envelope)`` for the KMS targets above 4 KiB, ``512 B (direct)`` below, else the size."""
+    switch = row.first.target in ("km-kms-api", "aws-kms")
+    suffix = (" (envelope)" if row.first.size > KMS_DIRECT_LIMIT else " (direct)") if switch else ""
+    return human_size(row.first.size) + suffix
 
 
 def latency_ms(m: Measurement, which: str) -> float:

@@ -26,6 +26,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.exc import OperationalError
 
 from bench import app, document, findings, layout, output, workload
+from bench.arguments import comma_list, parse_size
 from bench.clients import SMALL_LIMIT
 from bench.measure import Measurement, Window, measure
 from bench.progress import Steps, steps
@@ -131,7 +132,6 @@ PLAN_OPTIONS = (
 
 def add_parser(commands: Any, service_options: argparse.ArgumentParser) -> None:
     """The ``report`` subcommand."""
-    from bench.cli import comma_list, parse_size
 
     r = commands.add_parser("report", parents=[service_options], help="the full report: HTML, Markdown, JSON")
     r.add_argument("--quick", action="store_true", help="a subset in about 3 minutes, marked as such in the report")

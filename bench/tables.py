@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from bench import seeds, workload
-from bench.clients import KMS_DIRECT_LIMIT, SMALL_LIMIT, WHERE_AES_RUNS
-from bench.consistency import Check, of_measurements
+from bench.clients import SMALL_LIMIT, WHERE_AES_RUNS
+from bench.consistency import Check
 from bench.document import Table, cell
 from bench.estimate import UNSTABLE, Estimate
-from bench.report import Row, human_size
+from bench.report import human_size, size_text
 from bench.stats import percentile
 
 if TYPE_CHECKING:
@@ -44,13 +44,6 @@ TARGET_TEXT = {
 def with_spread(figure: Estimate, digits: int) -> list[str]:
     """The mean and its spread cell."""
     return [cell(figure.mean, digits), figure.spread(digits)]
-
-
-def size_text(row: Row) -> str:
-    """``5 KB (envelope)`` for the KMS targets above 4 KiB, ``512 B (direct)`` below, else the size."""
-    switch = row.first.target in ("km-kms-api", "aws-kms")
-    suffix = (" (envelope)" if row.first.size > KMS_DIRECT_LIMIT else " (direct)") if switch else ""
-    return human_size(row.first.size) + suffix
 
 
 def small_targets(results: Results) -> list[str]:
@@ -221,15 +214,3 @@ def environment_table(results: Results) -> Table:
         ["versions", versions or "—"],
     ]  # fmt: skip
     return Table("Setting", ["", "value"], [[k, v or "—"] for k, v in rows])
-
-
-def unstable_rows(results: Results) -> list[str]:
-    """Names of the rows whose rounds disagree."""
-    named = [f"{r.first.target} {human_size(r.first.size)} x{r.first.concurrency}" for r in results.rows if r.unstable]
-    return named + [f"workload {workload.SHORT[r.mode]} {r.kind}s" for r in results.workload_rows if r.tps.unstable]
-
-
-def checks(results: Results) -> list[Check]:
-    """The throughput-against-latency check of every row: blobs, then the workload."""
-    found = [of_measurements(f"{r.first.target} {size_text(r)}", r.runs) for r in results.rows]
-    return found + [r.check() for r in results.workload_rows]
