@@ -108,7 +108,7 @@ def table(runs: list[dict[str, Any]], commits: dict[str, str], figures: list[str
         shown.add_row(
             str(number),
             run["side"],
-            *(f"{run[name]:.2f}x" if name == "cpu_of_echo" else f"{100 * run[name]:.1f} %" for name in figures),
+            *(guard.shown(name, run[name]) for name in figures),
             str(run["errors"]),
             "{:.1f} → {:.1f}".format(*run["load_average"]),
         )
@@ -154,8 +154,9 @@ def run(args: argparse.Namespace, console: Console) -> int:
         spread = f"the sides' own spread is up to {change['noise_pct']:.1f} %"
         verdict = {True: f"moved: {spread}", False: f"within noise: {spread}", None: "unjudged: one round"}
         console.print(
-            f"{name} ({guard.FIGURES[name][1]}, {guard.FIGURES[name][2]} is better): base {base_figure:.4g}, "
-            f"this tree {head_figure:.4g}: {change['change_pct']:+.1f} % ({verdict[change['moved']]})"
+            f"{name} ({guard.FIGURES[name][1]}, {guard.FIGURES[name][2]} is better): base "
+            f"{guard.shown(name, base_figure)}, head {guard.shown(name, head_figure)}: {change['change_pct']:+.1f} % "
+            f"({verdict[change['moved']]})"
         )
     environment = describe(load_generator={"driver": "wrk", "connections": args.connections})
     document = {"command": command_line(), "environment": environment, "commits": commits, "runs": runs, **found}

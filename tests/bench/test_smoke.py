@@ -242,8 +242,8 @@ def test_compare_runs_both_trees_interleaved_as_fractions_of_ceilings(tmp_path: 
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     report = json.loads((tmp_path / "compare.json").read_text())
     assert [run["side"] for run in report["runs"]] == ["base", "head"]
-    figures = {"of_echo", "cpu_of_echo", "batch_of_pairs", "stream_encrypt_of_cbc", "stream_decrypt_of_cbc",
-               "kms_of_emulator"}  # fmt: skip
+    figures = {"of_echo", "cpu_of_echo", "cpu_us_per_encrypt", "batch_of_pairs", "stream_encrypt_of_cbc",
+               "stream_decrypt_of_cbc", "kms_of_emulator"}  # fmt: skip
     for run in report["runs"]:
         assert run["errors"] == 0 and run["encrypt"]["requests"] > 0, run
         assert run["ceilings"]["echo"]["requests_per_s"] > 0 and run["ceilings"]["softhsm"]["cbc_hmac_pair_1k"] > 0
