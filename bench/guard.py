@@ -108,9 +108,8 @@ def side(
             echo = ceiling["echo"]
             run["encrypt"] = found
             run["of_echo"] = found["requests_per_s"] / echo["requests_per_s"]
-            run["cpu_of_echo"] = (
-                found["server_cpu_ms_per_request"] * 1000 / max(echo["server_cpu_us_per_request"], 1e-9)
-            )
+            run["cpu_us_per_encrypt"] = found["server_cpu_ms_per_request"] * 1000
+            run["cpu_of_echo"] = run["cpu_us_per_encrypt"] / max(echo["server_cpu_us_per_request"], 1e-9)
             run["errors"] += found["errors"] + echo["errors"]
         if "batch" in rows:
             batch = field_run(r, options(args), "km-batch", "encrypt", BATCH_CONCURRENCY)
