@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from keymanager.domain import ciphertext as ct
 from keymanager.domain.key_specs import SPECS, BlockMode, spec_of
-from keymanager.domain.models import Algorithm, HsmObjects, Key, KeyVersion, Principal
+from keymanager.domain.models import HsmObjects, Key, KeyVersion, Principal
 from keymanager.domain.policy import Operation
 from keymanager.domain.stream import StreamHeader
 from keymanager.errors import (
@@ -140,7 +140,8 @@ class CryptoService:
         found = key.versions[key.primary_version] if version is None else _encryption_version(key, version)
         body = await self._hsm.aencrypt(found.hsm, key.algorithm, b"", plaintext, aad_of(found.version))
         iv, sealed = body[: ct.NONCE_BYTES], body[ct.NONCE_BYTES :]
-        return Sealed(key.id, found.version, iv, sealed[: -ct.TAG_BYTES], sealed[-ct.TAG_BYTES :], objects=found.hsm)
+        body, tag = sealed[: -ct.TAG_BYTES], sealed[-ct.TAG_BYTES :]
+        return Sealed(key.id, found.version, iv, body, tag, objects=found.hsm, algorithm=key.algorithm)
 
     async def open_with_aad(
         self,
@@ -165,7 +166,7 @@ class CryptoService:
         """Open what :meth:`seal_with_aad` just made (the same principal's own result: no policy check);
         DecryptionFailed if it does not open, so a corrupted ciphertext is never handed out."""
         body = sealed.iv + sealed.ciphertext + sealed.tag
-        await self._hsm.adecrypt(sealed.objects, Algorithm.AES_256_GCM, b"", body, aad)
+        await self._hsm.adecrypt(sealed.objects, sealed.algorithm, b"", body, aad)
 
     # -- batches ----------------------------------------------------------------------
     async def encrypt_batch(

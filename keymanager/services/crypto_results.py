@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from keymanager.domain.models import HsmObjects
+from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import KeyManagerError
 
 
@@ -38,6 +38,8 @@ class Sealed(KeyUse):
     tag: bytes
     objects: HsmObjects
     """The key version's HSM objects (for :meth:`~keymanager.services.crypto.CryptoService.confirm_sealed`)."""
+    algorithm: Algorithm
+    """The key's spec (the AES-GCM it was sealed with)."""
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,7 @@ from keymanager.domain.key_specs.table import (
     implied_usage,
     spec_of,
     specs_for,
+    xks_algorithm,
 )
 
 __all__ = [
@@ -116,4 +117,5 @@ __all__ = [
     "implied_usage",
     "spec_of",
     "specs_for",
+    "xks_algorithm",
 ]

@@ -148,6 +148,9 @@ class KeySpec:
     transit_type: str | None = None
     """Vault Transit's name of the key type (``aes256-gcm96``, ``hmac``, ``ecdsa-p256``, …; None: the
     Transit door does not serve the spec). Several HMAC rows share ``hmac``, told apart by key size."""
+    xks_spec: str | None = None
+    """AWS XKS's ``keySpec`` of the spec (``AES_256``; None: the XKS door does not serve it: its
+    metadata names the native spec with no usage, its Encrypt and Decrypt refuse the key)."""
 
     @property
     def key_bytes(self) -> int:

@@ -9,6 +9,7 @@ calls them with each spec's own parameters. A new key type gets a builder here.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from keymanager.domain.key_specs.algorithms import (
     Algorithm,
@@ -211,7 +212,14 @@ def symmetric_rows() -> tuple[KeySpec, ...]:
             format_id=1,
             mode=BlockMode.CBC_HMAC,
         ),
-        _gcm_row(Algorithm.AES_256_GCM, "SYMMETRIC_DEFAULT", 256, format_id=2, transit_type="aes256-gcm96"),
+        _gcm_row(
+            Algorithm.AES_256_GCM,
+            "SYMMETRIC_DEFAULT",
+            256,
+            format_id=2,
+            transit_type="aes256-gcm96",
+            xks_spec="AES_256",
+        ),
         KeySpec(Algorithm.FF1_AES_256, None, HsmKeyType.AES, {ff1.usage: ff1}, ff1.usage, key_bits=256),
         _gcm_row(Algorithm.AES_128_GCM, None, 128, format_id=3, transit_type="aes128-gcm96"),
         _gcm_row(Algorithm.AES_192_GCM, None, 192, format_id=4),
@@ -228,7 +236,13 @@ def _cbc_pad_row(algorithm: Algorithm, bits: int) -> KeySpec:
 
 
 def _gcm_row(
-    algorithm: Algorithm, kms: str | None, bits: int, *, format_id: int, transit_type: str | None = None
+    algorithm: Algorithm,
+    kms: str | None,
+    bits: int,
+    *,
+    format_id: int,
+    transit_type: str | None = None,
+    xks_spec: str | None = None,
 ) -> KeySpec:
     """An AES-GCM spec of ``bits`` (AWS's ``SYMMETRIC_DEFAULT`` is the 256-bit one; 128 and 192 are
     KMIP's and the native API's)."""
@@ -241,6 +255,7 @@ def _gcm_row(
         _SYMMETRIC_ENCRYPTION,
         format_id=format_id,
         transit_type=transit_type,
+        xks_spec=xks_spec,
     )
 
 
@@ -251,11 +266,10 @@ def _aes_row(
     mode: BlockMode,
     mechanism: str,
     algorithms: Mapping[str, tuple[Mechanism, ...]] | None = None,
-    *,
-    format_id: int | None = None,
-    transit_type: str | None = None,
+    **names: Any,
 ) -> KeySpec:
-    """A spec of one AES object of ``bits`` that encrypts and decrypts in ``mode`` with ``mechanism``."""
+    """A spec of one AES object of ``bits`` that encrypts and decrypts in ``mode`` with ``mechanism``;
+    ``names`` are its other columns (``format_id``, the doors' names: ``transit_type``, ``xks_spec``)."""
     size = bits // 8
     usage = Usage(
         KeyUsage.ENCRYPT_DECRYPT,
@@ -274,7 +288,6 @@ def _aes_row(
         {usage.usage: usage},
         usage.usage,
         key_bits=bits,
-        format_id=format_id,
         mode=mode,
-        transit_type=transit_type,
+        **names,
     )

@@ -71,6 +71,11 @@ def specs_for(usage: KeyUsage) -> tuple[Algorithm, ...]:
     return tuple(a for a, spec in SPECS.items() if spec.allowed(usage))
 
 
+def xks_algorithm() -> Algorithm:
+    """The spec of the XKS door's keys (the row with an XKS ``keySpec``): what its health check's test key is."""
+    return next(algorithm for algorithm, spec in SPECS.items() if spec.xks_spec is not None)
+
+
 def by_kms_spec(kms_spec: str) -> KeySpec | None:
     """The row whose AWS ``KeySpec`` is ``kms_spec`` (None when no spec has that KMS name)."""
     return next((spec for spec in SPECS.values() if spec.kms_spec == kms_spec), None)

@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from keymanager import __version__
-from keymanager.domain.models import Algorithm, HsmObjects
+from keymanager.domain.key_specs import xks_algorithm
+from keymanager.domain.models import HsmObjects
 from keymanager.errors import KeyManagerError
 from keymanager.hsm import Hsm
 from keymanager.services.readiness import Readiness
@@ -85,8 +86,8 @@ class XksHealth:
         try:
             objects = HsmObjects(enc_label=await asyncio.to_thread(self._test_key), mac_label=None)
             sample = secrets.token_bytes(32)
-            body = await self._hsm.aencrypt(objects, Algorithm.AES_256_GCM, b"", sample, _AAD)
-            if await self._hsm.adecrypt(objects, Algorithm.AES_256_GCM, b"", body, _AAD) != sample:
+            body = await self._hsm.aencrypt(objects, xks_algorithm(), b"", sample, _AAD)
+            if await self._hsm.adecrypt(objects, xks_algorithm(), b"", body, _AAD) != sample:
                 return "UNAVAILABLE"
         except KeyManagerError:
             return "UNAVAILABLE"
@@ -102,7 +103,7 @@ class XksHealth:
                 if labels:
                     self._label = labels[0]
                 else:
-                    made = self._hsm.generate_version(TEST_KEY_NAME, 1, Algorithm.AES_256_GCM)
+                    made = self._hsm.generate_version(TEST_KEY_NAME, 1, xks_algorithm())
                     assert made.enc_label is not None
                     self._label = made.enc_label
             return self._label

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from keymanager.domain import xks
-from keymanager.domain.models import Algorithm, Key, KeyState, Principal
+from keymanager.domain.key_specs import spec_of
+from keymanager.domain.models import Key, KeyState, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest
 from keymanager.services.crypto import CryptoService
@@ -59,9 +60,10 @@ class XksService:
         """``keySpec``, ``keyUsage`` and ``keyStatus`` of the external key."""
         key = await self._key(snapshot, call)
         usage = [name for operation, name in _USAGES if _may(key, call.principal, operation)]
+        spec = spec_of(key.algorithm).xks_spec
         return {
-            "keySpec": "AES_256" if key.algorithm is Algorithm.AES_256_GCM else key.algorithm.value,
-            "keyUsage": usage if key.algorithm is Algorithm.AES_256_GCM else [],
+            "keySpec": spec or key.algorithm.value,
+            "keyUsage": usage if spec is not None else [],
             "keyStatus": "ENABLED" if key.state is KeyState.ENABLED else "DISABLED",
         }
 
@@ -124,9 +126,10 @@ class XksService:
         return key
 
     async def _gcm_key(self, snapshot: Snapshot, call: XksCall) -> Key:
-        """:meth:`_key`, and InvalidKeyUsageException unless it is an ``AES_256_GCM`` key."""
+        """:meth:`_key`, and InvalidKeyUsageException unless its spec is one XKS serves (an XKS
+        ``keySpec`` in the table of key types: ``AES_256_GCM``)."""
         key = await self._key(snapshot, call)
-        if key.algorithm is not Algorithm.AES_256_GCM:
+        if spec_of(key.algorithm).xks_spec is None:
             raise xks.XksError("InvalidKeyUsageException", f"an {key.algorithm.value} key does not serve XKS")
         return key
 
