@@ -33,7 +33,7 @@ from keymanager.api.routes import (
     streams,
     tokens,
 )
-from keymanager.services.authorization import RIGHTS
+from keymanager.services.authorization import RIGHTS, audited
 from keymanager.services.container import Services
 
 PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
@@ -166,3 +166,43 @@ async def write_summary(services, entry):
     await services.audit_writer.awrite(entry)
 """
     assert awrite_callers(source) == ["write_summary"]
+
+
+# Whether a request is audited is the rights table's say (``authorization.UNAUDITED``), not a door's.
+def audit_decisions(source: str) -> list[str]:
+    """Each ``audited=`` argument in ``source`` that does not ask ``authorization.audited``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.keyword) and node.arg == "audited":
+            asks = any(
+                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("audited", "audited_action")
+                for n in ast.walk(node.value)
+            )
+            if not asks:
+                found.append(f"line {node.value.lineno}: audited={ast.unparse(node.value)}")
+    return found
+
+
+@pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_door_decides_whether_a_request_is_audited(path: Path) -> None:
+    assert audit_decisions(path.read_text()) == []
+
+
+def test_an_audit_decision_of_a_door_is_caught() -> None:
+    source = """
+owed = svc.audit_log.owed(audited=name not in ("Query",), authenticated=True, success_taken=False, status=200)
+owed = svc.audit_log.owed(audited=call is not None and audited(call.action), authenticated=True)
+"""
+    assert audit_decisions(source) == ["line 2: audited=name not in ('Query',)"]
+
+
+@pytest.mark.parametrize("route", _routes(), ids=lambda r: f"{sorted(r.methods)[0]} {r.path}")
+def test_a_routes_declaration_agrees_with_the_table(route: APIRoute) -> None:
+    """``@audited`` names an audited action, ``@unaudited`` one of ``UNAUDITED``: a reader of the
+    route is not misled about what the table decides."""
+    declared = getattr(route.endpoint, "__km_audit_action__", None)
+    unaudited = getattr(route.endpoint, "__km_unaudited_action__", None)
+    if declared is not None:
+        assert audited(declared), declared
+    if unaudited is not None:
+        assert not audited(unaudited), unaudited

@@ -47,6 +47,7 @@ from starlette.types import Scope
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog, Owed
+from keymanager.services.authorization import audited as audited_action
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
@@ -167,8 +168,9 @@ class AuditContext:
         """Whether the trail must write this request's record for an answer of ``status``
         (``AuditLog.owed``: for an audited route, unless the answer is a success whose record
         :meth:`success` gave out)."""
+        named = _declared_action(self.scope) or getattr(self.scope.get("endpoint"), _UNAUDITED, None)
         owed = AuditLog.owed(
-            audited=_declared_action(self.scope) is not None,
+            audited=named is not None and audited_action(named),
             authenticated=True,  # the front door refuses the unauthenticated before any route is known
             success_taken=self._success_taken,
             status=status,

@@ -36,7 +36,7 @@ from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import authorize
+from keymanager.services.authorization import audited, authorize
 from keymanager.services.container import Services
 from keymanager.services.kmip import Batch, KmipCall, codec, messages, ttlv
 from keymanager.services.kmip.messages import KmipRefusal, Reason
@@ -44,7 +44,6 @@ from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
-UNAUDITED = frozenset({"DiscoverVersions", "Query"})
 """Operations that touch no key or principal: their successes are not audited."""
 MAX_SUBJECT_CHARS = 1024
 """A subject longer than any a principal may be bound to authenticates nobody."""
@@ -178,7 +177,7 @@ class KmipDoor:
             refusal = refusal.in_version(batch.version)
         status = 200 if refusal is None else refusal.status
         owed = svc.audit_log.owed(
-            audited=refusal is not None or name not in UNAUDITED,
+            audited=refusal is not None or audited(call.action),
             authenticated=True,
             success_taken=call.success_taken,
             status=status,

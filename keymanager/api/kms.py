@@ -37,7 +37,7 @@ from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import authorize
+from keymanager.services.authorization import audited, authorize
 from keymanager.services.container import Services
 from keymanager.services.kms.call import Call
 from keymanager.services.snapshot import Snapshot, run_validated
@@ -134,7 +134,10 @@ class KmsDoor:
         answer into a 503 ``DependencyTimeoutException``."""
         svc, trail = exchange.svc, exchange.trail
         owed = svc.audit_log.owed(
-            audited=True, authenticated=exchange.call is not None, success_taken=trail.success_taken, status=status
+            audited=audited(trail.action),
+            authenticated=exchange.call is not None,
+            success_taken=trail.success_taken,
+            status=status,
         )
         if owed is Owed.SUMMARY:
             await summarise(svc, self.throttle.failed(address), scope, status)

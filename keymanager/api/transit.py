@@ -49,7 +49,7 @@ from keymanager.errors import (
     VersionBelowMinimum,
 )
 from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import authorize
+from keymanager.services.authorization import audited, authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -178,7 +178,10 @@ async def _answer(
     if status == 405 and exchange.route is not None:
         exchange.headers.append((b"allow", ", ".join(codec.methods_of(exchange.route.operation)).encode()))
     owed = exchange.svc.audit_log.owed(
-        audited=True, authenticated=exchange.principal is not None, success_taken=False, status=status
+        audited=audited(exchange.trail.action),
+        authenticated=exchange.principal is not None,
+        success_taken=False,
+        status=status,
     )
     if owed is Owed.ANSWER:
         try:

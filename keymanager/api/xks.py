@@ -38,7 +38,7 @@ from keymanager.domain.models import Door
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import authorize
+from keymanager.services.authorization import audited, authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -125,7 +125,7 @@ async def _answer(exchange: _Exchange, scope: Scope, receive: Receive) -> tuple[
         log.error("unhandled %s in XKS operation %s", type(exc).__name__, exchange.trail.action)
         refusal = xks.XksError("InternalException", "internal error")
     owed = exchange.svc.audit_log.owed(
-        audited=exchange.call is not None and exchange.call.path.operation != "GetHealthStatus",
+        audited=exchange.call is not None and audited(f"xks.{exchange.call.path.operation}"),
         authenticated=exchange.call is not None,
         success_taken=False,
         status=refusal.status,

@@ -8,6 +8,8 @@ each door to come. :data:`RIGHTS` gives each action the :class:`Right` it needs,
 403 ``forbidden``, the KMS API's ``AccessDeniedException``). It writes no role of its own
 (``tests/test_rules.py`` holds that line).
 
+Whether an action's requests are audited is this module's say too (:data:`UNAUDITED`).
+
 An action missing from the table is refused to everyone (default deny). What a principal may
 do with one key is not decided here but by the key's policy, in the services that use keys
 (``services/key_use.py``, ``KeyService.get``): :attr:`Right.KEY_POLICY` lets every role through
@@ -196,6 +198,29 @@ RIGHTS: Mapping[str, Right] = {
     "transit.lookup_self": Right.SELF,
 }
 """The right each action of each door needs."""
+
+
+UNAUDITED: frozenset[str] = frozenset(
+    {
+        "audit.read",
+        "audit.verify",
+        "metrics.read",
+        "service.read",
+        "key_spec.list",
+        "kmip.DiscoverVersions",
+        "kmip.Query",
+        "xks.GetHealthStatus",
+    }
+)
+"""The actions whose requests owe no audit record of their answer: reading the audit log, the metrics,
+the service's overview and the table of key types, and the protocols' discovery and health calls.
+Every other action is audited, whatever its door (``services/audit_log.py`` ``AuditLog.owed`` takes
+what :func:`audited` says)."""
+
+
+def audited(action: str) -> bool:
+    """Whether a request of ``action`` owes the audit record of its answer (:data:`UNAUDITED`)."""
+    return action not in UNAUDITED
 
 
 def authorize(principal: Principal, action: str) -> Principal:
