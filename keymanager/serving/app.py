@@ -12,6 +12,7 @@ from keymanager.serving.affinity import pin_worker
 from keymanager.serving.kmip import KmipListener, KmipOptions, WithKmip
 from keymanager.serving.listeners import kmip_socket
 from keymanager.serving.memory import keep_large_buffers
+from keymanager.serving.orphans import end_with_parent
 from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
@@ -22,7 +23,9 @@ def worker_app() -> Gateway | WithKmip:
     environment, the service's logs, the CPU of its own when ``KM_CPU_AFFINITY`` is true; refused
     connections counted in the app's metrics; large buffers kept for reuse (``serving/memory.py``);
     the KMIP listener beside it unless ``KM_KMIP_PORT`` is 0 (``serving/kmip.py``), on the socket the
-    serving process handed over (``serving/listeners.py``)."""
+    serving process handed over (``serving/listeners.py``); the worker ends with the serving process
+    (``serving/orphans.py``)."""
+    end_with_parent()
     keep_large_buffers()
     settings = Settings()
     logs.configure(settings.log_level, settings.resolved_log_format(), settings.access_log)
