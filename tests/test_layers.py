@@ -1,4 +1,4 @@
-"""The layers depend one way: config/errors/worker <- domain <- hsm, db <- services <- api <- serving <- cli."""
+"""The layers depend one way: config/errors/worker/orphans <- domain <- hsm, db <- services <- api <- serving <- cli."""
 
 from __future__ import annotations
 
@@ -14,12 +14,13 @@ ALLOWED = {
     "config": ({"config"}, set()),
     "errors": (set(), set()),
     "worker": (set(), set()),
+    "orphans": (set(), set()),
     "domain": ({"domain", "errors", "config"}, set()),
-    "hsm": ({"hsm", "domain", "errors", "config", "worker"}, {"pkcs11"}),
+    "hsm": ({"hsm", "domain", "errors", "config", "worker", "orphans"}, {"pkcs11"}),
     "db": ({"db", "domain", "errors", "config"}, {"sqlalchemy", "alembic"}),
     "services": ({"services", "domain", "errors", "config", "worker", "hsm", "db"}, set()),
     "api": ({"api", "services", "domain", "errors", "config"}, {"fastapi", "starlette"}),
-    "serving": ({"serving", "api", "config"}, {"uvicorn", "uvloop"}),
+    "serving": ({"serving", "api", "config", "orphans"}, {"uvicorn", "uvloop"}),
     "cli": ({"cli", "serving", "api", "services", "domain", "errors", "config", "worker", "hsm", "db"}, set()),
 }
 RESTRICTED = {

@@ -31,6 +31,7 @@ from typing import Any
 from keymanager.domain.key_specs import KeyUsage
 from keymanager.domain.models import Algorithm, HsmObjects
 from keymanager.errors import HsmUnavailable, KeyManagerError, RateLimited
+from keymanager.orphans import watch_parent
 
 log = logging.getLogger(__name__)
 
@@ -155,8 +156,10 @@ class _Refused:
 
 
 def _start(module: str, token_label: str, pin: str) -> None:
-    """In the child: a lower priority, then an adapter of its own (its session opens on the first call)."""
+    """In the child: it ends with its parent (``keymanager/orphans.py``), a lower priority, then an
+    adapter of its own (its session opens on the first call)."""
     global _CHILD
+    watch_parent()
     with contextlib.suppress(OSError):
         os.nice(_NICENESS)
     from keymanager.hsm.dispatch import Dispatcher

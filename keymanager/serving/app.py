@@ -8,11 +8,11 @@ from keymanager.api import logs
 from keymanager.api.app import create_app
 from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
+from keymanager.orphans import end_with_parent
 from keymanager.serving.affinity import pin_worker
 from keymanager.serving.kmip import KmipListener, KmipOptions, WithKmip
 from keymanager.serving.listeners import kmip_socket
 from keymanager.serving.memory import keep_large_buffers
-from keymanager.serving.orphans import end_with_parent
 from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
@@ -24,7 +24,7 @@ def worker_app() -> Gateway | WithKmip:
     connections counted in the app's metrics; large buffers kept for reuse (``serving/memory.py``);
     the KMIP listener beside it unless ``KM_KMIP_PORT`` is 0 (``serving/kmip.py``), on the socket the
     serving process handed over (``serving/listeners.py``); the worker ends with the serving process
-    (``serving/orphans.py``)."""
+    (``keymanager/orphans.py``)."""
     end_with_parent()
     keep_large_buffers()
     settings = Settings()
