@@ -79,8 +79,10 @@ def unaudited(action: str) -> Callable[[F], F]:
 
 
 def _declared_action(scope: Scope) -> str | None:
-    """The action the request's route declared with :func:`audited` (None: not an audited route)."""
-    return getattr(scope.get("endpoint"), _ATTRIBUTE, None)
+    """The action the request's route declared with :func:`audited` or :func:`unaudited` (None: the
+    route declared none, e.g. a public one); whether it is audited is the rights table's say."""
+    endpoint = scope.get("endpoint")
+    return getattr(endpoint, _ATTRIBUTE, None) or getattr(endpoint, _UNAUDITED, None)
 
 
 class Located(Protocol):
@@ -112,12 +114,7 @@ class AuditContext:
     @property
     def action(self) -> str:
         """The request's action: the declared one, else the route's (:func:`audited`, :func:`unaudited`)."""
-        return (
-            self.declared
-            or _declared_action(self.scope)
-            or getattr(self.scope.get("endpoint"), _UNAUDITED, None)
-            or "unaudited"
-        )
+        return self.declared or _declared_action(self.scope) or "unaudited"
 
     def success(self, about: Located | None = None, **details: Any) -> AuditEntry:
         """The record of this request's success (naming the key version ``about`` used, with
@@ -168,7 +165,7 @@ class AuditContext:
         """Whether the trail must write this request's record for an answer of ``status``
         (``AuditLog.owed``: for an audited route, unless the answer is a success whose record
         :meth:`success` gave out)."""
-        named = _declared_action(self.scope) or getattr(self.scope.get("endpoint"), _UNAUDITED, None)
+        named = _declared_action(self.scope)
         owed = AuditLog.owed(
             audited=named is not None and audited_action(named),
             authenticated=True,  # the front door refuses the unauthenticated before any route is known
