@@ -134,8 +134,7 @@ class RawCipher:
     def _used(key: Key, principal: Principal, operation: Operation, asked: RawMode | None) -> tuple[str, RawMode, int]:
         """The AES object of ``key``'s primary version, the mode it is used in and the version, if
         ``principal`` may use it for ``operation`` now in the mode it ``asked``."""
-        if key.kmip_state is not KmipState.ACTIVE:
-            raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+        require_active(key)
         usable(key, principal, operation, raw=True)
         spec = spec_of(key.algorithm)
         if spec.mode not in ONE_AES_OBJECT:
@@ -149,6 +148,13 @@ class RawCipher:
         version = key.versions[key.primary_version]
         assert version.hsm.enc_label is not None
         return version.hsm.enc_label, asked or own, version.version
+
+
+def require_active(key: Key) -> None:
+    """KeyDisabled naming the key's lifecycle state unless it is active (pre-active, deactivated,
+    compromised and destroyed keys are not used)."""
+    if key.kmip_state is not KmipState.ACTIVE:
+        raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
 
 
 def _raw_encrypt(token: Token, mode: RawMode, label: str, data: bytes, aad: bytes) -> tuple[bytes, bytes, bytes | None]:

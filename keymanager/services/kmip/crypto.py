@@ -22,8 +22,8 @@ from kmip.core import enums
 from kmip.core import objects as kmip_objects
 from kmip.core.messages import payloads
 
-from keymanager.domain.models import HMAC_KEY_BITS, Key, KmipState
-from keymanager.errors import Forbidden, KeyDisabled, KeyNotFound
+from keymanager.domain.models import HMAC_KEY_BITS, Key
+from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.services import raw_cipher
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
@@ -32,7 +32,7 @@ from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.fast import MacVerified
 from keymanager.services.kmip.keys import kmip_type
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, invalid
-from keymanager.services.raw_cipher import RawCipher, RawMode, RawSealed
+from keymanager.services.raw_cipher import RawCipher, RawMode, RawSealed, require_active
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
 
@@ -95,8 +95,7 @@ class KmipCrypto:
 
         async def attempt(snapshot: Snapshot) -> bytes:
             key = await visible_key(snapshot, call, uid)
-            if key.kmip_state is not KmipState.ACTIVE:
-                raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+            require_active(key)
             if asked is not None and key.algorithm in HMAC_KEY_BITS and asked != kmip_type(key)[0]:
                 raise invalid(f"the key computes {kmip_type(key)[0].name}, not {asked.name}")
             computed = await self._crypto.mac(snapshot, call.principal, key.id, data, framed=False)
@@ -117,8 +116,7 @@ class KmipCrypto:
 
         async def attempt(snapshot: Snapshot) -> bool:
             key = await visible_key(snapshot, call, uid)
-            if key.kmip_state is not KmipState.ACTIVE:
-                raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+            require_active(key)
             checked = await self._crypto.verify_mac(
                 snapshot, call.principal, key.id, data, payload.mac_data, framed=False
             )
