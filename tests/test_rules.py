@@ -227,3 +227,35 @@ def test_a_routes_declaration_agrees_with_the_table(route: APIRoute) -> None:
         assert audited(declared), declared
     if unaudited is not None:
         assert not audited(unaudited), unaudited
+
+
+# Admission by the failed-authentication throttle is written once (``api/front_door.py`` ``Admission``).
+def throttle_admissions(source: str) -> list[str]:
+    """Each call in ``source`` of the throttle's admission (``….retry_after(…)``, ``….refused(…)`` on a throttle)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("retry_after", "refused")
+        ) and "throttle" in ast.unparse(node.func.value):
+            found.append(f"line {node.lineno}: {ast.unparse(node.func)}")
+    return found
+
+
+@pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_door_admits_through_the_throttle_itself(path: Path) -> None:
+    found = throttle_admissions(path.read_text())
+    if path == PACKAGE / "api" / "front_door.py":  # the one place
+        assert len(found) == 2, found
+    else:
+        assert found == []
+
+
+def test_a_doors_own_admission_is_caught() -> None:
+    source = """
+wait = self.throttle.retry_after(address)
+if wait is not None:
+    await summarise(svc, self.throttle.refused(address), scope, 429)
+"""
+    assert throttle_admissions(source) == ["line 2: self.throttle.retry_after", "line 4: self.throttle.refused"]

@@ -23,7 +23,7 @@ one record per client address per interval.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from starlette.responses import Response
@@ -115,13 +115,11 @@ class FrontDoor:
 
     async def _authenticate(self, scope: Scope, headers: Mapping[bytes, bytes]) -> None:
         """Put the caller's credential in the scope; Unauthenticated, RateLimited or a store error otherwise."""
-        client = scope.get("client")
-        address = str(client[0]) if client else ""
         credential = credential_of(scope, headers.get(b"authorization"))
         services = self.services()
-        wait = self.throttle.retry_after(address)
-        if wait is not None and not await vouched_for(services, credential):
-            await summarise(services, self.throttle.refused(address), scope, 429)
+        admission = Admission(self.throttle, services, scope)
+        wait = await admission.refused(lambda: vouched_for(services, credential), 429)
+        if wait is not None:
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
             if credential is None:
@@ -129,9 +127,40 @@ class FrontDoor:
             if not services.cache.knows(credential):
                 await services.cache.snapshot(fresh=False).principal(credential)
         except Unauthenticated:
-            await summarise(services, self.throttle.failed(address), scope, 401)
+            await admission.failed(401)
             raise
         scope["state"][CREDENTIAL] = credential
+
+
+@dataclass(frozen=True)
+class Admission:
+    """One request's passage through the failed-authentication throttle, the same on every HTTP door
+    (REST here, the KMS, XKS and Transit doors in their modules): a throttled address is refused
+    unless the credential it presents is a stored one, and each refusal before authentication is
+    counted and summarised in the audit log. What the refusal looks like is the door's."""
+
+    throttle: AuthThrottle
+    services: Services
+    scope: Scope
+
+    @property
+    def address(self) -> str:
+        client = self.scope.get("client")
+        return str(client[0]) if client else ""
+
+    async def refused(self, vouched: Callable[[], Awaitable[bool]], status: int) -> int | None:
+        """The seconds to tell the caller to wait when its address is throttled and ``vouched()`` (asked
+        only then) says its credential is not a stored one — the refusal, answered with ``status``, is
+        then summarised; None when the request is admitted."""
+        wait = self.throttle.retry_after(self.address)
+        if wait is None or await vouched():
+            return None
+        await summarise(self.services, self.throttle.refused(self.address), self.scope, status)
+        return wait
+
+    async def failed(self, status: int) -> None:
+        """Count a refusal (``status``) before the caller authenticated, and summarise it when due."""
+        await summarise(self.services, self.throttle.failed(self.address), self.scope, status)
 
 
 async def vouched_for(services: Services, credential: Credential | None) -> bool:

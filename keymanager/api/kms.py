@@ -30,7 +30,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
+from keymanager.api.front_door import Admission, read_limited_body, vouched_for_signature
 from keymanager.api.request_context import RouteLabel
 from keymanager.domain import kms, kms_fields, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
@@ -102,17 +102,15 @@ class KmsDoor:
         exchange = _Exchange(svc, trail, operation if known else "")
         trail.declared = f"kms.{operation}" if known else "kms.unknown"
         scope["route"] = RouteLabel(trail.declared)
-        client = scope.get("client")
-        address = str(client[0]) if client else ""
+        admission = Admission(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
-        wait = self.throttle.retry_after(address)
-        if wait is not None and not await vouched_for_signature(svc, scope):
-            await summarise(svc, self.throttle.refused(address), scope, 400)
+        wait = await admission.refused(lambda: vouched_for_signature(svc, scope), 400)
+        if wait is not None:
             status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, refusal, answer = await _answer(exchange, scope, receive, headers)
-            status, answer = await self._recorded(exchange, scope, address, status, refusal, answer)
+            status, answer = await self._recorded(exchange, admission, status, refusal, answer)
         body = json.dumps(answer, separators=(",", ":")).encode()
         response_headers = [*_HEADERS, *extra, (b"x-amzn-requestid", trail.request_id.encode())]
         response_headers.append((b"content-length", str(len(body)).encode()))
@@ -122,8 +120,7 @@ class KmsDoor:
     async def _recorded(
         self,
         exchange: _Exchange,
-        scope: Scope,
-        address: str,
+        admission: Admission,
         status: int,
         refusal: kms.KmsError | None,
         answer: dict[str, Any],
@@ -140,7 +137,7 @@ class KmsDoor:
             status=status,
         )
         if owed is Owed.SUMMARY:
-            await summarise(svc, self.throttle.failed(address), scope, status)
+            await admission.failed(status)
         elif owed is Owed.ANSWER:
             try:
                 await svc.audit_log.answer(await _entry(exchange, status, refusal))

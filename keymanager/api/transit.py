@@ -33,7 +33,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import MAX_TOKEN_CHARS, read_limited_body, summarise, vouched_for
+from keymanager.api.front_door import MAX_TOKEN_CHARS, Admission, read_limited_body, vouched_for
 from keymanager.api.request_context import RouteLabel
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
@@ -116,17 +116,15 @@ class TransitDoor:
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
         headers = dict(reversed(scope["headers"]))  # ASGI names are lower case; the first of each name wins
         exchange = self._exchange(scope, trail, headers)
-        client = scope.get("client")
-        address = str(client[0]) if client else ""
-        wait = self.throttle.retry_after(address)
-        if wait is not None and not await self._vouched(exchange, receive, headers):
-            await summarise(exchange.svc, self.throttle.refused(address), scope, 429)
+        admission = Admission(self.throttle, exchange.svc, scope)
+        wait = await admission.refused(lambda: self._vouched(exchange, receive, headers), 429)
+        if wait is not None:
             status, answer = 429, _errors("too many failed authentications from this address")
             exchange.headers = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, answer = await _answer(exchange, receive, headers, self.limits)
             if status >= 400 and exchange.principal is None:  # refused before its caller authenticated
-                await summarise(exchange.svc, self.throttle.failed(address), scope, status)
+                await admission.failed(status)
         body = b"" if answer is None else json.dumps(answer, separators=(",", ":")).encode()
         response = [*_HEADERS, *exchange.headers, (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": status, "headers": response})

@@ -29,7 +29,7 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import read_limited_body, summarise, vouched_for_signature
+from keymanager.api.front_door import Admission, read_limited_body, vouched_for_signature
 from keymanager.api.request_context import RouteLabel
 from keymanager.domain import strict_json, xks
 from keymanager.domain.audit import AuditEntry
@@ -79,18 +79,16 @@ class XksDoor:
         exchange = _Exchange(svc, trail, path)
         trail.declared = f"xks.{path.operation}" if path else "xks.unknown"
         scope["route"] = RouteLabel(trail.declared)
-        client = scope.get("client")
-        address = str(client[0]) if client else ""
+        admission = Admission(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
-        wait = self.throttle.retry_after(address)
-        if wait is not None and not await vouched_for_signature(svc, scope):
-            await summarise(svc, self.throttle.refused(address), scope, 429)
+        wait = await admission.refused(lambda: vouched_for_signature(svc, scope), 429)
+        if wait is not None:
             status, answer = 429, _error(xks.XksError("ThrottlingException", "too many failed authentications"))
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
         else:
             status, answer = await _answer(exchange, scope, receive)
             if status != 200 and exchange.call is None:  # refused before the key store authenticated
-                await summarise(svc, self.throttle.failed(address), scope, status)
+                await admission.failed(status)
             if status == 405:
                 extra = [(b"allow", b"POST")]
         body = json.dumps(answer, separators=(",", ":")).encode()
