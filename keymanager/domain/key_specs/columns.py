@@ -151,6 +151,10 @@ class KeySpec:
     xks_spec: str | None = None
     """AWS XKS's ``keySpec`` of the spec (``AES_256``; None: the XKS door does not serve it: its
     metadata names the native spec with no usage, its Encrypt and Decrypt refuse the key)."""
+    kmip_algorithm: str | None = None
+    """KMIP's Cryptographic Algorithm of the spec, the name of PyKMIP's ``CryptographicAlgorithm``
+    member (``AES``, ``HMAC_SHA256``, ``RSA``, ``EC``, ``ED25519``; its Cryptographic Length is
+    ``key_bits`` or ``curve_bits``); None: the KMIP door does not name the spec."""
 
     @property
     def key_bytes(self) -> int:

@@ -48,7 +48,14 @@ def hmac_row(algorithm: Algorithm, kms: str, mac: MacAlgorithm, bits: int) -> Ke
         algorithms={mac.value: ()},
     )
     return KeySpec(
-        algorithm, kms, HsmKeyType.GENERIC_SECRET, {usage.usage: usage}, usage.usage, key_bits=bits, transit_type="hmac"
+        algorithm,
+        kms,
+        HsmKeyType.GENERIC_SECRET,
+        {usage.usage: usage},
+        usage.usage,
+        key_bits=bits,
+        transit_type="hmac",
+        kmip_algorithm=algorithm.value,
     )
 
 
@@ -99,6 +106,7 @@ def rsa_row(bits: int) -> KeySpec:
         key_bits=bits,
         public_key=PublicKeyForm.SPKI,
         transit_type=f"rsa-{bits}",
+        kmip_algorithm="RSA",
     )
 
 
@@ -142,6 +150,7 @@ def ec_row(
         curve=curve,
         curve_oid=oid,
         curve_bits=bits,
+        kmip_algorithm="EC",
         public_key=PublicKeyForm.SPKI,
         shared_secret_bytes=(bits + 7) // 8,
         transit_type=transit_type,
@@ -172,6 +181,7 @@ def ed25519_row() -> KeySpec:
         curve="ed25519",
         curve_oid="1.3.101.112",
         curve_bits=256,
+        kmip_algorithm="ED25519",
         public_key=PublicKeyForm.SPKI,
         transit_type="ed25519",
     )
@@ -289,5 +299,6 @@ def _aes_row(
         usage.usage,
         key_bits=bits,
         mode=mode,
+        kmip_algorithm="AES",
         **names,
     )

@@ -28,7 +28,7 @@ from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
-from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, BlockMode, HsmKeyType, KeyUsage, spec_of
+from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, BlockMode, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
@@ -53,23 +53,13 @@ from keymanager.services.snapshot import MetadataCache
 
 
 def _kmip_names() -> dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]]:
-    """KMIP's Cryptographic Algorithm and Length of each spec of the table KMIP can name: every AES-GCM
-    and AES-CBC-PAD spec (one AES object, which KMIP's Encrypt and Decrypt use in its spec's mode), every MAC spec
-    (KMIP names HMACs as we do), every RSA spec, every Weierstrass curve (``EC``, the curve's size)
-    and Ed25519."""
-    found: dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]] = {}
-    for spec in SPECS.values():
-        if spec.mode in ONE_AES_OBJECT and spec.key_bits:
-            found[spec.algorithm] = (enums.CryptographicAlgorithm.AES, spec.key_bits)
-        elif spec.default_usage is KeyUsage.GENERATE_VERIFY_MAC and spec.key_bits:
-            found[spec.algorithm] = (enums.CryptographicAlgorithm[spec.algorithm.value], spec.key_bits)
-        elif spec.key_type is HsmKeyType.RSA and spec.key_bits:
-            found[spec.algorithm] = (enums.CryptographicAlgorithm.RSA, spec.key_bits)
-        elif spec.key_type is HsmKeyType.EC and spec.curve_bits:
-            found[spec.algorithm] = (enums.CryptographicAlgorithm.EC, spec.curve_bits)
-        elif spec.key_type is HsmKeyType.EC_EDWARDS and spec.curve_bits:
-            found[spec.algorithm] = (enums.CryptographicAlgorithm.ED25519, spec.curve_bits)
-    return found
+    """KMIP's Cryptographic Algorithm and Length of each spec of the table KMIP names: the row's
+    ``kmip_algorithm`` and its ``key_bits`` or ``curve_bits``."""
+    return {
+        spec.algorithm: (enums.CryptographicAlgorithm[spec.kmip_algorithm], spec.key_bits or spec.curve_bits or 0)
+        for spec in SPECS.values()
+        if spec.kmip_algorithm is not None
+    }
 
 
 KMIP_NAMES = _kmip_names()
