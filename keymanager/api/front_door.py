@@ -118,7 +118,7 @@ class FrontDoor:
         credential = credential_of(scope, headers.get(b"authorization"))
         services = self.services()
         admission = Admission(self.throttle, services, scope)
-        wait = await admission.refused(lambda: vouched_for(services, credential), 429)
+        wait = await admission.throttled(lambda: vouched_for(services, credential), 429)
         if wait is not None:
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
         try:
@@ -148,7 +148,7 @@ class Admission:
         client = self.scope.get("client")
         return str(client[0]) if client else ""
 
-    async def refused(self, vouched: Callable[[], Awaitable[bool]], status: int) -> int | None:
+    async def throttled(self, vouched: Callable[[], Awaitable[bool]], status: int) -> int | None:
         """The seconds to tell the caller to wait when its address is throttled and ``vouched()`` (asked
         only then) says its credential is not a stored one — the refusal, answered with ``status``, is
         then summarised; None when the request is admitted."""

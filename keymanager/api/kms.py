@@ -104,7 +104,7 @@ class KmsDoor:
         scope["route"] = RouteLabel(trail.declared)
         admission = Admission(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
-        wait = await admission.refused(lambda: vouched_for_signature(svc, scope), 400)
+        wait = await admission.throttled(lambda: vouched_for_signature(svc, scope), 400)
         if wait is not None:
             status, answer = 400, {"__type": "ThrottlingException", "message": "too many failed authentications"}
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]

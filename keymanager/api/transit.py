@@ -117,7 +117,7 @@ class TransitDoor:
         headers = dict(reversed(scope["headers"]))  # ASGI names are lower case; the first of each name wins
         exchange = self._exchange(scope, trail, headers)
         admission = Admission(self.throttle, exchange.svc, scope)
-        wait = await admission.refused(lambda: self._vouched(exchange, receive, headers), 429)
+        wait = await admission.throttled(lambda: self._vouched(exchange, receive, headers), 429)
         if wait is not None:
             status, answer = 429, _errors("too many failed authentications from this address")
             exchange.headers = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]

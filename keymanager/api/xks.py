@@ -81,7 +81,7 @@ class XksDoor:
         scope["route"] = RouteLabel(trail.declared)
         admission = Admission(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
-        wait = await admission.refused(lambda: vouched_for_signature(svc, scope), 429)
+        wait = await admission.throttled(lambda: vouched_for_signature(svc, scope), 429)
         if wait is not None:
             status, answer = 429, _error(xks.XksError("ThrottlingException", "too many failed authentications"))
             extra = [(b"retry-after", str(wait).encode()), (b"connection", b"close")]
