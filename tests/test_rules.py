@@ -63,18 +63,25 @@ GUARDS = {"require_role", "require_admin", "ADMIN", "READER"}
 
 
 def _is_role(node: ast.expr) -> bool:
-    """``node`` reads a principal's role or names a role (``x.role``, ``Role.ADMIN``)."""
+    """``node`` reads a principal's role or names a role (``x.role``, ``role``, ``Role.ADMIN``, or a
+    tuple of them)."""
+    if isinstance(node, ast.Name):
+        return node.id == "role"
+    if isinstance(node, ast.Tuple | ast.List | ast.Set):
+        return any(_is_role(e) for e in node.elts)
     if not isinstance(node, ast.Attribute):
         return False
     return node.attr == "role" or (isinstance(node.value, ast.Name) and node.value.id == "Role")
 
 
-def role_decisions(source: str) -> list[str]:
-    """Each place in ``source`` that compares a role, or names a role guard."""
+def role_decisions(source: str, *, guards: bool = True) -> list[str]:
+    """Each place in ``source`` that compares a role, or (``guards``) names a role guard."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Compare) and any(_is_role(n) for n in [node.left, *node.comparators]):
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
+        elif not guards:
+            continue
         elif isinstance(node, ast.Name) and node.id in GUARDS:
             found.append(f"line {node.lineno}: {node.id}")
         elif isinstance(node, ast.ImportFrom):
@@ -95,6 +102,35 @@ def test_the_doors_are_discovered() -> None:
 @pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_door_decides_a_role(path: Path) -> None:
     assert role_decisions(path.read_text()) == []
+
+
+NOT_PRINCIPAL_ROLES = {
+    "hsm/templates.py": "an HSM object's role (ObjectRole: which object of a key version), not a principal's",
+    "db/migrations": "the schema's history, which cannot ask the services",
+}
+"""Where ``role`` means something else, or code that runs as it was written once."""
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_but_the_rights_table_decides_a_role(path: Path) -> None:
+    """The core as well as the doors: who sees every key, whom a policy may name, who may be given
+    ``create_keys``, which doors a role passes, whom an approval rule may name — each is a row of
+    ``services/authorization.py``, asked with ``holds``, ``grantable`` or ``admits``."""
+    relative = str(path.relative_to(PACKAGE))
+    if relative == "services/authorization.py" or any(relative.startswith(p) for p in NOT_PRINCIPAL_ROLES):
+        return
+    assert role_decisions(path.read_text(), guards=False) == []
+
+
+def test_a_role_decided_by_the_core_is_caught() -> None:
+    source = """
+def create(role, create_keys):
+    if create_keys and role in (Role.XKS, Role.AUDITOR):
+        raise InvalidRequest()
+    if not holds(role, Right.MANAGE) and Role.ADMIN != role:
+        pass
+"""
+    assert sorted({place.split(":")[0] for place in role_decisions(source, guards=False)}) == ["line 3", "line 5"]
 
 
 def test_a_role_decided_by_a_door_is_caught() -> None:

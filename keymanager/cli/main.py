@@ -19,6 +19,7 @@ from keymanager.cli.startup import redacted_url
 from keymanager.config import Settings
 from keymanager.domain.models import Role
 from keymanager.errors import KeyManagerError
+from keymanager.services.authorization import Right, holds
 
 if TYPE_CHECKING:
     from keymanager.serving import WorkerPlan
@@ -77,7 +78,7 @@ def init(settings: Settings) -> int:
         services.hsm.ping()
         _print_capabilities(settings.pkcs11_token_label, services.hsm.capabilities().summary())
         print(f"database: {redacted_url(settings.resolved_database_url())} (schema current)")
-        admins = [p for p in services.principals.list() if p.role is Role.ADMIN]
+        admins = [p for p in services.principals.list() if holds(p.role, Right.MANAGE)]
         token_file = settings.var_dir / "admin.token"
         if admins:
             print(f"admin principal: present ({', '.join(p.name for p in admins)}); token file {token_file}")

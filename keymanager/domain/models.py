@@ -24,7 +24,6 @@ __all__ = [
     "Origin",
     "Principal",
     "Role",
-    "admits",
 ]
 """``Algorithm``, ``KeyUsage`` and ``HMAC_KEY_BITS`` come from the table of key types
 (:mod:`keymanager.domain.key_specs`); they stay importable from here."""
@@ -49,12 +48,6 @@ class Door(enum.StrEnum):
     """The AWS KMS API: SigV4 with service ``kms``."""
     XKS = "xks"
     """The AWS External Key Store proxy API: SigV4 with service ``kms-xks-proxy``."""
-
-
-def admits(door: Door, role: Role) -> bool:
-    """Whether a principal of ``role`` may authenticate through ``door``: a key store (role ``xks``)
-    only through the XKS door, which admits nobody else."""
-    return (role is Role.XKS) == (door is Door.XKS)
 
 
 class KeyState(enum.StrEnum):

@@ -29,10 +29,11 @@ from keymanager.domain import access_keys as ak
 from keymanager.domain import sigv4
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
-from keymanager.domain.models import Algorithm, Door, HsmObjects, Principal, Role, admits
+from keymanager.domain.models import Algorithm, Door, HsmObjects, Principal
 from keymanager.errors import DecryptionFailed, InvalidRequest, NotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import sealing_algorithm
+from keymanager.services.authorization import admits
 from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -73,7 +74,7 @@ class AccessKeyService:
         owner = self._principal(principal_name)
         if owner is None:
             raise NotFound("principal not found")
-        xks = owner.role is Role.XKS
+        xks = admits(Door.XKS, owner.role)
         if given is None:
             key_id, secret = ak.new_access_key_id(), ak.new_secret_access_key(xks=xks)
         else:
@@ -126,7 +127,7 @@ class AccessKeyService:
 
         Raises KmsError with AWS's code: ``MissingAuthenticationTokenException``,
         ``IncompleteSignatureException``, ``InvalidSignatureException``, ``UnrecognizedClientException``
-        (also for a principal the door does not admit, :func:`~keymanager.domain.models.admits`);
+        (also for a principal the door does not admit, :func:`~keymanager.services.authorization.admits`);
         ``InvalidSignatureException`` for a key store's request signed for another than its ``xks_region``.
         """
         service, skew = _SIGNING[door]

@@ -32,16 +32,15 @@ from keymanager.domain import approvals
 from keymanager.domain.approvals import SERVICE, Guarded, Proposal, Request, Rule, RuleError, State, Vote
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.credentials import new_id
-from keymanager.domain.models import Principal, Role
+from keymanager.domain.models import Principal
 from keymanager.errors import ApprovalPending, Conflict, Forbidden, InvalidRequest, NotFound
+from keymanager.services.authorization import Right, holds
 
 MAX_OPEN_PER_REQUESTER = 100
 """Open requests one principal may have at once (a bound on what a stolen credential can pile up)."""
 BREAK_GLASS = "break-glass"
 """The principal named in the audit records of the operator's way out (``keymanager approvals``)."""
 SYSTEM = "system"
-APPROVER_ROLES = (Role.ADMIN, Role.AUDITOR)
-"""Roles a rule may name as approvers (a rule naming nobody means: any admin)."""
 
 
 class ApprovalService:
@@ -235,7 +234,7 @@ class ApprovalService:
         if approver.id == request.requester_id:
             raise Forbidden("self-approval never counts: another principal must approve the request")
         if request.approvers is None:
-            if approver.role is not Role.ADMIN:
+            if not holds(approver.role, Right.MANAGE):
                 raise Forbidden("only admins approve this request")
         elif approver.id not in request.approvers:
             raise Forbidden("the rule does not name this principal as an approver")
@@ -247,7 +246,7 @@ class ApprovalService:
         return self._store.get(request.id) or request
 
     def _admin_ids(self) -> set[str]:
-        return {p.id for p in self._principals.list_principals() if p.role is Role.ADMIN}
+        return {p.id for p in self._principals.list_principals() if holds(p.role, Right.MANAGE)}
 
     def _existing(self, rule: Rule) -> frozenset[str]:
         if rule.approvers is None:
@@ -287,7 +286,7 @@ class ApprovalService:
         missing = sorted(names - set(found))
         if missing:
             raise InvalidRequest(f"the rules name approvers that do not exist: {', '.join(missing)[:200]}")
-        wrong = sorted(n for n, p in found.items() if p.role not in APPROVER_ROLES)
+        wrong = sorted(n for n, p in found.items() if not holds(p.role, Right.APPROVE))
         if wrong:
             raise InvalidRequest(f"approvers are admins or auditors: {', '.join(wrong)[:200]}")
         return {name: p.id for name, p in found.items()}

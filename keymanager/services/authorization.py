@@ -1,4 +1,4 @@
-"""Who may do what: the one rule of roles, for every door.
+"""Who may do what: the one rule of roles, for every door and for the core.
 
 Every request a door serves names its action — the action its audit record names too: a REST
 route's (``@audited("key.create")``), ``kms.<Operation>`` for the AWS KMS API, and so on for
@@ -8,7 +8,11 @@ each door to come. :data:`RIGHTS` gives each action the :class:`Right` it needs,
 403 ``forbidden``, the KMS API's ``AccessDeniedException``). It writes no role of its own
 (``tests/test_rules.py`` holds that line).
 
-Whether an action's requests are audited is this module's say too (:data:`UNAUDITED`).
+Whether an action's requests are audited is this module's say too (:data:`UNAUDITED`). So is every
+other fact about a role the core needs: who sees and manages every key (:attr:`Right.EVERY_OBJECT`),
+whom a key's policy may name (:attr:`Right.NAMED_BY_POLICY`), who may be given ``create_keys``
+(:func:`grantable`), through which doors a role authenticates (:data:`DOORS`), whom an approval rule
+may name (:attr:`Right.APPROVE`). No other module compares a role.
 
 An action missing from the table is refused to everyone (default deny). What a principal may
 do with one key is not decided here but by the key's policy, in the services that use keys
@@ -21,7 +25,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 
-from keymanager.domain.models import Principal, Role
+from keymanager.domain.models import Door, Principal, Role
 from keymanager.errors import Forbidden
 
 
@@ -39,6 +43,8 @@ class Right(enum.Enum):
     MANAGE_OWNED = "manage the keys and objects it owns (decided per key: require_owner)"
     DIGEST = "compute a digest, touching no key (the Vault Transit API's hash)"
     APPROVE = "see, approve and deny approval requests (dual control; whom a rule names is decided per request)"
+    EVERY_OBJECT = "see and manage every key and object, whoever owns it and whomever its policy names"
+    NAMED_BY_POLICY = "be named by a key's policy, and so use the key as the policy grants"
 
 
 ROLES: Mapping[Right, tuple[Role, ...]] = {
@@ -53,11 +59,25 @@ ROLES: Mapping[Right, tuple[Role, ...]] = {
     Right.MANAGE_OWNED: (Role.ADMIN, Role.APP),
     Right.DIGEST: (Role.ADMIN, Role.APP),
     Right.APPROVE: (Role.ADMIN, Role.AUDITOR),
+    Right.EVERY_OBJECT: (Role.ADMIN,),
+    Right.NAMED_BY_POLICY: (Role.ADMIN, Role.APP, Role.XKS),
 }
-"""The roles holding each right: the only place a role is written down for a door."""
+"""The roles holding each right: the only place a role is written down, for a door or for the core
+(``tests/test_rules.py`` holds that line). An approval rule naming no approver means the roles
+holding :attr:`Right.MANAGE`; the roles a rule may name hold :attr:`Right.APPROVE`."""
 GRANTED: Mapping[Right, tuple[Role, ...]] = {Right.CREATE_OWNED: (Role.APP,)}
 """Rights a principal of these roles holds only when it was given them one by one (the principal's
-``create_keys`` flag, set by an admin): no one else's keys change, it owns what it creates."""
+``create_keys`` flag, set by an admin): no one else's keys change, it owns what it creates. Given to a
+role that holds the right already, it changes nothing; to a role in neither table, it is refused."""
+DOORS: Mapping[Role, frozenset[Door]] = {
+    Role.ADMIN: frozenset({Door.REST, Door.KMS}),
+    Role.APP: frozenset({Door.REST, Door.KMS}),
+    Role.AUDITOR: frozenset({Door.REST, Door.KMS}),
+    Role.XKS: frozenset({Door.XKS}),
+}
+"""The doors a principal of each role authenticates through: a key store (role ``xks``) only through
+the XKS door (its access keys follow AWS's rules for XKS credentials; its bearer token authenticates
+nothing), which admits nobody else."""
 
 _REST_MANAGE = (
     "principal.create",
@@ -223,6 +243,21 @@ def audited(action: str) -> bool:
     return action not in UNAUDITED
 
 
+def holds(role: Role, right: Right) -> bool:
+    """Whether every principal of ``role`` holds ``right`` (:data:`ROLES`; not counting :data:`GRANTED`)."""
+    return role in ROLES[right]
+
+
+def grantable(role: Role, right: Right) -> bool:
+    """Whether a principal of ``role`` may be given ``right`` one by one (:data:`GRANTED`), or holds it anyway."""
+    return holds(role, right) or role in GRANTED.get(right, ())
+
+
+def admits(door: Door, role: Role) -> bool:
+    """Whether a principal of ``role`` may authenticate through ``door`` (:data:`DOORS`)."""
+    return door in DOORS[role]
+
+
 def authorize(principal: Principal, action: str) -> Principal:
     """``principal``, if its role holds the right ``action`` needs; else Forbidden (also for an
     action the table does not know)."""
@@ -230,7 +265,7 @@ def authorize(principal: Principal, action: str) -> Principal:
     if right is None:
         raise Forbidden("this action is not open to any role")
     roles = ROLES[right]
-    if principal.role in roles or (principal.create_keys and principal.role in GRANTED.get(right, ())):
+    if holds(principal.role, right) or (principal.create_keys and grantable(principal.role, right)):
         return principal
     if right in GRANTED:
         raise Forbidden(f"this needs the role {' or '.join(r.value for r in roles)}, or a principal given create_keys")
@@ -241,7 +276,7 @@ def require_owner(principal: Principal, owner_id: str | None) -> Principal:
     """``principal``, if it may manage an object (a key, a registered secret) whose owner is
     ``owner_id`` (None: made by an admin, not through a principal's own right): an admin manages
     everything, anyone else only what it owns; else Forbidden (:attr:`Right.MANAGE_OWNED`)."""
-    if principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id):
+    if holds(principal.role, Right.EVERY_OBJECT) or (owner_id is not None and principal.id == owner_id):
         return principal
     raise Forbidden("only the principal that created this object, or an admin, may manage it")
 
@@ -250,4 +285,5 @@ def may_see(principal: Principal, owner_id: str | None, named: bool) -> bool:
     """Whether ``principal`` may see an object (a registered secret) whose owner is ``owner_id`` and
     whose policy names it (``named``): an admin sees every object, anyone else what it owns or is
     named on (what it may then do with it is the policy's and :func:`require_owner`'s say)."""
-    return principal.role is Role.ADMIN or (owner_id is not None and principal.id == owner_id) or named
+    mine = owner_id is not None and principal.id == owner_id
+    return holds(principal.role, Right.EVERY_OBJECT) or mine or named

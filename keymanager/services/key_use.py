@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from keymanager.domain.key_specs import RAW_MODES, Algorithm, KeyUsage, spec_of
-from keymanager.domain.models import Key, KeyState, Principal, Role
+from keymanager.domain.models import Key, KeyState, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import (
     Forbidden,
@@ -21,6 +21,7 @@ from keymanager.errors import (
     KeyPendingImport,
     WrongKeyUsage,
 )
+from keymanager.services.authorization import Right, holds
 
 USAGE_OF: Mapping[Operation, KeyUsage | None] = {
     Operation.ENCRYPT: KeyUsage.ENCRYPT_DECRYPT,
@@ -101,5 +102,5 @@ def require_enabled(key: Key) -> None:
 def require_use(key: Key, principal: Principal, operation: Operation) -> None:
     """Raise Forbidden unless the key's policy lets ``principal`` (by id) do ``operation`` now;
     an auditor never uses a key."""
-    if principal.role is Role.AUDITOR or not key.policy.allows(operation, principal.id):
+    if not holds(principal.role, Right.NAMED_BY_POLICY) or not key.policy.allows(operation, principal.id):
         raise Forbidden(f"the principal may not {operation.value.replace('_', ' ')} with this key")

@@ -30,7 +30,6 @@ from keymanager.domain.models import (
     KmipState,
     Origin,
     Principal,
-    Role,
 )
 from keymanager.domain.policy import Policy
 from keymanager.errors import (
@@ -43,6 +42,7 @@ from keymanager.errors import (
 )
 from keymanager.hsm import Hsm
 from keymanager.services.approvals import ApprovalService, guarded
+from keymanager.services.authorization import Right, holds
 from keymanager.services.key_creation import KmipFacts, NewKey, checked_usage, first_version, new_key
 from keymanager.services.snapshot import Snapshot
 
@@ -67,7 +67,7 @@ def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[
         principal = found.get(name)
         if principal is None:
             refused[name] = Unnameable.MISSING
-        elif principal.role is Role.AUDITOR:
+        elif not holds(principal.role, Right.NAMED_BY_POLICY):
             refused[name] = Unnameable.AUDITOR
     return refused
 
@@ -249,7 +249,7 @@ class KeyService:
     def list(self, principal: Principal) -> list[Key]:
         """Every key for an admin; otherwise the keys whose policy names the principal."""
         keys = self._store.list_keys()
-        if principal.role is Role.ADMIN:
+        if holds(principal.role, Right.EVERY_OBJECT):
             return keys
         return [k for k in keys if k.policy.names(principal.id)]
 
@@ -339,7 +339,7 @@ def _about(entry: AuditEntry | None, key: Key, version: int | None = None) -> Au
 
 def visible(key: Key, principal: Principal) -> Key:
     """``key``, if ``principal`` may see it: an admin, or named by its policy; else Forbidden."""
-    if principal.role is not Role.ADMIN and not key.policy.names(principal.id):
+    if not holds(principal.role, Right.EVERY_OBJECT) and not key.policy.names(principal.id):
         raise Forbidden("the principal may not use this key")
     return key
 

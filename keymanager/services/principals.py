@@ -10,10 +10,11 @@ from keymanager.domain import xks
 from keymanager.domain.approvals import Guarded, Proposal
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential, new_id, new_token, token_hash
-from keymanager.domain.models import Principal, Role
+from keymanager.domain.models import Door, Principal, Role
 from keymanager.domain.names import PRINCIPAL_NAME_RULE, is_principal_name
 from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from keymanager.services.approvals import ApprovalService, guarded
+from keymanager.services.authorization import Right, admits, grantable, holds
 
 
 @dataclass(frozen=True)
@@ -49,12 +50,12 @@ class PrincipalService:
         do; ``services/authorization.py``); refused for a key store or an auditor. ``key_store``: the AES
         keys it creates over KMIP are exportable to it (``services/kmip/keys.py``); needs ``create_keys``.
 
-        A key store authenticates only through its access keys at the XKS door (``domain/models.py``
-        ``admits``): its bearer token authenticates nothing."""
+        A key store authenticates only through its access keys at the XKS door
+        (``services/authorization.py`` ``admits``): its bearer token authenticates nothing."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
         _check_key_store(role, cert_subject, xks_uri_prefix, xks_region)
-        if create_keys and role in (Role.XKS, Role.AUDITOR):
+        if create_keys and not grantable(role, Right.CREATE_OWNED):
             raise InvalidRequest(f"a principal of role {role.value} cannot be given create_keys")
         if key_store and not create_keys:
             raise InvalidRequest("key_store needs create_keys: a key-store client creates the keys it then gets")
@@ -70,7 +71,7 @@ class PrincipalService:
             create_keys=create_keys,
             key_store=key_store,
         )
-        if role is Role.ADMIN:
+        if holds(role, Right.MANAGE):
             arguments = {"role": role.value, "cert_subject": cert_subject or None, "create_keys": create_keys}
             with guarded(self._approvals, Proposal((Guarded.PRINCIPAL_ADMIN,), name, arguments), record):
                 self._store.create_principal(principal, token_hash(token), record=record)
@@ -112,7 +113,7 @@ class PrincipalService:
 def _check_key_store(role: Role, cert_subject: str | None, prefix: str | None, region: str | None) -> None:
     """InvalidRequest unless a key store has a valid prefix (and region, if any) and no certificate
     subject, and nobody else either of the two."""
-    if role is not Role.XKS:
+    if not admits(Door.XKS, role):
         if prefix is not None or region is not None:
             raise InvalidRequest("xks_uri_prefix and xks_region are for principals of role xks")
         return

@@ -27,7 +27,7 @@ from keymanager.db import Store
 from keymanager.domain.access_keys import AccessKey
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
-from keymanager.domain.models import Door, Key, Principal, admits
+from keymanager.domain.models import Door, Key, Principal
 from keymanager.errors import (
     Forbidden,
     KeyDestroyed,
@@ -43,6 +43,7 @@ from keymanager.errors import (
 )
 from keymanager.services.audit import StaleMetadata
 from keymanager.services.audit_log import AuditLog
+from keymanager.services.authorization import admits
 
 T = TypeVar("T")
 ATTEMPTS = 3

@@ -22,8 +22,9 @@ from typing import Any
 from keymanager.db.transit import ClientToken, Login, TransitStore
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import token_hash
-from keymanager.domain.models import Door, Principal, admits
+from keymanager.domain.models import Door, Principal
 from keymanager.errors import InvalidRequest, NotFound, Unauthenticated
+from keymanager.services.authorization import admits
 
 MAX_CLIENT_TOKENS = 32
 """Client tokens a principal keeps at once (a login past it evicts the oldest)."""
