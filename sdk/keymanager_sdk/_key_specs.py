@@ -17,7 +17,11 @@ class KeySpec:
     """One key spec: its native ``name`` (a key's ``algorithm``), AWS KMS ``kms_key_spec`` (None
     when it has none), PKCS#11 ``key_type``, ``key_bits`` or ``curve``, whether it is
     ``asymmetric``, the ``default_usage`` a create naming none gets (None: one must be named) and
-    ``usages``: each usage it may be created for, with the algorithms that usage allows."""
+    ``usages``: each usage it may be created for, with the algorithms that usage allows. How the
+    doors name it: ``mode`` (how its AES object seals: ``CBC_HMAC``, ``GCM``, ``CBC_PAD``),
+    ``transit_type`` (Vault Transit's key type), ``xks_spec`` (AWS XKS's ``keySpec``),
+    ``kmip_algorithm`` and ``kmip_length`` (KMIP's Cryptographic Algorithm and Length); each None
+    when the spec has none or the door does not serve it, and from a server older than these fields."""
 
     name: str
     kms_key_spec: str | None
@@ -27,6 +31,11 @@ class KeySpec:
     asymmetric: bool
     default_usage: str | None
     usages: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    mode: str | None = None
+    transit_type: str | None = None
+    xks_spec: str | None = None
+    kmip_algorithm: str | None = None
+    kmip_length: int | None = None
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> KeySpec:
@@ -39,6 +48,11 @@ class KeySpec:
             asymmetric=bool(data["asymmetric"]),
             default_usage=data.get("default_usage"),
             usages={str(u): tuple(str(a) for a in algs) for u, algs in (data.get("usages") or {}).items()},
+            mode=data.get("mode"),
+            transit_type=data.get("transit_type"),
+            xks_spec=data.get("xks_spec"),
+            kmip_algorithm=data.get("kmip_algorithm"),
+            kmip_length=data.get("kmip_length"),
         )
 
 

@@ -43,3 +43,36 @@ def test_a_stranger_is_refused_and_no_record_is_written(client: TestClient, admi
     assert client.get("/v1/key-specs", headers=admin).status_code == 200
     records = client.get("/v1/audit", params={"action": "key_spec.list"}, headers=admin).json()["records"]
     assert records == []
+
+
+def test_every_row_serves_how_the_doors_name_it(client: TestClient, admin: dict[str, str]) -> None:
+    rows = {row["name"]: row for row in client.get("/v1/key-specs", headers=admin).json()["specs"]}
+    for algorithm, spec in SPECS.items():
+        row = rows[algorithm.value]
+        served = (row["mode"], row["transit_type"], row["xks_spec"], row["kmip_algorithm"], row["kmip_length"])
+        mode = None if spec.mode is None else spec.mode.value
+        assert served == (mode, spec.transit_type, spec.xks_spec, spec.kmip_algorithm, spec.kmip_length), algorithm
+    gcm = rows["AES_256_GCM"]  # written out, so a column served wrong everywhere still fails
+    assert (gcm["mode"], gcm["transit_type"], gcm["xks_spec"], gcm["kmip_algorithm"], gcm["kmip_length"]) == (
+        "GCM",
+        "aes256-gcm96",
+        "AES_256",
+        "AES",
+        256,
+    )
+    p256 = rows["ECC_NIST_P256"]
+    assert (p256["mode"], p256["transit_type"], p256["xks_spec"], p256["kmip_algorithm"], p256["kmip_length"]) == (
+        None,
+        "ecdsa-p256",
+        None,
+        "EC",
+        256,
+    )
+    ff1 = rows["FF1_AES_256"]
+    assert (ff1["mode"], ff1["transit_type"], ff1["xks_spec"], ff1["kmip_algorithm"], ff1["kmip_length"]) == (
+        None,
+        None,
+        None,
+        None,
+        None,
+    )

@@ -298,3 +298,31 @@ def test_key_specs_are_the_servers_table_and_the_sdk_lists_match(app: KeyManager
     signing = {a for spec in specs for a in spec.usages.get("SIGN_VERIFY", ())}
     assert signing == set(_spec_names.SIGNING_ALGORITHMS)
     assert {u for spec in specs for u in spec.usages} == set(_spec_names.USAGES)
+
+
+def test_key_specs_carry_how_the_doors_name_each_spec(app: KeyManager) -> None:
+    from keymanager.domain.key_specs import SPECS
+
+    specs = {spec.name: spec for spec in app.key_specs()}
+    for algorithm, row in SPECS.items():
+        spec = specs[algorithm.value]
+        mode = None if row.mode is None else row.mode.value
+        doors = (spec.mode, spec.transit_type, spec.xks_spec, spec.kmip_algorithm, spec.kmip_length)
+        assert doors == (mode, row.transit_type, row.xks_spec, row.kmip_algorithm, row.kmip_length), algorithm
+    gcm = specs["AES_256_GCM"]
+    assert (gcm.mode, gcm.transit_type, gcm.xks_spec, gcm.kmip_algorithm, gcm.kmip_length) == (
+        "GCM",
+        "aes256-gcm96",
+        "AES_256",
+        "AES",
+        256,
+    )
+
+
+def test_a_key_spec_from_a_server_without_the_door_columns_still_parses() -> None:
+    from keymanager_sdk import KeySpec
+
+    old = {"name": "AES_256_GCM", "kms_key_spec": "SYMMETRIC_DEFAULT", "key_type": "AES", "key_bits": 256}
+    spec = KeySpec.from_json({**old, "curve": None, "asymmetric": False, "default_usage": "ENCRYPT_DECRYPT"})
+    assert (spec.name, spec.key_bits, spec.usages) == ("AES_256_GCM", 256, {})
+    assert (spec.mode, spec.transit_type, spec.xks_spec, spec.kmip_algorithm, spec.kmip_length) == (None,) * 5

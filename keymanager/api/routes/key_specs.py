@@ -1,8 +1,9 @@
 """``/v1/key-specs``: the table of key types (``domain/key_specs/``) as the service has it.
 
-What a client may create and, per usage, the algorithms a key of each spec accepts — read from the
-one table, so a client (the SDK, kmctl, the console) needs no list of its own. Any authenticated
-principal may read it; it touches no key or principal, so it writes no audit record.
+What a client may create, per usage the algorithms a key of each spec accepts, and how the doors
+(Transit, XKS, KMIP) name each spec — read from the one table, so a client (the SDK, kmctl, the
+console) needs no list of its own. Any authenticated principal may read it; it touches no key or
+principal, so it writes no audit record.
 """
 
 from __future__ import annotations
@@ -32,6 +33,22 @@ class KeySpecOut(BaseModel):
     asymmetric: bool
     default_usage: str | None = Field(description="The usage a create naming none gets (null: it must name one).")
     usages: dict[str, list[str]] = Field(description="Each usage it may be created for, with the algorithms it allows.")
+    mode: str | None = Field(
+        description="How its AES object seals: `CBC_HMAC`, `GCM` or `CBC_PAD` (null: it does not encrypt with AES)."
+    )
+    transit_type: str | None = Field(
+        description="Vault Transit's name of the key type (`aes256-gcm96`, `hmac`, …; "
+        "null: the Transit door does not serve it)."
+    )
+    xks_spec: str | None = Field(description="AWS XKS's `keySpec` (`AES_256`; null: the XKS door does not serve it).")
+    kmip_algorithm: str | None = Field(
+        description="KMIP's Cryptographic Algorithm (`AES`, `HMAC_SHA256`, `RSA`, `EC`, `ED25519`; "
+        "null: the KMIP door does not name it)."
+    )
+    kmip_length: int | None = Field(
+        description="KMIP's Cryptographic Length: `key_bits`, or the curve's bits "
+        "(null: the KMIP door does not name it)."
+    )
 
     @classmethod
     def of(cls, spec: KeySpec) -> KeySpecOut:
@@ -44,6 +61,11 @@ class KeySpecOut(BaseModel):
             asymmetric=spec.asymmetric,
             default_usage=None if spec.default_usage is None else spec.default_usage.value,
             usages={usage.value: list(entry.algorithm_names()) for usage, entry in spec.usages.items()},
+            mode=None if spec.mode is None else spec.mode.value,
+            transit_type=spec.transit_type,
+            xks_spec=spec.xks_spec,
+            kmip_algorithm=spec.kmip_algorithm,
+            kmip_length=spec.kmip_length,
         )
 
 

@@ -154,7 +154,7 @@ class KeySpec:
     kmip_algorithm: str | None = None
     """KMIP's Cryptographic Algorithm of the spec, the name of PyKMIP's ``CryptographicAlgorithm``
     member (``AES``, ``HMAC_SHA256``, ``RSA``, ``EC``, ``ED25519``; its Cryptographic Length is
-    ``key_bits`` or ``curve_bits``); None: the KMIP door does not name the spec."""
+    :attr:`kmip_length`); None: the KMIP door does not name the spec."""
 
     @property
     def key_bytes(self) -> int:
@@ -165,6 +165,14 @@ class KeySpec:
     @property
     def asymmetric(self) -> bool:
         return self.public_key is not None
+
+    @property
+    def kmip_length(self) -> int | None:
+        """KMIP's Cryptographic Length of the spec: ``key_bits`` or ``curve_bits`` (None: the KMIP
+        door does not name the spec)."""
+        if self.kmip_algorithm is None:
+            return None
+        return self.key_bits or self.curve_bits
 
     def usage(self, usage: KeyUsage) -> Usage:
         """The row's entry for ``usage``; KeyError if the spec does not allow it."""

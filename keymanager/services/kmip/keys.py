@@ -54,9 +54,9 @@ from keymanager.services.snapshot import MetadataCache
 
 def _kmip_names() -> dict[Algorithm, tuple[enums.CryptographicAlgorithm, int]]:
     """KMIP's Cryptographic Algorithm and Length of each spec of the table KMIP names: the row's
-    ``kmip_algorithm`` and its ``key_bits`` or ``curve_bits``."""
+    ``kmip_algorithm`` and ``kmip_length``."""
     return {
-        spec.algorithm: (enums.CryptographicAlgorithm[spec.kmip_algorithm], spec.key_bits or spec.curve_bits or 0)
+        spec.algorithm: (enums.CryptographicAlgorithm[spec.kmip_algorithm], spec.kmip_length or 0)
         for spec in SPECS.values()
         if spec.kmip_algorithm is not None
     }
