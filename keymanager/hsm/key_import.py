@@ -44,10 +44,9 @@ from keymanager.hsm.capabilities import hmac_mechanism
 from keymanager.hsm.import_parameters import RSA_BITS, WrappingAlgorithm, parse_token, wrapping_key_label
 from keymanager.hsm.readback import check_object, tighten
 from keymanager.hsm.templates import (
-    AES_ENCRYPT_ONLY_TEMPLATE,
-    AES_TEMPLATE,
     HMAC_TEMPLATE,
     NO_CAPABILITIES,
+    template_of,
     version_labels,
 )
 from keymanager.hsm.token import LOST
@@ -124,7 +123,7 @@ class _Target:
 def _targets(algorithm: Algorithm, objects: HsmObjects) -> list[_Target]:
     out: list[_Target] = []
     if objects.enc_label is not None:
-        aes = AES_ENCRYPT_ONLY_TEMPLATE if algorithm is Algorithm.FF1_AES_256 else AES_TEMPLATE
+        aes = template_of(algorithm)
         size = spec_of(algorithm).key_bytes
         out.append(_Target(objects.enc_label, KeyType.AES, aes, size, algorithm, f"an AES-{size * 8} key"))
     if objects.mac_label is not None:
@@ -259,7 +258,7 @@ def _check_value(key: Any, target: _Target) -> bytes:
             if not key.verify(_CHECK_MESSAGE, mac, mechanism=mechanism):
                 raise p11.SignatureInvalid()
             return mac
-        if target.algorithm is Algorithm.FF1_AES_256:  # encrypt only: AES of the zero block
+        if not target.template.get(Attribute.DECRYPT):  # encrypt only (FF1's): AES of the zero block
             return bytes(key.encrypt(_ZERO_BLOCK, mechanism=Mechanism.AES_CBC, mechanism_param=_ZERO_BLOCK))
         if spec_of(target.algorithm).mode is BlockMode.GCM:
             params = pkcs11.GCMParams(bytes(12), b"", 128)

@@ -141,7 +141,7 @@ def _signing(spec: KeySpec, signing: SigningAlgorithm, signed: bytes) -> tuple[b
     if spec.key_type is HsmKeyType.EC:
         return signed, Mechanism.ECDSA, None
     if spec.key_type is HsmKeyType.EC_EDWARDS:
-        prehashed = signing is SigningAlgorithm.ED25519_PH_SHA_512
+        prehashed = any(m.parameter == "Ed25519ph" for m in spec.needs(KeyUsage.SIGN_VERIFY, signing.value))
         return signed, Mechanism.EDDSA, (True, None) if prehashed else None
     if signing.value.startswith("RSASSA_PSS"):
         hash_mechanism, mgf = _HASH_MECHANISMS[SIGNING_HASHES[signing]]

@@ -28,6 +28,10 @@ from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
 from keymanager.hsm import Hsm
 
+_TOKENIZING = ", ".join(s.algorithm.value for s in SPECS.values() if s.allowed(KeyUsage.TOKENIZE))
+"""The specs whose keys make format-preserving tokens (the table's ``TOKENIZE`` usage): each needs a
+token format, and no other key takes one."""
+
 
 @dataclass(frozen=True)
 class NewKey:
@@ -74,8 +78,8 @@ def checked_usage(new: NewKey) -> KeyUsage:
     """The usage ``new`` is made for, once its name, token format, usage and origin fit its spec;
     else InvalidRequest."""
     algorithm = new.algorithm
-    if (new.token_format is None) is (algorithm is Algorithm.FF1_AES_256):
-        raise InvalidRequest("token_format is required for FF1_AES_256 keys and only for them")
+    if (new.token_format is None) is spec_of(algorithm).allowed(KeyUsage.TOKENIZE):
+        raise InvalidRequest(f"token_format is required for {_TOKENIZING} keys and only for them")
     if not is_key_name(new.name, kms_auto_named=new.kms_auto_named):
         raise InvalidRequest(KEY_NAME_RULE)
     try:

@@ -163,6 +163,34 @@ def test_the_scan_finds_a_list() -> None:
     assert len(_members(planted.body[0].value)) == 2  # type: ignore[attr-defined]
 
 
+def _decisions(source: str) -> list[str]:
+    """Each comparison in ``source`` with a spec or algorithm named (``algorithm is Algorithm.FF1_AES_256``):
+    a decision about one row, which belongs in the row (a column, a usage, a mechanism's parameter)."""
+    return [
+        f"line {node.lineno}: {ast.unparse(node)}"
+        for node in ast.walk(ast.parse(source))
+        if isinstance(node, ast.Compare)
+        and any(
+            isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in ENUMS
+            for n in [node.left, *node.comparators]
+        )
+    ]
+
+
+@pytest.mark.parametrize("path", sorted(PACKAGE.rglob("*.py")), ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_but_the_table_decides_by_a_spec_or_algorithm(path: Path) -> None:
+    """Whether a key takes a token format, seals with one AES object, signs prehashed: each is read from
+    its row, so a new spec is a row, not a comparison in each module that meets it."""
+    if path.is_relative_to(PACKAGE / TABLE) or str(path.relative_to(PACKAGE)) in PENDING_KMS:
+        return
+    assert _decisions(path.read_text()) == []
+
+
+def test_the_scan_finds_a_decision() -> None:
+    source = "if a is Algorithm.FF1_AES_256 or SigningAlgorithm.ED25519_PH_SHA_512 == b or a is Other.X:\n    pass\n"
+    assert [d.split(":")[0] for d in _decisions(source)] == ["line 1", "line 1"]
+
+
 def test_the_contract_lists_every_spec_and_algorithm() -> None:
     contract = (PACKAGE.parent / "docs" / "contract.md").read_text()
     missing = sorted(name for name in NAMES if f"`{name}`" not in contract)

@@ -26,6 +26,7 @@ from kmip.pie import objects as pie_objects
 
 from keymanager.db.kmip import KmipStore
 from keymanager.domain.credentials import new_id
+from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
 from keymanager.domain.kmip import KmipObject
 from keymanager.domain.models import Algorithm, HsmObjects, KmipState, Principal
 from keymanager.domain.policy import Operation, Policy
@@ -245,6 +246,6 @@ def _bound(object_id: str) -> bytes:
 def _sealing(label: str) -> tuple[Algorithm, HsmObjects]:
     """The scheme and HSM objects of the sealing key whose AES object is ``label``."""
     scheme = Algorithm(label.split("/")[1].removeprefix(SEALING_PREFIX).upper())
-    if scheme is Algorithm.AES_256_GCM:
+    if spec_of(scheme).mode in ONE_AES_OBJECT:
         return scheme, HsmObjects(enc_label=label, mac_label=None)
     return scheme, HsmObjects(enc_label=label, mac_label=label.removesuffix("/aes") + "/hmac")
