@@ -28,10 +28,10 @@ PACKAGE = Path(__file__).resolve().parents[1] / "keymanager"
 
 
 def opens_the_pipeline(source: str) -> bool:
-    """``source`` asks the audit log what a request owes (``….owed(…)``): what every door does once
+    """``source`` settles an answer with the audit log (``….settle(…)``): what every door does once
     it has a caller and an answer (REST in ``api/audit_trail.py``, each other door in its module)."""
     return any(
-        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "owed"
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "settle"
         for n in ast.walk(ast.parse(source))
     )
 
@@ -96,7 +96,7 @@ def test_the_doors_are_discovered() -> None:
     assert openers == {"api"}
     packages = {p.parent.name for p in (PACKAGE / "services").glob("*/__init__.py")}
     assert packages == DOOR_PACKAGES
-    assert opens_the_pipeline("owed = svc.audit_log.owed(audited=True)")
+    assert opens_the_pipeline("settled = await svc.audit_log.settle(action, status=200, entry=entry)")
 
 
 @pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -225,18 +225,16 @@ async def write_summary(services, entry):
     assert awrite_callers(source) == ["write_summary"]
 
 
-# Whether a request is audited is the rights table's say (``authorization.UNAUDITED``), not a door's.
+# Whether a request is audited is the rights table's say (``authorization.UNAUDITED``), not a door's:
+# a door gives ``AuditLog.settle`` its action and facts, and asks nothing of ``authorization.audited``.
 def audit_decisions(source: str) -> list[str]:
-    """Each ``audited=`` argument in ``source`` that does not ask ``authorization.audited``."""
+    """Each ``audited=`` argument in ``source`` and each import of ``authorization.audited``."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.keyword) and node.arg == "audited":
-            asks = any(
-                isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("audited", "audited_action")
-                for n in ast.walk(node.value)
-            )
-            if not asks:
-                found.append(f"line {node.value.lineno}: audited={ast.unparse(node.value)}")
+            found.append(f"line {node.value.lineno}: audited={ast.unparse(node.value)}")
+        elif isinstance(node, ast.ImportFrom) and node.module == "keymanager.services.authorization":
+            found += [f"line {node.lineno}: imports {a.name}" for a in node.names if a.name == "audited"]
     return found
 
 
@@ -247,10 +245,14 @@ def test_no_door_decides_whether_a_request_is_audited(path: Path) -> None:
 
 def test_an_audit_decision_of_a_door_is_caught() -> None:
     source = """
-owed = svc.audit_log.owed(audited=name not in ("Query",), authenticated=True, success_taken=False, status=200)
-owed = svc.audit_log.owed(audited=call is not None and audited(call.action), authenticated=True)
+from keymanager.services.authorization import audited, authorize
+owed = svc.audit_log.owed(audited=refusal is not None or name not in ("Query",), authenticated=True)
+settled = await svc.audit_log.settle(call.action, authenticated=True, success_taken=False, status=200, entry=e)
 """
-    assert audit_decisions(source) == ["line 2: audited=name not in ('Query',)"]
+    assert audit_decisions(source) == [
+        "line 2: imports audited",
+        "line 3: audited=refusal is not None or name not in ('Query',)",
+    ]
 
 
 @pytest.mark.parametrize("route", _routes(), ids=lambda r: f"{sorted(r.methods)[0]} {r.path}")
@@ -267,23 +269,24 @@ def test_a_routes_declaration_agrees_with_the_table(route: APIRoute) -> None:
 
 # Admission by the failed-authentication throttle is written once (``api/front_door.py`` ``Admission``).
 def throttle_admissions(source: str) -> list[str]:
-    """Each call in ``source`` of the throttle's admission (``….retry_after(…)``, ``….refused(…)`` on a throttle)."""
+    """Each call in ``source`` of the throttle's admission (``….retry_after(…)``, ``….refused(…)``,
+    ``….failed(…)`` on a throttle)."""
     found = []
     for node in ast.walk(ast.parse(source)):
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
-            and node.func.attr in ("retry_after", "refused")
+            and node.func.attr in ("retry_after", "refused", "failed")
         ) and "throttle" in ast.unparse(node.func.value):
-            found.append(f"line {node.lineno}: {ast.unparse(node.func)}")
-    return found
+            found.append((node.lineno, f"line {node.lineno}: {ast.unparse(node.func)}"))
+    return [text for _, text in sorted(found)]
 
 
 @pytest.mark.parametrize("path", DOORS, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_door_admits_through_the_throttle_itself(path: Path) -> None:
     found = throttle_admissions(path.read_text())
     if path == PACKAGE / "api" / "front_door.py":  # the one place
-        assert len(found) == 2, found
+        assert len(found) == 3, found
     else:
         assert found == []
 
@@ -293,5 +296,10 @@ def test_a_doors_own_admission_is_caught() -> None:
 wait = self.throttle.retry_after(address)
 if wait is not None:
     await summarise(svc, self.throttle.refused(address), scope, 429)
+summary = self.throttle.failed(client)
 """
-    assert throttle_admissions(source) == ["line 2: self.throttle.retry_after", "line 4: self.throttle.refused"]
+    assert throttle_admissions(source) == [
+        "line 2: self.throttle.retry_after",
+        "line 4: self.throttle.refused",
+        "line 5: self.throttle.failed",
+    ]

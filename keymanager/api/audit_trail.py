@@ -14,7 +14,7 @@ Which record a request owes is decided in one place for every door, ``AuditLog.o
   ``status_code``, 200 by default): the record commits before the response exists, and the
   route can only answer that status once it committed;
 - every other answer (reads, refusals, failures, a change that failed after taking its record)
-  is recorded by :class:`AuditTrail` (through ``AuditLog.answer``) when the response starts,
+  is recorded by :class:`AuditTrail` (through ``AuditLog.settle``) when the response starts,
   with the response's status and an outcome derived from it. If the record cannot be written,
   the client gets 503 ``database_unavailable`` instead of the answer (fail closed);
 - a request the front door refused before its route was known (names, length, credential)
@@ -47,7 +47,6 @@ from starlette.types import Scope
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog, Owed
-from keymanager.services.authorization import audited as audited_action
 
 F = TypeVar("F", bound=Callable[..., Any])
 _ATTRIBUTE = "__km_audit_action__"
@@ -165,9 +164,8 @@ class AuditContext:
         """Whether the trail must write this request's record for an answer of ``status``
         (``AuditLog.owed``: for an audited route, unless the answer is a success whose record
         :meth:`success` gave out)."""
-        named = _declared_action(self.scope)
         owed = AuditLog.owed(
-            audited=named is not None and audited_action(named),
+            _declared_action(self.scope),
             authenticated=True,  # the front door refuses the unauthenticated before any route is known
             success_taken=self._success_taken,
             status=status,
@@ -213,12 +211,22 @@ class AuditTrail:
     async def record(self, context: AuditContext, status: int) -> None:
         """Write the record the answer ``status`` owes, if any; DatabaseUnavailable (or the audit
         log's own error) when it cannot be written: the answer must not leave."""
-        if not context.owes_record(status):
-            return
-        if context.key_id is None and context.key_ref is not None:
-            # Refused before the route learnt the key's id: name the key by id all the same.
-            context.key_id = await run_in_threadpool(self.key_id, context.key_ref)
-        await self.log().answer(context.entry(status))
+
+        async def entry() -> AuditEntry:
+            if context.key_id is None and context.key_ref is not None:
+                # Refused before the route learnt the key's id: name the key by id all the same.
+                context.key_id = await run_in_threadpool(self.key_id, context.key_ref)
+            return context.entry(status)
+
+        settled = await self.log().settle(
+            _declared_action(context.scope),
+            authenticated=True,  # the front door refuses the unauthenticated before any route is known
+            success_taken=context.success_taken,
+            status=status,
+            entry=entry,
+        )
+        if settled.error is not None:
+            raise settled.error
 
     async def failed(self, context: AuditContext, exc: BaseException) -> None:
         """Record a request that failed with ``exc`` after its answer started: the status and code of

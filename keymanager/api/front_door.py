@@ -117,7 +117,7 @@ class FrontDoor:
         """Put the caller's credential in the scope; Unauthenticated, RateLimited or a store error otherwise."""
         credential = credential_of(scope, headers.get(b"authorization"))
         services = self.services()
-        admission = Admission(self.throttle, services, scope)
+        admission = Admission.of(self.throttle, services, scope)
         wait = await admission.throttled(lambda: vouched_for(services, credential), 429)
         if wait is not None:
             raise RateLimited("too many failed authentications from this address", retry_after=wait)
@@ -132,21 +132,27 @@ class FrontDoor:
         scope["state"][CREDENTIAL] = credential
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Admission:
-    """One request's passage through the failed-authentication throttle, the same on every HTTP door
-    (REST here, the KMS, XKS and Transit doors in their modules): a throttled address is refused
-    unless the credential it presents is a stored one, and each refusal before authentication is
-    counted and summarised in the audit log. What the refusal looks like is the door's."""
+    """One request's passage through the failed-authentication throttle, the same on every door
+    (REST here, the KMS, XKS and Transit doors in their modules, KMIP's listener): a throttled
+    address is refused unless the credential it presents is a stored one, and each refusal before
+    authentication is counted and summarised in the audit log, naming the request (``method``,
+    ``path``) that made a summary due. What the refusal looks like is the door's."""
 
     throttle: AuthThrottle
     services: Services
-    scope: Scope
+    address: str
+    request_id: str
+    method: str
+    path: str
 
-    @property
-    def address(self) -> str:
-        client = self.scope.get("client")
-        return str(client[0]) if client else ""
+    @classmethod
+    def of(cls, throttle: AuthThrottle, services: Services, scope: Scope) -> Admission:
+        """The admission of the HTTP request ``scope``."""
+        client = scope.get("client")
+        address = str(client[0]) if client else ""
+        return cls(throttle, services, address, scope["state"].get("request_id", ""), scope["method"], scope["path"])
 
     async def throttled(self, vouched: Callable[[], Awaitable[bool]], status: int) -> int | None:
         """The seconds to tell the caller to wait when its address is throttled and ``vouched()`` (asked
@@ -155,12 +161,19 @@ class Admission:
         wait = self.throttle.retry_after(self.address)
         if wait is None or await vouched():
             return None
-        await summarise(self.services, self.throttle.refused(self.address), self.scope, status)
+        await self._summarise(self.throttle.refused(self.address), status)
         return wait
 
     async def failed(self, status: int) -> None:
         """Count a refusal (``status``) before the caller authenticated, and summarise it when due."""
-        await summarise(self.services, self.throttle.failed(self.address), self.scope, status)
+        await self._summarise(self.throttle.failed(self.address), status)
+
+    async def _summarise(self, summary: FailureSummary | None, status: int) -> None:
+        """Hand ``summary`` (when the throttle made one due) to the audit log, naming this request
+        (``AuditLog.failed_authentication``); the audit log's error if it cannot be written."""
+        await self.services.audit_log.failed_authentication(
+            summary, request_id=self.request_id, status=status, method=self.method, path=self.path
+        )
 
 
 async def vouched_for(services: Services, credential: Credential | None) -> bool:
@@ -201,18 +214,6 @@ async def vouched_for_signature(services: Services, scope: Scope) -> bool:
     authorization = next((v for k, v in scope["headers"] if k.lower() == b"authorization"), b"")
     key_id = claimed_access_key_id(authorization.decode("latin-1"))
     return key_id is not None and await services.credentials.holds(ACCESS_KEY + key_id)
-
-
-async def summarise(services: Services, summary: FailureSummary | None, scope: Scope, status: int) -> None:
-    """Hand ``summary`` (when the throttle made one due) to the audit log, naming this request
-    (``AuditLog.failed_authentication``); the audit log's error if it cannot be written."""
-    await services.audit_log.failed_authentication(
-        summary,
-        request_id=scope["state"].get("request_id", ""),
-        status=status,
-        method=scope["method"],
-        path=scope["path"],
-    )
 
 
 def credential_of(scope: Scope, authorization: bytes | None) -> Credential | None:

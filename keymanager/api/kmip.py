@@ -7,7 +7,8 @@ and hands it here with the certificate's subject and the client's address. Per m
 1. the caller: the principal bound to the subject (``cert_subject``, through the metadata cache,
    so a principal deleted or rebound stops at once); an unknown subject is answered
    ``Authentication Not Successful``, counted by the throttle every door shares and summarised in
-   one ``auth.failed`` record per address and interval, and the connection is closed;
+   one ``auth.failed`` record per address and interval, and the connection is closed; a throttled
+   address is answered so before any lookup unless its subject is a stored one (``Admission``);
 2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then PyKMIP's decoder
    (``services/kmip/messages.py``): a message that fails either is answered ``Invalid Message``
    and audited (``kmip.message``, with why);
@@ -15,13 +16,14 @@ and hands it here with the certificate's subject and the client's address. Per m
    (``services/authorization.py``), its operation run (``services/kmip/``), its result — status,
    reason, message — in the response; after a failed item the rest are left undone unless the
    header says ``Continue``. Each item's record is written as the services decide: a success
-   committed with its change or key use, every other answer here (``AuditLog.owed``) before the
+   committed with its change or key use, every other answer here (``AuditLog.settle``) before the
    response leaves — a record that cannot be written fails the item;
 4. the response in the request's protocol version; metrics per operation and result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import struct
 import time
@@ -29,14 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from keymanager.api.front_door import Admission, vouched_for
 from keymanager.api.metrics import Metrics
 from keymanager.api.request_context import next_request_id
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
-from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import audited, authorize
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.kmip import Batch, KmipCall, codec, messages, ttlv
 from keymanager.services.kmip.messages import KmipRefusal, Reason
@@ -44,7 +46,6 @@ from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
 
-"""Operations that touch no key or principal: their successes are not audited."""
 MAX_SUBJECT_CHARS = 1024
 """A subject longer than any a principal may be bound to authenticates nobody."""
 
@@ -79,12 +80,9 @@ class KmipDoor:
         request_id = next_request_id()
         started = time.perf_counter()
         principal = await self._caller(svc, subject, client, request_id)
-        if principal is None:
-            refusal = KmipRefusal(
-                Reason.AUTHENTICATION_NOT_SUCCESSFUL, "the client certificate is bound to no principal", 401
-            )
+        if isinstance(principal, KmipRefusal):
             self.metrics.observe_request("kmip", "KMIP", 401, time.perf_counter() - started)
-            return Answer(messages.error_response((1, 0), refusal), close=True)
+            return Answer(messages.error_response((1, 0), principal), close=True)
         try:
             ttlv.check(message, svc.settings.kmip_max_depth)
             request = codec.decode(message, svc.kmip.served, svc.settings.kmip_max_batch_items)
@@ -107,22 +105,25 @@ class KmipDoor:
             refusal = KmipRefusal(Reason.GENERAL_FAILURE, "the response could not be encoded", 500)
             return Answer(messages.error_response(request.version, refusal))
 
-    async def _caller(self, svc: Services, subject: str | None, client: str, request_id: str) -> Principal | None:
-        """The principal bound to ``subject``; None (counted, summarised) when there is none."""
-        if subject and len(subject) <= MAX_SUBJECT_CHARS:
-            try:
-                return await svc.cache.snapshot(fresh=False).principal(Credential(subject=subject))
-            except KeyManagerError:
-                pass
-        self.metrics.observe_auth_failure()
-        summary = self.throttle.failed(client)
+    async def _caller(
+        self, svc: Services, subject: str | None, client: str, request_id: str
+    ) -> Principal | KmipRefusal:
+        """The principal bound to ``subject``; else the refusal — counted and summarised, like a
+        throttled address's presenting a subject no principal is bound to (``Admission``)."""
+        credential = Credential(subject=subject) if subject and len(subject) <= MAX_SUBJECT_CHARS else None
+        admission = Admission(self.throttle, svc, client, request_id, "KMIP", "kmip")
+        why = "too many failed authentications from this address"
         try:
-            await svc.audit_log.failed_authentication(
-                summary, request_id=request_id, status=401, method="KMIP", path="kmip"
-            )
+            if await admission.throttled(lambda: vouched_for(svc, credential), 401) is None:
+                if credential is not None:
+                    with contextlib.suppress(KeyManagerError):
+                        return await svc.cache.snapshot(fresh=False).principal(credential)
+                why = "the client certificate is bound to no principal"
+                self.metrics.observe_auth_failure()
+                await admission.failed(401)
         except KeyManagerError:
             log.error("the summary of failed KMIP authentications could not be written")
-        return None
+        return KmipRefusal(Reason.AUTHENTICATION_NOT_SUCCESSFUL, why, 401)
 
     async def _unreadable(
         self,
@@ -148,9 +149,10 @@ class KmipDoor:
             details={"error": refusal.reason.name, "why": refusal.message, "bytes": len(message)},
         )
         self.metrics.observe_request("kmip.message", "KMIP", 400, time.perf_counter() - started)
-        try:
-            await svc.audit_log.answer(entry)
-        except KeyManagerError:
+        settled = await svc.audit_log.settle(
+            entry.action, authenticated=True, success_taken=False, status=400, entry=lambda: entry
+        )
+        if settled.error is not None:
             return Answer(messages.error_response(version, _unrecorded()), close=True)
         return Answer(messages.error_response(version, refusal))
 
@@ -176,17 +178,16 @@ class KmipDoor:
         if refusal is not None:
             refusal = refusal.in_version(batch.version)
         status = 200 if refusal is None else refusal.status
-        owed = svc.audit_log.owed(
-            audited=refusal is not None or audited(call.action),
+        code = None if refusal is None else refusal.reason.name
+        settled = await svc.audit_log.settle(
+            call.action,
             authenticated=True,
             success_taken=call.success_taken,
             status=status,
+            entry=lambda: call.entry(status, code),
         )
-        if owed is Owed.ANSWER:
-            try:
-                await svc.audit_log.answer(call.entry(status, None if refusal is None else refusal.reason.name))
-            except KeyManagerError:
-                refusal, status = _unrecorded(), 503
+        if settled.error is not None:
+            refusal, status = _unrecorded(), 503
         self.metrics.observe_request(call.action, "KMIP", status, time.perf_counter() - started)
         return messages.Result(item, payload=payload if refusal is None else None, refusal=refusal)
 

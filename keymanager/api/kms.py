@@ -37,7 +37,7 @@ from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import audited, authorize
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.kms.call import Call
 from keymanager.services.snapshot import Snapshot, run_validated
@@ -102,7 +102,7 @@ class KmsDoor:
         exchange = _Exchange(svc, trail, operation if known else "")
         trail.declared = f"kms.{operation}" if known else "kms.unknown"
         scope["route"] = RouteLabel(trail.declared)
-        admission = Admission(self.throttle, svc, scope)
+        admission = Admission.of(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
         wait = await admission.throttled(lambda: vouched_for_signature(svc, scope), 400)
         if wait is not None:
@@ -125,26 +125,22 @@ class KmsDoor:
         refusal: kms.KmsError | None,
         answer: dict[str, Any],
     ) -> tuple[int, dict[str, Any]]:
-        """The answer once the audit log has what the call owes (``AuditLog.owed``): the record of a
+        """The answer once the audit log has what the call owes (``AuditLog.settle``): the record of a
         read or a refusal, or — refused before its caller authenticated — its share of its
         address's summary of failed authentications. A record that cannot be written turns the
         answer into a 503 ``DependencyTimeoutException``."""
-        svc, trail = exchange.svc, exchange.trail
-        owed = svc.audit_log.owed(
-            audited=audited(trail.action),
+        settled = await exchange.svc.audit_log.settle(
+            exchange.trail.action,
             authenticated=exchange.call is not None,
-            success_taken=trail.success_taken,
+            success_taken=exchange.trail.success_taken,
             status=status,
+            entry=lambda: _entry(exchange, status, refusal),
         )
-        if owed is Owed.SUMMARY:
+        if settled.owed is Owed.SUMMARY:
             await admission.failed(status)
-        elif owed is Owed.ANSWER:
-            try:
-                await svc.audit_log.answer(await _entry(exchange, status, refusal))
-            except Exception:
-                log.error("the audit record of a KMS call could not be written")
-                refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
-                return refusal.status, {"__type": refusal.code, "message": refusal.message}
+        elif settled.error is not None:
+            refusal = kms.KmsError("DependencyTimeoutException", "the audit record could not be written", 503)
+            return refusal.status, {"__type": refusal.code, "message": refusal.message}
         return status, answer
 
 

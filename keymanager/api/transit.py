@@ -48,8 +48,7 @@ from keymanager.errors import (
     Unauthenticated,
     VersionBelowMinimum,
 )
-from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import audited, authorize
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -116,7 +115,7 @@ class TransitDoor:
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)
         headers = dict(reversed(scope["headers"]))  # ASGI names are lower case; the first of each name wins
         exchange = self._exchange(scope, trail, headers)
-        admission = Admission(self.throttle, exchange.svc, scope)
+        admission = Admission.of(self.throttle, exchange.svc, scope)
         wait = await admission.throttled(lambda: self._vouched(exchange, receive, headers), 429)
         if wait is not None:
             status, answer = 429, _errors("too many failed authentications from this address")
@@ -175,18 +174,15 @@ async def _answer(
         status, message = 500, "internal error"
     if status == 405 and exchange.route is not None:
         exchange.headers.append((b"allow", ", ".join(codec.methods_of(exchange.route.operation)).encode()))
-    owed = exchange.svc.audit_log.owed(
-        audited=audited(exchange.trail.action),
+    settled = await exchange.svc.audit_log.settle(
+        exchange.trail.action,
         authenticated=exchange.principal is not None,
         success_taken=False,
         status=status,
+        entry=lambda: _record(exchange, status, message),
     )
-    if owed is Owed.ANSWER:
-        try:
-            await exchange.svc.audit_log.answer(_record(exchange, status, message))
-        except Exception:
-            log.error("the audit record of a refused Transit call could not be written")
-            status, message = 503, "the audit record could not be written"
+    if settled.error is not None:
+        status, message = 503, "the audit record could not be written"
     return status, _errors(message) if message else {"errors": []}
 
 
@@ -254,7 +250,15 @@ async def _change(exchange: _Exchange, route: Route, params: dict[str, Any]) -> 
     data = await asyncio.to_thread(change, call, _record(exchange, status, None))
     exchange.success_taken = True
     if not call.recorded:  # nothing changed (a create of a key that exists): the answer's own record
-        await exchange.svc.audit_log.answer(_record(exchange, status, None))
+        settled = await exchange.svc.audit_log.settle(
+            exchange.trail.action,
+            authenticated=True,
+            success_taken=False,
+            status=status,
+            entry=lambda: _record(exchange, status, None),
+        )
+        if settled.error is not None:
+            raise settled.error
     return (204, None) if data is None else (200, _envelope(exchange, data))
 
 

@@ -37,8 +37,7 @@ from keymanager.domain.kms import KmsError
 from keymanager.domain.models import Door
 from keymanager.domain.sigv4 import ReceivedRequest
 from keymanager.errors import KeyManagerError
-from keymanager.services.audit_log import Owed
-from keymanager.services.authorization import audited, authorize
+from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
@@ -79,7 +78,7 @@ class XksDoor:
         exchange = _Exchange(svc, trail, path)
         trail.declared = f"xks.{path.operation}" if path else "xks.unknown"
         scope["route"] = RouteLabel(trail.declared)
-        admission = Admission(self.throttle, svc, scope)
+        admission = Admission.of(self.throttle, svc, scope)
         extra: list[tuple[bytes, bytes]] = []
         wait = await admission.throttled(lambda: vouched_for_signature(svc, scope), 429)
         if wait is not None:
@@ -122,18 +121,16 @@ async def _answer(exchange: _Exchange, scope: Scope, receive: Receive) -> tuple[
     except Exception as exc:  # never a stack trace to the client; the class name to the log
         log.error("unhandled %s in XKS operation %s", type(exc).__name__, exchange.trail.action)
         refusal = xks.XksError("InternalException", "internal error")
-    owed = exchange.svc.audit_log.owed(
-        audited=exchange.call is not None and audited(f"xks.{exchange.call.path.operation}"),
-        authenticated=exchange.call is not None,
-        success_taken=False,
-        status=refusal.status,
+    call = exchange.call  # None: refused before the key store authenticated (a summary's share, counted by the caller)
+
+    def entry() -> AuditEntry:
+        assert call is not None  # a record is owed only once the key store authenticated
+        return _record(exchange.trail, call, refusal.status, refusal.name)
+
+    settled = await exchange.svc.audit_log.settle(
+        exchange.trail.action, authenticated=call is not None, success_taken=False, status=refusal.status, entry=entry
     )
-    if owed is not Owed.ANSWER or exchange.call is None:  # a summary's share is counted by the caller
-        return refusal.status, _error(refusal)
-    try:
-        await exchange.svc.audit_log.answer(_record(exchange.trail, exchange.call, refusal.status, refusal.name))
-    except Exception:
-        log.error("the audit record of a refused XKS call could not be written")
+    if settled.error is not None:
         refusal = xks.XksError("DependencyTimeoutException", "the audit record could not be written")
     return refusal.status, _error(refusal)
 

@@ -227,20 +227,22 @@ UNAUDITED: frozenset[str] = frozenset(
         "metrics.read",
         "service.read",
         "key_spec.list",
-        "kmip.DiscoverVersions",
-        "kmip.Query",
         "xks.GetHealthStatus",
     }
 )
 """The actions whose requests owe no audit record of their answer: reading the audit log, the metrics,
-the service's overview and the table of key types, and the protocols' discovery and health calls.
-Every other action is audited, whatever its door (``services/audit_log.py`` ``AuditLog.owed`` takes
-what :func:`audited` says)."""
+the service's overview and the table of key types, and XKS's health call. Every other action is
+audited, whatever its door (``services/audit_log.py`` ``AuditLog.owed`` takes what :func:`audited`
+says)."""
+
+UNAUDITED_SUCCESSES: frozenset[str] = frozenset({"kmip.DiscoverVersions", "kmip.Query"})
+"""The actions whose successes owe no audit record, but whose refusals do: KMIP's discovery calls."""
 
 
-def audited(action: str) -> bool:
-    """Whether a request of ``action`` owes the audit record of its answer (:data:`UNAUDITED`)."""
-    return action not in UNAUDITED
+def audited(action: str, *, refused: bool = False) -> bool:
+    """Whether a request of ``action``, ``refused`` or not, owes the audit record of its answer
+    (:data:`UNAUDITED`, :data:`UNAUDITED_SUCCESSES`)."""
+    return action not in UNAUDITED and (refused or action not in UNAUDITED_SUCCESSES)
 
 
 def holds(role: Role, right: Right) -> bool:

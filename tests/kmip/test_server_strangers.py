@@ -5,7 +5,8 @@ half a failure a second, so a stranger spends it at once): from 127.0.0.1, four 
 over and over, each connection its own, ``STRANGER_RATE`` times a second each — a TLS handshake
 without a certificate, one with a certificate of another CA, TTLV bytes sent where the handshake
 belongs, and a certificate of the server's CA whose subject is bound to no principal (answered
-Authentication Not Successful and closed, counted by the throttle every door shares). Meanwhile,
+Authentication Not Successful and closed, counted by the throttle every door shares; once the
+address is throttled, refused before any lookup and told so). Meanwhile,
 from the same address, a client with a good certificate sends ``GOOD_REQUESTS`` Encrypt requests
 each on a connection of its own (so both workers serve it, after its own handshake) and as many on
 one connection kept open. Bound: every good request answered Success; every stranger refused; the
@@ -46,6 +47,7 @@ GOOD_REQUESTS = 20
 SPACING = 0.1
 NOBODY = "kmip-nobody"
 DISCOVER = request_message([(enums.Operation.DISCOVER_VERSIONS, payloads.DiscoverVersionsRequestPayload())])
+NOT_BOUND = "the client certificate is bound to no principal"
 RESPONSE_TAG = (0x42007B).to_bytes(3, "big")
 """How a KMIP response message starts."""
 
@@ -81,6 +83,14 @@ def _over_tls(door: KmipServer, context: ssl.SSLContext) -> str:
             return f"answered {item.result_status.value.name}"
     except (ssl.SSLError, ConnectionError):
         return "refused"
+
+
+def _refusal_message(door: KmipServer, context: ssl.SSLContext) -> str:
+    """The result message a stranger presenting ``context``'s certificate gets for a DiscoverVersions."""
+    raw = socket.create_connection(("127.0.0.1", door.port), timeout=10)
+    with context.wrap_socket(raw) as connection:
+        connection.sendall(DISCOVER)
+        return str(read_response(connection).batch_items[0].result_message.value)
 
 
 def _without_tls(door: KmipServer) -> str:
@@ -170,3 +180,9 @@ def test_strangers_at_its_address_cost_a_good_client_no_answer(door: KmipServer,
     assert len(outcomes["bound to no principal"]) > spendable, (len(outcomes["bound to no principal"]), flooded)
     summaries = [r for r in door.audit("auth.failed") if r["position"] not in seen]
     assert 1 <= len(summaries) <= WORKERS, summaries
+    # The address is throttled (a worker's refill may have left one failure to spend): its stranger
+    # is refused before any lookup, and told why.
+    unbound_context = _context(door, nobody.certs[NOBODY])
+    messages = [_refusal_message(door, unbound_context) for _ in range(2 * WORKERS + 2)]
+    assert set(messages) <= {"too many failed authentications from this address", NOT_BOUND}, messages
+    assert "too many failed authentications from this address" in messages, messages

@@ -13,6 +13,7 @@ from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.errors import DatabaseUnavailable
 from keymanager.services.audit import PROBE_ACTION, AuditWriter, StaleMetadata
+from keymanager.services.audit_log import AuditLog, Owed, Settled
 
 
 class SlowStore(AuditRecords):
@@ -99,3 +100,54 @@ def test_the_readiness_probe_writes_one_record() -> None:
     assert [entry.action for entry in store.written] == [PROBE_ACTION]
     assert not log.outcome.failing
     log.close()
+
+
+def _settle(log: AuditLog, action: str | None, made: list[str], **facts: object) -> Settled:
+    """``log.settle`` of ``action`` with ``facts``; each record it makes is named in ``made``."""
+
+    def entry() -> AuditEntry:
+        made.append(str(action))
+        return ENTRY
+
+    arguments: dict[str, object] = {"authenticated": True, "success_taken": False, "status": 200, **facts}
+    return asyncio.run(log.settle(action, entry=entry, **arguments))  # type: ignore[arg-type]
+
+
+def test_settle_writes_the_record_an_answer_owes_and_makes_no_other() -> None:
+    store = FlakyStore()
+    store.broken = False
+    writer = AuditWriter(store, timeout=5)
+    log, made = AuditLog(writer), []
+    assert _settle(log, "key.get", made) == Settled(Owed.ANSWER)
+    assert _settle(log, "key.encrypt", made, status=403) == Settled(Owed.ANSWER)
+    assert _settle(log, "key.encrypt", made, success_taken=True) == Settled(Owed.NOTHING)
+    assert _settle(log, "key.encrypt", made, success_taken=True, status=409).owed is Owed.ANSWER
+    assert _settle(log, "audit.read", made, status=403) == Settled(Owed.NOTHING)
+    assert _settle(log, None, made, status=404) == Settled(Owed.NOTHING)
+    assert _settle(log, "kms.Encrypt", made, authenticated=False, status=400) == Settled(Owed.SUMMARY)
+    assert _settle(log, "kmip.Query", made) == Settled(Owed.NOTHING)
+    assert _settle(log, "kmip.Query", made, status=403) == Settled(Owed.ANSWER)
+    assert made == ["key.get", "key.encrypt", "key.encrypt", "kmip.Query"]
+    assert len(store.written) == 4
+    writer.close()
+
+
+def test_a_record_settle_cannot_write_is_its_error_and_one_line_without_the_cause(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    store = FlakyStore()
+    writer = AuditWriter(store, timeout=5)
+    log, made = AuditLog(writer), []
+    settled = _settle(log, "key.get", made)
+    assert settled.owed is Owed.ANSWER and isinstance(settled.error, DatabaseUnavailable)
+    assert "space" not in str(settled.error) and "space" not in caplog.text
+    assert [r.getMessage() for r in caplog.records if r.name == "keymanager.services.audit_log"] == [
+        "the audit record of key.get could not be written: DatabaseUnavailable"
+    ]
+
+    def broken() -> AuditEntry:
+        raise RuntimeError("a bug making the record")
+
+    unmade = asyncio.run(log.settle("key.get", authenticated=True, success_taken=False, status=200, entry=broken))
+    assert unmade.error is not None and unmade.error.message == "the audit record could not be written"
+    writer.close()
