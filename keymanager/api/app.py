@@ -20,7 +20,7 @@ from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.console import ConsoleDoor, console_files
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
-from keymanager.api.gateway import Doors, Gateway
+from keymanager.api.gateway import Gateway, HttpDoor
 from keymanager.api.kmip import KmipDoor
 from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
@@ -118,7 +118,7 @@ def create_app(settings: Settings | None = None, *, services: Services | None = 
             key_id=lambda ref: app.state.services.cache.key_id(ref) or app.state.services.keys.id_of(ref),
         ),
         metrics=app_metrics,
-        doors=_doors(app, settings, throttle, app_metrics),
+        doors=http_doors(app, settings, throttle),
         fast=FastPath(hot_routes()) if settings.fast_path else None,
         access_log=settings.access_log,
     )
@@ -155,21 +155,28 @@ def _fastapi_app(lifespan: _Lifespan, app_metrics: metrics.Metrics, services: Se
     return app
 
 
-def _doors(app: FastAPI, settings: Settings, throttle: AuthThrottle, app_metrics: metrics.Metrics) -> Doors:
-    """The doors beside the REST API, each using ``app``'s services and ``throttle``: AWS KMS, XKS,
-    KMIP, the console (with ``KM_UI``) and Vault Transit."""
-    return Doors(
-        kms=KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
-        xks=XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
-        kmip=KmipDoor(services=lambda: app.state.services, throttle=throttle, metrics=app_metrics),  # TTLV on 5696
-        console=ConsoleDoor(console_files(settings)) if settings.ui_enabled() else None,  # /ui/
-        transit=TransitDoor(  # /v1/<mount>/… and /v1/auth/…
+def http_doors(app: FastAPI, settings: Settings, throttle: AuthThrottle) -> list[HttpDoor]:
+    """The doors beside the REST API, in the order the gateway asks them, each using ``app``'s
+    services and ``throttle``: AWS KMS, XKS, Vault Transit and the console (with ``KM_UI``)."""
+    doors: list[HttpDoor] = [
+        KmsDoor(services=lambda: app.state.services, throttle=throttle),  # AWS KMS API on POST /
+        XksDoor(services=lambda: app.state.services, throttle=throttle),  # …/kms/xks/v1/…
+        TransitDoor(  # /v1/<mount>/… and /v1/auth/…
             services=lambda: app.state.services,
             throttle=throttle,
             mounts=settings.transit_mount,
             limits=TransitLimits(json=settings.max_request_bytes, batch=settings.max_batch_request_bytes),
         ),
-    )
+    ]
+    if settings.ui_enabled():
+        doors.append(ConsoleDoor(console_files(settings)))  # /ui/
+    return doors
+
+
+def kmip_door(gateway: Gateway) -> KmipDoor:
+    """The KMIP door onto ``gateway``'s services, sharing its throttle and metrics: a door beside
+    the HTTP ones, whose listener (``serving/kmip.py``) hands it its messages (TTLV on 5696)."""
+    return KmipDoor(services=lambda: gateway.state.services, throttle=gateway.door.throttle, metrics=gateway.metrics)
 
 
 def _lifespan(

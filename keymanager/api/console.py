@@ -108,6 +108,11 @@ class ConsoleDoor:
     def __init__(self, files: dict[str, StaticFile]) -> None:
         self.files = files
 
+    @staticmethod
+    def owns(scope: Scope) -> bool:
+        """Whether the request ``scope`` is this door's (:func:`is_console_path`)."""
+        return is_console_path(scope["path"])
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         request_id = str(scope.get("state", {}).get("request_id", ""))
         path, method = scope["path"], scope["method"]

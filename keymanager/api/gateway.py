@@ -7,10 +7,12 @@ what uvicorn serves. Each HTTP request passes, in this order:
 1. its context (``api/request_context.py``): the request id and trace context, in the scope's state,
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
-2. ``POST /`` goes to the AWS KMS door (``api/kms.py``), a path holding ``/kms/xks/`` to the AWS
-   External Key Store door (``api/xks.py``), a path under a Transit mount or ``/v1/auth/`` to the
-   Vault Transit door (``api/transit.py``), ``/ui`` and below to the web console's static files
-   (``api/console.py``, with ``KM_UI``); each answers it;
+2. the first of the doors it was given (:class:`HttpDoor`, ``api/app.py`` ``http_doors``) that
+   owns the request answers it: ``POST /`` the AWS KMS door (``api/kms.py``), a path holding
+   ``/kms/xks/`` the AWS External Key Store door (``api/xks.py``), a path under a Transit mount or
+   ``/v1/auth/`` the Vault Transit door (``api/transit.py``), ``/ui`` and below the web console's
+   static files (``api/console.py``, with ``KM_UI``). The KMIP door is not one of them: it has a
+   listener of its own (``serving/kmip.py``);
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;
 4. a JSON request to a hot route (``api/fastpath.py``; all of them go to FastAPI with
@@ -36,40 +38,35 @@ classes this layer calls.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Sequence
+from typing import Protocol
 
 from fastapi import FastAPI
 from starlette.datastructures import State
 from starlette.requests import ClientDisconnect
 from starlette.responses import Response
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from keymanager.api.audit_trail import CLIENT_CLOSED, AuditContext, AuditTrail
-from keymanager.api.console import is_console_path
 from keymanager.api.errors import render, unexpected
 from keymanager.api.fastpath import SERVED, FastPath, FastRoute, read_body, replay
 from keymanager.api.front_door import FrontDoor
-from keymanager.api.kmip import KmipDoor
 from keymanager.api.logs import request_scope
 from keymanager.api.metrics import Metrics
 from keymanager.api.request_context import log_access, request_ids, response_ids
-from keymanager.api.transit import TransitDoor
-from keymanager.api.xks import MARK as XKS_MARK
 from keymanager.errors import KeyManagerError, PayloadTooLarge
 
 
-@dataclass(frozen=True, slots=True)
-class Doors:
-    """The doors beside the REST API: the ASGI apps of step 2 of the module docstring (each answers
-    its requests itself; ``transit`` and ``console`` may be off), and the KMIP door, which the KMIP
-    listener of ``serving/kmip.py`` hands its messages to (None: no KMIP)."""
+class HttpDoor(Protocol):
+    """A door beside the REST API (step 2 of the module docstring): an ASGI app that answers every
+    request it :meth:`owns` itself — the AWS KMS API, XKS, Vault Transit, the console, and each door
+    to come. The gateway is given them as a list, in the order it asks them."""
 
-    kms: ASGIApp
-    xks: ASGIApp
-    transit: TransitDoor | None = None
-    console: ASGIApp | None = None
-    """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
-    kmip: KmipDoor | None = None
+    def owns(self, scope: Scope) -> bool:
+        """Whether the request ``scope`` is this door's."""
+        ...
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None: ...
 
 
 class Gateway:
@@ -82,7 +79,7 @@ class Gateway:
         door: FrontDoor,
         trail: AuditTrail,
         metrics: Metrics,
-        doors: Doors,
+        doors: Sequence[HttpDoor],
         fast: FastPath | None,
         access_log: bool,
     ) -> None:
@@ -90,14 +87,10 @@ class Gateway:
         self.door = door
         self.trail = trail
         self.metrics = metrics
-        self.kms = doors.kms
-        self.xks = doors.xks
         self.fast = fast
         self.access_log = access_log
-        self.kmip = doors.kmip
-        """The KMIP door, which the KMIP listener of ``serving/kmip.py`` hands its messages to."""
-        self.transit = doors.transit
-        self.console = doors.console
+        self.doors = tuple(doors)
+        """The doors beside the REST API, each answering the requests it owns (step 2)."""
         """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
 
     @property
@@ -140,18 +133,10 @@ class Gateway:
     async def _dispatch(self, exchange: _Exchange, headers: dict[bytes, bytes]) -> None:
         """Steps 2-4 of the module docstring."""
         scope = exchange.scope
-        if scope["path"] == "/" and scope["method"] == "POST":
-            await self.kms(scope, exchange.receive, exchange.send)
-            return
-        if XKS_MARK in scope["path"]:
-            await self.xks(scope, exchange.receive, exchange.send)
-            return
-        if self.transit is not None and self.transit.owns(scope["path"]):
-            await self.transit(scope, exchange.receive, exchange.send)
-            return
-        if self.console is not None and is_console_path(scope["path"]):
-            await self.console(scope, exchange.receive, exchange.send)
-            return
+        for door in self.doors:
+            if door.owns(scope):
+                await door(scope, exchange.receive, exchange.send)
+                return
         try:
             exchange.limit = await self.door.admit(scope, headers)
         except KeyManagerError as exc:

@@ -91,6 +91,11 @@ class KmsDoor:
         self.services = services
         self.throttle = throttle
 
+    @staticmethod
+    def owns(scope: Scope) -> bool:
+        """Whether the request ``scope`` is this door's: every ``POST /``."""
+        return bool(scope["path"] == "/" and scope["method"] == "POST")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.setdefault("state", {})
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)

@@ -106,9 +106,9 @@ class TransitDoor:
         self.mounts = sorted(mounts, key=len, reverse=True)
         self.limits = limits
 
-    def owns(self, path: str) -> bool:
-        """Whether the request for ``path`` is this door's."""
-        return codec.owns(path, self.mounts)
+    def owns(self, scope: Scope) -> bool:
+        """Whether the request ``scope`` is this door's: a path under a mount or ``/v1/auth/``."""
+        return codec.owns(scope["path"], self.mounts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.setdefault("state", {})

@@ -67,6 +67,11 @@ class XksDoor:
         self.services = services
         self.throttle = throttle
 
+    @staticmethod
+    def owns(scope: Scope) -> bool:
+        """Whether the request ``scope`` is this door's: every path holding :data:`MARK`."""
+        return MARK in scope["path"]
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = scope.setdefault("state", {})
         trail: AuditContext = state.get("audit") or AuditContext(state.get("request_id", ""), None, scope)

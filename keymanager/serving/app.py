@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from keymanager.api import logs
-from keymanager.api.app import create_app
+from keymanager.api.app import create_app, kmip_door
 from keymanager.api.gateway import Gateway
 from keymanager.config import Settings
 from keymanager.orphans import end_with_parent
@@ -35,6 +35,6 @@ def worker_app() -> Gateway | WithKmip:
     app = create_app(settings)
     connection_refusals().observer = app.metrics.observe_connection_refused
     options = KmipOptions.of(settings)
-    if options is None or app.kmip is None:
+    if options is None:
         return app
-    return WithKmip(app, KmipListener(app.kmip, options, kmip_socket()))
+    return WithKmip(app, KmipListener(kmip_door(app), options, kmip_socket()))
