@@ -18,7 +18,7 @@ from keymanager import errors
 from keymanager.db.changes import rowcount
 from keymanager.db.models import KeyAliasRow, KeyRow
 from keymanager.db.records import select_keys
-from keymanager.domain.models import Key, KeyState, KmipState
+from keymanager.domain.models import Key, KeyState, Lifecycle
 from keymanager.domain.policy import Policy
 
 
@@ -37,7 +37,7 @@ def column_value(value: object) -> object:
         return value.to_dict()
     if isinstance(value, Mapping):
         return dict(value)
-    return value.value if isinstance(value, (KeyState, KmipState)) else value
+    return value.value if isinstance(value, (KeyState, Lifecycle)) else value
 
 
 def load_key(session: Session, key_id: str) -> Key:
