@@ -41,7 +41,7 @@ def test_a_principal_keeps_its_create_keys_flag(store: Store) -> None:
     assert store.principal_by_name("mongo").create_keys  # type: ignore[union-attr]
 
 
-def test_a_key_keeps_its_kmip_state_exportability_and_attributes(store: Store) -> None:
+def test_a_key_keeps_its_lifecycle_state_exportability_and_attributes(store: Store) -> None:
     key = replace(
         a_key("kmip-key"),
         state=KeyState.DISABLED,
