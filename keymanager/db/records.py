@@ -116,9 +116,9 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         versions=versions,
         token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
         origin=Origin(row.origin),
-        lifecycle=None if row.lifecycle is None else Lifecycle(row.lifecycle),
+        lifecycle=None if row.kmip_lifecycle is None else Lifecycle(row.kmip_lifecycle),  # the column's name
         exportable=bool(row.exportable),
-        attributes=row.attributes or {},
+        attributes=row.kmip_attributes or {},  # the column's name (KeyRow.attributes)
         usage=None if row.usage is None else KeyUsage(row.usage),
     )
 
