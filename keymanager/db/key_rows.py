@@ -18,7 +18,7 @@ from keymanager import errors
 from keymanager.db.changes import rowcount
 from keymanager.db.models import KeyAliasRow, KeyRow
 from keymanager.db.records import select_keys
-from keymanager.domain.models import Key, KeyState, KmipState
+from keymanager.domain.models import Key, KeyState, Lifecycle
 from keymanager.domain.policy import Policy
 
 
@@ -37,7 +37,7 @@ def column_value(value: object) -> object:
         return value.to_dict()
     if isinstance(value, Mapping):
         return dict(value)
-    return value.value if isinstance(value, (KeyState, KmipState)) else value
+    return value.value if isinstance(value, (KeyState, Lifecycle)) else value
 
 
 def load_key(session: Session, key_id: str) -> Key:
@@ -70,8 +70,10 @@ def room_for(session: Session, key_ids: Sequence[str], limit: int) -> bool:
 
 
 def update_keys(session: Session, condition: ColumnElement[bool], values: dict[str, Any]) -> int:
-    """Update the key rows matching ``condition``; the number of rows updated."""
-    return rowcount(session, update(KeyRow).where(condition).values(values))
+    """Update the key rows matching ``condition`` with ``values`` (by attribute name: a column may be
+    named otherwise, as ``lifecycle`` is ``kmip_lifecycle``); the number of rows updated."""
+    by_column = {getattr(KeyRow, name): value for name, value in values.items()}
+    return rowcount(session, update(KeyRow).where(condition).values(by_column))
 
 
 def refusal(session: Session, key_id: str, conflict: str) -> errors.KeyManagerError:

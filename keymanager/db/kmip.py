@@ -16,7 +16,7 @@ from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import KmipObjectRow
 from keymanager.domain.audit import AuditEntry, ChainKey
 from keymanager.domain.kmip import KmipObject
-from keymanager.domain.models import KmipState
+from keymanager.domain.models import Lifecycle
 from keymanager.domain.policy import Policy
 
 
@@ -63,7 +63,7 @@ class KmipStore:
         self,
         found: KmipObject,
         *,
-        state: KmipState | None = None,
+        state: Lifecycle | None = None,
         attributes: Mapping[str, Any] | None = None,
         destroy: bool = False,
         record: AuditEntry | None,
@@ -93,7 +93,7 @@ def _object(row: KmipObjectRow) -> KmipObject:
     return KmipObject(
         id=row.id,
         object_type=row.object_type,
-        state=KmipState(row.state),
+        state=Lifecycle(row.state),
         owner_id=row.owner_id,
         policy=Policy.from_dict(row.policy),
         attributes=row.attributes,

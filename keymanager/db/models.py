@@ -98,9 +98,11 @@ class KeyRow(Base):
     deletion_date: Mapped[datetime | None] = mapped_column(UtcDateTime)
     token_format: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
     origin: Mapped[str] = mapped_column(String(16), server_default="hsm")
-    kmip_lifecycle: Mapped[str | None] = mapped_column(String(32))
+    lifecycle: Mapped[str | None] = mapped_column("kmip_lifecycle", String(32))
     exportable: Mapped[bool] = mapped_column(Boolean, server_default=false())
-    kmip_attributes: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    attributes: Mapped[dict[str, Any] | None] = mapped_column(
+        "kmip_attributes", JSON().with_variant(JSONB(), "postgresql")
+    )
     usage: Mapped[str | None] = mapped_column(String(32))
 
     versions: Mapped[list[KeyVersionRow]] = relationship(order_by="KeyVersionRow.version", lazy="raise")

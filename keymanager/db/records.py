@@ -20,7 +20,7 @@ from keymanager.domain.models import (
     KeyState,
     KeyUsage,
     KeyVersion,
-    KmipState,
+    Lifecycle,
     Origin,
     Principal,
     Role,
@@ -116,9 +116,9 @@ def _key(row: Row[Any], versions: dict[int, KeyVersion]) -> Key:
         versions=versions,
         token_format=None if row.token_format is None else TokenFormat.parse(row.token_format),
         origin=Origin(row.origin),
-        kmip_lifecycle=None if row.kmip_lifecycle is None else KmipState(row.kmip_lifecycle),
+        lifecycle=None if row.kmip_lifecycle is None else Lifecycle(row.kmip_lifecycle),  # the column's name
         exportable=bool(row.exportable),
-        kmip_attributes=row.kmip_attributes or {},
+        attributes=row.kmip_attributes or {},  # the column's name (KeyRow.attributes)
         usage=None if row.usage is None else KeyUsage(row.usage),
     )
 
@@ -140,9 +140,9 @@ def key_row(key: Key) -> KeyRow:
         updated_at=key.updated_at,
         token_format=None if key.token_format is None else key.token_format.to_json(),
         origin=key.origin.value,
-        kmip_lifecycle=None if key.kmip_lifecycle is None else key.kmip_lifecycle.value,
+        lifecycle=None if key.lifecycle is None else key.lifecycle.value,
         exportable=key.exportable,
-        kmip_attributes=dict(key.kmip_attributes) or None,
+        attributes=dict(key.attributes) or None,
         usage=None if key.usage is None else key.usage.value,
         versions=[version_row(key.id, version) for version in key.versions.values()],
     )

@@ -25,7 +25,7 @@ from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, MetadataVer
 from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
 from keymanager.domain.kms import KeyAlias
-from keymanager.domain.models import Key, KeyState, KeyVersion, KmipState, Principal
+from keymanager.domain.models import Key, KeyState, KeyVersion, Lifecycle, Principal
 from keymanager.domain.policy import Policy
 
 
@@ -36,8 +36,8 @@ class KeyChanges(TypedDict, total=False):
     policy: Policy | None
     state: KeyState | None
     min_decryption_version: int | None
-    kmip_lifecycle: KmipState | None
-    kmip_attributes: Mapping[str, Any] | None
+    lifecycle: Lifecycle | None
+    attributes: Mapping[str, Any] | None
 
 
 class Store:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from keymanager.domain.models import KmipState
+from keymanager.domain.models import Lifecycle
 from keymanager.domain.policy import Policy
 
 
@@ -19,7 +19,7 @@ class KmipObject:
     id: str
     object_type: str
     """PyKMIP's ``ObjectType`` name: ``SECRET_DATA``, ``OPAQUE_DATA``, ``CERTIFICATE``."""
-    state: KmipState
+    state: Lifecycle
     owner_id: str | None
     policy: Policy
     """Who may fetch its value besides its owner (``get_key_material``), by principal id."""

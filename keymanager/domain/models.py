@@ -58,8 +58,9 @@ class KeyState(enum.StrEnum):
     PENDING_IMPORT = "pending_import"
 
 
-class KmipState(enum.StrEnum):
-    """A key's lifecycle state in KMIP's words (shown by the REST API too, ``docs/kmip.md``)."""
+class Lifecycle(enum.StrEnum):
+    """A key's lifecycle state (pre-active, active, deactivated, compromised, destroyed): KMIP is one
+    door onto it, and the REST API shows it as ``kmip_state`` (``docs/kmip.md``)."""
 
     PRE_ACTIVE = "pre_active"
     ACTIVE = "active"
@@ -69,20 +70,20 @@ class KmipState(enum.StrEnum):
     DESTROYED_COMPROMISED = "destroyed_compromised"
 
 
-_KMIP_STATES = {
-    KeyState.ENABLED: KmipState.ACTIVE,
-    KeyState.DISABLED: KmipState.DEACTIVATED,
-    KeyState.PENDING_DELETION: KmipState.DEACTIVATED,
-    KeyState.DESTROYED: KmipState.DESTROYED,
-    KeyState.PENDING_IMPORT: KmipState.PRE_ACTIVE,
+_LIFECYCLES = {
+    KeyState.ENABLED: Lifecycle.ACTIVE,
+    KeyState.DISABLED: Lifecycle.DEACTIVATED,
+    KeyState.PENDING_DELETION: Lifecycle.DEACTIVATED,
+    KeyState.DESTROYED: Lifecycle.DESTROYED,
+    KeyState.PENDING_IMPORT: Lifecycle.PRE_ACTIVE,
 }
-"""The KMIP state of each of our states, unless a KMIP operation said more (:attr:`Key.kmip_lifecycle`)."""
-_KMIP_REFINES = {
-    KeyState.DISABLED: (KmipState.PRE_ACTIVE, KmipState.COMPROMISED),
-    KeyState.PENDING_DELETION: (KmipState.COMPROMISED,),
-    KeyState.DESTROYED: (KmipState.DESTROYED_COMPROMISED,),
+"""The lifecycle state of each of our states, unless an operation said more (:attr:`Key.lifecycle`)."""
+_REFINES = {
+    KeyState.DISABLED: (Lifecycle.PRE_ACTIVE, Lifecycle.COMPROMISED),
+    KeyState.PENDING_DELETION: (Lifecycle.COMPROMISED,),
+    KeyState.DESTROYED: (Lifecycle.DESTROYED_COMPROMISED,),
 }
-"""Which KMIP states a KMIP operation may have set on a key in each of our states: a disabled key
+"""Which lifecycle states an operation may have set on a key in each of our states: a disabled key
 that was never activated is pre-active, one revoked as compromised stays compromised."""
 
 
@@ -157,22 +158,23 @@ class Key:
     token_format: TokenFormat | None = None
     """The token format of an ``FF1_AES_256`` key; None for every other algorithm."""
     origin: Origin = Origin.HSM
-    kmip_lifecycle: KmipState | None = None
-    """The KMIP state a KMIP operation last set (pre-active, compromised), where our state alone
-    cannot tell it; see :attr:`kmip_state`."""
+    lifecycle: Lifecycle | None = None
+    """The lifecycle state an operation last set (pre-active, compromised; KMIP's Create, Activate
+    and Revoke set it), where our state alone cannot tell it; see :attr:`lifecycle_state`."""
     exportable: bool = False
     """Generated in the HSM extractable (but sensitive): its material may be handed out to
     principals its policy names for ``get_key_material`` (``docs/kmip.md``). Never set afterwards."""
-    kmip_attributes: Mapping[str, Any] = field(default_factory=dict)
-    """What KMIP clients set on the key (names, custom ``x-`` attributes, usage mask, ...), as JSON."""
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    """The key's attributes (names, custom ``x-`` attributes, usage mask, ...), as JSON: KMIP
+    clients set and read them (``services/kmip/attributes.py``), the one door onto them so far."""
 
     @property
-    def kmip_state(self) -> KmipState:
-        """The key's state in KMIP's words: from its state, refined by :attr:`kmip_lifecycle`."""
-        if self.kmip_lifecycle in _KMIP_REFINES.get(self.state, ()):
-            assert self.kmip_lifecycle is not None
-            return self.kmip_lifecycle
-        return _KMIP_STATES[self.state]
+    def lifecycle_state(self) -> Lifecycle:
+        """The key's lifecycle state: from its state, refined by :attr:`lifecycle`."""
+        if self.lifecycle in _REFINES.get(self.state, ()):
+            assert self.lifecycle is not None
+            return self.lifecycle
+        return _LIFECYCLES[self.state]
 
     usage: KeyUsage | None = None
     """The usage the key was created with; None for keys made before usages (see :attr:`key_usage`)."""

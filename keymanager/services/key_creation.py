@@ -1,4 +1,4 @@
-"""Key creation: what a new key is asked to be (:class:`NewKey`, :class:`KmipFacts`), the checks that
+"""Key creation: what a new key is asked to be (:class:`NewKey`, :class:`InitialFacts`), the checks that
 need no database, version 1 generated (or imported) in the HSM and the key's record.
 
 :meth:`keymanager.services.keys.KeyService.create` runs them around the database's part (the policy's
@@ -19,7 +19,7 @@ from keymanager.domain.models import (
     Key,
     KeyState,
     KeyVersion,
-    KmipState,
+    Lifecycle,
     Origin,
 )
 from keymanager.domain.names import KEY_NAME_RULE, is_key_name
@@ -50,10 +50,12 @@ class NewKey:
 
 
 @dataclass(frozen=True)
-class KmipFacts:
-    """What a key made through KMIP starts with (:meth:`KeyService.create`)."""
+class InitialFacts:
+    """What a key starts with beyond :class:`NewKey`: its lifecycle state and attributes, whether it is
+    exportable, the material a client registered (:meth:`KeyService.create`; KMIP's Create and Register,
+    an exportable transit key)."""
 
-    lifecycle: KmipState
+    lifecycle: Lifecycle
     attributes: Mapping[str, Any]
     exportable: bool = False
     """Generated extractable but sensitive (``hsm/export.py``), its material for ``get_key_material``."""
@@ -62,14 +64,14 @@ class KmipFacts:
     unwrapped into the HSM as version 1."""
 
     def applied(self, key: Key) -> Key:
-        state = KeyState.DISABLED if self.lifecycle is KmipState.PRE_ACTIVE else key.state
+        state = KeyState.DISABLED if self.lifecycle is Lifecycle.PRE_ACTIVE else key.state
         attributes = dict(self.attributes)
         return replace(
             key,
             state=state,
             primary_version=1,
-            kmip_lifecycle=self.lifecycle,
-            kmip_attributes=attributes,
+            lifecycle=self.lifecycle,
+            attributes=attributes,
             exportable=self.exportable,
         )
 
@@ -92,7 +94,7 @@ def checked_usage(new: NewKey) -> KeyUsage:
 
 
 def first_version(
-    hsm: Hsm, key_id: str, new: NewKey, usage: KeyUsage, kmip: KmipFacts | None
+    hsm: Hsm, key_id: str, new: NewKey, usage: KeyUsage, initial: InitialFacts | None
 ) -> tuple[HsmObjects | None, bytes | None]:
     """Version 1's HSM objects and public key (DER SubjectPublicKeyInfo, asymmetric keys only), made
     in the HSM: a key pair, registered AES material, an exportable AES key or the spec's objects;
@@ -100,9 +102,9 @@ def first_version(
     spec = spec_of(new.algorithm)
     if spec.asymmetric:
         return hsm.generate_key_pair(key_id, 1, new.algorithm, usage)
-    if kmip is not None and kmip.material is not None:
-        return hsm.import_aes(key_id, 1, kmip.material, kmip.exportable), None
-    if kmip is not None and kmip.exportable:
+    if initial is not None and initial.material is not None:
+        return hsm.import_aes(key_id, 1, initial.material, initial.exportable), None
+    if initial is not None and initial.exportable:
         if spec.mode not in ONE_AES_OBJECT:
             aes = ", ".join(a for a, row in SPECS.items() if row.mode in ONE_AES_OBJECT)
             raise InvalidRequest(f"only AES keys of one AES object ({aes}) are created exportable")

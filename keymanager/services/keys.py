@@ -27,7 +27,7 @@ from keymanager.domain.models import (
     HsmObjects,
     Key,
     KeyState,
-    KmipState,
+    Lifecycle,
     Origin,
     Principal,
 )
@@ -43,7 +43,7 @@ from keymanager.errors import (
 from keymanager.hsm import Hsm
 from keymanager.services.approvals import ApprovalService, guarded
 from keymanager.services.authorization import Right, holds
-from keymanager.services.key_creation import KmipFacts, NewKey, checked_usage, first_version, new_key
+from keymanager.services.key_creation import InitialFacts, NewKey, checked_usage, first_version, new_key
 from keymanager.services.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -73,11 +73,12 @@ def _unnameable(names: Collection[str], found: Mapping[str, Principal]) -> dict[
 
 
 @dataclass(frozen=True)
-class KmipChange:
-    """What a KMIP operation changes of a key (None: kept); :meth:`KeyService.kmip_change`."""
+class LifecycleChange:
+    """What an operation changes of a key's lifecycle (None: kept): its state, lifecycle state and
+    attributes (KMIP's Activate, Revoke, Destroy, attribute operations); :meth:`KeyService.change_lifecycle`."""
 
     state: KeyState | None = None
-    lifecycle: KmipState | None = None
+    lifecycle: Lifecycle | None = None
     attributes: Mapping[str, Any] | None = None
 
 
@@ -101,11 +102,12 @@ class KeyService:
         """Principal id to name. Both never change (no rename; ids are random and never reused), and a
         deleted principal leaves every policy in the same transaction, so an entry is never wrong."""
 
-    def create(self, new: NewKey, *, record: AuditEntry | None = None, kmip: KmipFacts | None = None) -> Key:
+    def create(self, new: NewKey, *, record: AuditEntry | None = None, initial: InitialFacts | None = None) -> Key:
         """Generate version 1 in the HSM and record the key ``new`` (with ``record``); on any failure neither remains.
 
-        ``kmip``: what a KMIP client's Create said (``services/kmip/``): a key made pre-active is
-        disabled until it is activated, with its KMIP attributes.
+        ``initial``: what the key starts with (a KMIP client's Create or Register, ``services/kmip/``;
+        an exportable transit key): a key made pre-active is disabled until it is activated, with its
+        attributes.
 
         ``new.usage`` is the key's usage (None: its spec's default; an RSA key must name one), checked
         against the table of key types; an asymmetric key's version is a private and a public key
@@ -130,16 +132,16 @@ class KeyService:
             self._hsm.require(new.algorithm.value)  # as generate_version does: refused by name when the HSM lacks it
         now = datetime.now(UTC)
         key_id = new_id()
-        objects, public_key = first_version(self._hsm, key_id, new, usage, kmip)
+        objects, public_key = first_version(self._hsm, key_id, new, usage, initial)
         key = new_key(key_id, new, policy, usage, objects, public_key, now)
-        if kmip is not None:
-            key = kmip.applied(key)
+        if initial is not None:
+            key = initial.applied(key)
         with destroyed_on_failure(self._hsm, objects, f"a failed creation of key {key_id}"):
             self._store.create_key(key, record=_about(record, key, key.primary_version))
         return key
 
-    def kmip_change(self, key: Key, change: KmipChange, *, record: AuditEntry | None = None) -> Key:
-        """Apply a KMIP operation's ``change`` to ``key`` (its state, KMIP state, attributes) if the key
+    def change_lifecycle(self, key: Key, change: LifecycleChange, *, record: AuditEntry | None = None) -> Key:
+        """Apply an operation's ``change`` to ``key`` (its state, lifecycle state, attributes) if the key
         is still as read (compare-and-set: else PreconditionFailed), recording ``record``. Disabling an
         enabled key (Revoke) is guarded as ``key.disable``."""
         disables = change.state is KeyState.DISABLED and key.state is KeyState.ENABLED
@@ -150,8 +152,8 @@ class KeyService:
             return self._store.update_key(
                 key.id,
                 state=change.state,
-                kmip_lifecycle=change.lifecycle,
-                kmip_attributes=change.attributes,
+                lifecycle=change.lifecycle,
+                attributes=change.attributes,
                 record=_about(record, key),
                 expected_updated_at=key.updated_at,
             )
@@ -281,7 +283,7 @@ class KeyService:
         if enabled is not None:
             if key.state in _NOT_SWITCHABLE or not key.versions:
                 raise Conflict(f"a key in state {key.state.value} cannot be enabled or disabled")
-            if enabled and key.kmip_state is KmipState.COMPROMISED:  # terminal on every door (issue 41, item 5)
+            if enabled and key.lifecycle_state is Lifecycle.COMPROMISED:  # terminal on every door (issue 41, item 5)
                 raise Conflict("a key in state compromised (revoked as compromised) is never enabled again")
             state = KeyState.ENABLED if enabled else KeyState.DISABLED
         if min_decryption_version is not None and not 1 <= min_decryption_version <= key.primary_version:

@@ -25,7 +25,7 @@ import secrets
 from dataclasses import dataclass
 
 from keymanager.domain.key_specs import ONE_AES_OBJECT, BlockMode, spec_of
-from keymanager.domain.models import Key, KmipState, Principal
+from keymanager.domain.models import Key, Lifecycle, Principal
 from keymanager.domain.policy import Operation
 from keymanager.errors import DecryptionFailed, Forbidden, InvalidRequest, KeyDisabled, MissingField, WrongKeyUsage
 from keymanager.hsm import Hsm, block_cipher
@@ -142,7 +142,7 @@ class RawCipher:
         own = KEY_MODES[spec.mode]
         if asked is not None and asked.gcm is not own.gcm:
             raise InvalidRequest(f"the key is {key.algorithm.value}: it is used in {own.name} only, not {asked.name}")
-        mask = key.kmip_attributes.get("usage_mask")
+        mask = key.attributes.get("usage_mask")
         if mask is not None and not int(mask) & USAGE_MASK_BITS[operation]:
             raise Forbidden(f"the key's Cryptographic Usage Mask does not allow {operation.value}")
         version = key.versions[key.primary_version]
@@ -153,8 +153,8 @@ class RawCipher:
 def require_active(key: Key) -> None:
     """KeyDisabled naming the key's lifecycle state unless it is active (pre-active, deactivated,
     compromised and destroyed keys are not used)."""
-    if key.kmip_state is not KmipState.ACTIVE:
-        raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+    if key.lifecycle_state is not Lifecycle.ACTIVE:
+        raise KeyDisabled(f"the key is {key.lifecycle_state.value.replace('_', '-')}: only an active key is used")
 
 
 def _raw_encrypt(token: Token, mode: RawMode, label: str, data: bytes, aad: bytes) -> tuple[bytes, bytes, bytes | None]:

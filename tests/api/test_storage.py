@@ -48,9 +48,9 @@ DOCUMENTED_COLUMNS = {
         "token_format",  # an FF1_AES_256 key's format: public metadata, no material
         "origin",  # hsm or external (imported)
         "usage",  # what the key is for (AWS KeyUsage)
-        "kmip_lifecycle",  # the KMIP state a KMIP operation set (pre_active, compromised, ...)
+        "kmip_lifecycle",  # the lifecycle state an operation set (pre_active, compromised, ...): Key.lifecycle
         "exportable",  # a flag: generated extractable but sensitive (its material is in the HSM only)
-        "kmip_attributes",  # names, groups, custom x- attributes KMIP clients set: no material
+        "kmip_attributes",  # names, groups, custom x- attributes KMIP clients set, no material: Key.attributes
     },
     "key_versions": {
         "key_id",

@@ -14,7 +14,7 @@ from keymanager.db import Store
 from keymanager.db.kmip import KmipStore
 from keymanager.domain.credentials import new_id
 from keymanager.domain.kmip import KmipObject
-from keymanager.domain.models import KeyState, KmipState, Principal, Role
+from keymanager.domain.models import KeyState, Lifecycle, Principal, Role
 from keymanager.domain.policy import Operation, Policy
 from tests.db.test_store import T0, a_key
 
@@ -23,7 +23,7 @@ def an_object(owner: str) -> KmipObject:
     return KmipObject(
         id=new_id(),
         object_type="SECRET_DATA",
-        state=KmipState.PRE_ACTIVE,
+        state=Lifecycle.PRE_ACTIVE,
         owner_id=owner,
         policy=Policy.from_dict(Policy(grants={Operation.GET_KEY_MATERIAL: frozenset({owner})}).to_dict()),
         attributes={"names": ["local key"], "value_type": 2, "custom": {"x-purpose": ["text", "mongo"]}},
@@ -41,32 +41,32 @@ def test_a_principal_keeps_its_create_keys_flag(store: Store) -> None:
     assert store.principal_by_name("mongo").create_keys  # type: ignore[union-attr]
 
 
-def test_a_key_keeps_its_kmip_state_exportability_and_attributes(store: Store) -> None:
+def test_a_key_keeps_its_lifecycle_state_exportability_and_attributes(store: Store) -> None:
     key = replace(
         a_key("kmip-key"),
         state=KeyState.DISABLED,
-        kmip_lifecycle=KmipState.PRE_ACTIVE,
+        lifecycle=Lifecycle.PRE_ACTIVE,
         exportable=True,
-        kmip_attributes={"owner": "abc", "names": ["cmk"], "usage_mask": 12},
+        attributes={"owner": "abc", "names": ["cmk"], "usage_mask": 12},
     )
     store.create_key(key)
     found = store.get_key(key.id)
-    assert found is not None and found.kmip_state is KmipState.PRE_ACTIVE and found.exportable
-    assert found.kmip_attributes == {"owner": "abc", "names": ["cmk"], "usage_mask": 12}
+    assert found is not None and found.lifecycle_state is Lifecycle.PRE_ACTIVE and found.exportable
+    assert found.attributes == {"owner": "abc", "names": ["cmk"], "usage_mask": 12}
     changed = store.update_key(
-        key.id, state=KeyState.ENABLED, kmip_lifecycle=KmipState.ACTIVE, kmip_attributes={"names": ["renamed"]}
+        key.id, state=KeyState.ENABLED, lifecycle=Lifecycle.ACTIVE, attributes={"names": ["renamed"]}
     )
-    assert changed.kmip_state is KmipState.ACTIVE and changed.kmip_attributes == {"names": ["renamed"]}
+    assert changed.lifecycle_state is Lifecycle.ACTIVE and changed.attributes == {"names": ["renamed"]}
     disabled = store.update_key(key.id, state=KeyState.DISABLED)
-    assert disabled.kmip_state is KmipState.DEACTIVATED  # once active, a disabled key is deactivated
+    assert disabled.lifecycle_state is Lifecycle.DEACTIVATED  # once active, a disabled key is deactivated
 
 
 def test_a_native_key_is_active_in_kmip_words(store: Store) -> None:
     key = a_key("native")
     store.create_key(key)
     found = store.get_key(key.id)
-    assert found is not None and found.kmip_state is KmipState.ACTIVE and not found.exportable
-    assert found.kmip_attributes == {}
+    assert found is not None and found.lifecycle_state is Lifecycle.ACTIVE and not found.exportable
+    assert found.attributes == {}
 
 
 def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) -> None:
@@ -76,15 +76,15 @@ def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) 
     objects.add(made, record=None)
     assert objects.get(made.id) == made
     assert [o.id for o in objects.all()] == [made.id]
-    objects.change(made, state=KmipState.ACTIVE, attributes={**made.attributes, "names": []}, record=None)
+    objects.change(made, state=Lifecycle.ACTIVE, attributes={**made.attributes, "names": []}, record=None)
     active = objects.get(made.id)
-    assert active is not None and active.state is KmipState.ACTIVE and active.attributes["names"] == []
+    assert active is not None and active.state is Lifecycle.ACTIVE and active.attributes["names"] == []
     with pytest.raises(errors.PreconditionFailed):
-        objects.change(made, state=KmipState.DEACTIVATED, record=None)  # read before the change above
+        objects.change(made, state=Lifecycle.DEACTIVATED, record=None)  # read before the change above
     later = replace(active, updated_at=active.updated_at)
-    objects.change(later, state=KmipState.DESTROYED, destroy=True, record=None)
+    objects.change(later, state=Lifecycle.DESTROYED, destroy=True, record=None)
     destroyed = objects.get(made.id)
-    assert destroyed is not None and destroyed.sealed is None and destroyed.state is KmipState.DESTROYED
+    assert destroyed is not None and destroyed.sealed is None and destroyed.state is Lifecycle.DESTROYED
     assert objects.get(new_id()) is None
 
 

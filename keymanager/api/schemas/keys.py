@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, SerializerFunctionWrapHandler, model_seri
 
 from keymanager.api.schemas import Body, IsoTime
 from keymanager.domain.key_specs import KeyUsage, spec_of
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
+from keymanager.domain.models import Algorithm, Key, KeyState, Lifecycle, Origin
 from keymanager.domain.policy import Policy
 from keymanager.domain.tokens import TokenFormat
 from keymanager.errors import InvalidRequest
@@ -112,8 +112,8 @@ class KeyOut(BaseModel):
     updated_at: datetime
     token_format: TokenFormatBody | None = None
     origin: Origin = Origin.HSM
-    kmip_state: KmipState = Field(
-        default=KmipState.ACTIVE,
+    kmip_state: Lifecycle = Field(
+        default=Lifecycle.ACTIVE,
         description="The key's lifecycle state in KMIP's words (pre_active, active, deactivated, compromised, "
         "destroyed, destroyed_compromised): from its state, refined by what KMIP clients did (docs/kmip.md).",
     )
@@ -156,7 +156,7 @@ class KeyOut(BaseModel):
             if key.token_format is None
             else TokenFormatBody.model_validate(key.token_format.to_json()),
             origin=key.origin,
-            kmip_state=key.kmip_state,
+            kmip_state=key.lifecycle_state,
             exportable=key.exportable,
             usage=key.key_usage,
             **algorithm_lists(key),

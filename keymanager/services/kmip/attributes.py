@@ -1,7 +1,7 @@
 """KMIP attributes: what a client sets (Create, Register, Add/Modify/DeleteAttribute) as the JSON kept
 with the object, and what it reads back (Get/GetAttributes, GetAttributeList, Locate).
 
-The JSON (``Key.kmip_attributes``, a registered object's ``attributes``):
+The JSON (``Key.attributes``, a registered object's ``attributes``):
 ``{"owner": principal id, "names": [...], "usage_mask": int, "object_groups": [...],
 "contact": str, "policy_name": str, "app_info": [[namespace, data], ...], "dates": {name: epoch},
 "revocation": [reason, message], "custom": {"x-name": [type, value], ...}, "algorithm": name,

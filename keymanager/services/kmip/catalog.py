@@ -23,10 +23,10 @@ from kmip.core import enums
 from kmip.core.messages import payloads
 
 from keymanager.domain.kmip import KmipObject
-from keymanager.domain.models import Key, KeyState, KmipState
+from keymanager.domain.models import Key, KeyState, Lifecycle
 from keymanager.errors import KeyNotFound
 from keymanager.services.authorization import require_owner
-from keymanager.services.keys import KeyService, KmipChange
+from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import KmipKeys, kmip_type
@@ -45,12 +45,12 @@ A = enums.AttributeType
 MAX_LOCATED = 1000
 """Most identifiers one Locate answers (Maximum Items asks for fewer)."""
 _STATES = {
-    KmipState.PRE_ACTIVE: enums.State.PRE_ACTIVE,
-    KmipState.ACTIVE: enums.State.ACTIVE,
-    KmipState.DEACTIVATED: enums.State.DEACTIVATED,
-    KmipState.COMPROMISED: enums.State.COMPROMISED,
-    KmipState.DESTROYED: enums.State.DESTROYED,
-    KmipState.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
+    Lifecycle.PRE_ACTIVE: enums.State.PRE_ACTIVE,
+    Lifecycle.ACTIVE: enums.State.ACTIVE,
+    Lifecycle.DEACTIVATED: enums.State.DEACTIVATED,
+    Lifecycle.COMPROMISED: enums.State.COMPROMISED,
+    Lifecycle.DESTROYED: enums.State.DESTROYED,
+    Lifecycle.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
 }
 
 DEFAULT_POLICY_NAME = "default"
@@ -233,27 +233,27 @@ class KmipCatalog:
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [key.id],
             A.OBJECT_TYPE.value: [kind.value],
-            A.STATE.value: [_STATES[key.kmip_state].value],
+            A.STATE.value: [_STATES[key.lifecycle_state].value],
             A.CRYPTOGRAPHIC_ALGORITHM.value: [algorithm.value],
             A.CRYPTOGRAPHIC_LENGTH.value: [length],
         }
-        if A.INITIAL_DATE.value not in key.kmip_attributes.get("dates", {}):
+        if A.INITIAL_DATE.value not in key.attributes.get("dates", {}):
             server[A.INITIAL_DATE.value] = [int(key.created_at.timestamp())]
 
         async def save(call: KmipCall, kept: dict[str, Any]) -> None:
-            change = KmipChange(attributes=kept)
-            await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+            change = LifecycleChange(attributes=kept)
+            await asyncio.to_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
 
-        owner = key.kmip_attributes.get("owner")
+        owner = key.attributes.get("owner")
         asked = key.state is KeyState.PENDING_DELETION
-        views = [View(key.id, key.created_at, owner, key.kmip_attributes, server, save, asked)]
-        if pair and not key.kmip_attributes.get("public_destroyed"):
+        views = [View(key.id, key.created_at, owner, key.attributes, server, save, asked)]
+        if pair and not key.attributes.get("public_destroyed"):
             public = {
                 **server,
                 A.UNIQUE_IDENTIFIER.value: [key.id + PUBLIC_SUFFIX],
                 A.OBJECT_TYPE.value: [enums.ObjectType.PUBLIC_KEY.value],
             }
-            views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.kmip_attributes, public, save, asked))
+            views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.attributes, public, save, asked))
         return views
 
     def _object_view(self, found: KmipObject) -> View:

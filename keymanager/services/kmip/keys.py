@@ -6,7 +6,7 @@ used only by KMIP's Encrypt and Decrypt) unless the Cryptographic Parameters of 
 GCM (``AES_*_GCM``, which the other doors use too); named
 ``kmip-<random>``, owned by its creator (its policy names the creator for encrypt and decrypt) and
 Pre-Active (disabled until Activate). Its unique identifier is the key's
-id. States map as ``domain/models.py`` ``KmipState`` says: Activate enables a pre-active key,
+id. States map as ``domain/models.py`` ``Lifecycle`` says: Activate enables a pre-active key,
 Revoke disables it (Deactivated, or Compromised with the reason ``Key Compromise``: terminal, no
 door enables it again), Destroy schedules its deletion after ``KM_MIN_PENDING_DAYS``, as the other
 doors' shortest window (refused while it is Active, as the specification says). Who may manage a
@@ -29,14 +29,14 @@ from kmip.pie import objects as pie_objects
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, BlockMode, KeyUsage, spec_of
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState, Origin
+from keymanager.domain.models import Algorithm, Key, KeyState, Lifecycle, Origin
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.token import EXPORTABLE_SUFFIX
 from keymanager.services.authorization import authorize, require_owner
-from keymanager.services.key_creation import KmipFacts, NewKey
-from keymanager.services.keys import KeyService, KmipChange, visible
+from keymanager.services.key_creation import InitialFacts, NewKey
+from keymanager.services.keys import KeyService, LifecycleChange, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.messages import (
@@ -158,7 +158,7 @@ class KmipKeys:
             self._keys.create,
             NewKey(KMIP_NAME_PREFIX + new_id(), algorithm=algorithm, description="created through KMIP", policy=policy),
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable),
+            initial=InitialFacts(Lifecycle.PRE_ACTIVE, kept, exportable=exportable),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
@@ -206,7 +206,7 @@ class KmipKeys:
                 origin=Origin.EXTERNAL,
             ),
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept, exportable=exportable, material=bytes(key.value)),
+            initial=InitialFacts(Lifecycle.PRE_ACTIVE, kept, exportable=exportable, material=bytes(key.value)),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
@@ -215,10 +215,10 @@ class KmipKeys:
     async def activate(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active; Permission Denied in any other state."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
-        if key.kmip_state is not KmipState.PRE_ACTIVE:
-            raise wrong_state(f"the object is {_words(key.kmip_state)}, not pre-active: it cannot be activated")
-        change = KmipChange(state=KeyState.ENABLED, lifecycle=KmipState.ACTIVE)
-        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        if key.lifecycle_state is not Lifecycle.PRE_ACTIVE:
+            raise wrong_state(f"the object is {_words(key.lifecycle_state)}, not pre-active: it cannot be activated")
+        change = LifecycleChange(state=KeyState.ENABLED, lifecycle=Lifecycle.ACTIVE)
+        await _in_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
     async def revoke(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.RevokeResponsePayload:
@@ -228,9 +228,9 @@ class KmipKeys:
         compromised = revocation(call, payload)
         if key.state is KeyState.DESTROYED:
             raise wrong_state("the object is destroyed")
-        if not compromised and key.kmip_state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
-            raise wrong_state(f"the object is {_words(key.kmip_state)}: only an active object is deactivated")
-        kept = dict(key.kmip_attributes)
+        if not compromised and key.lifecycle_state not in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE):
+            raise wrong_state(f"the object is {_words(key.lifecycle_state)}: only an active object is deactivated")
+        kept = dict(key.attributes)
         dates = dict(kept.get("dates", {}))
         now = int(time.time())
         dates[enums.AttributeType.DEACTIVATION_DATE.value] = dates.get(enums.AttributeType.DEACTIVATION_DATE.value, now)
@@ -240,9 +240,9 @@ class KmipKeys:
             dates[enums.AttributeType.COMPROMISE_OCCURRENCE_DATE.value] = int(occurred) if occurred else now
         kept["dates"] = dates
         state = KeyState.DISABLED if key.state is KeyState.ENABLED else None
-        lifecycle = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
-        change = KmipChange(state=state, lifecycle=lifecycle, attributes=kept)
-        await _in_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        lifecycle = Lifecycle.COMPROMISED if compromised else Lifecycle.DEACTIVATED
+        change = LifecycleChange(state=state, lifecycle=lifecycle, attributes=kept)
+        await _in_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(key.id))
 
     async def destroy(self, call: KmipCall, payload: Any, uid: str | None = None) -> payloads.DestroyResponsePayload:
@@ -250,7 +250,7 @@ class KmipKeys:
         one lifecycle (issue 41, item 5); the key is Deactivated (or stays Compromised) until then.
         Permission Denied while it is Active, destroyed or pending deletion (its date stays)."""
         key = await self.managed(call, uid or call.uid(payload.unique_identifier))
-        if key.kmip_state is KmipState.ACTIVE:
+        if key.lifecycle_state is Lifecycle.ACTIVE:
             raise wrong_state("the object is active: revoke it before destroying it")
         if key.state in (KeyState.DESTROYED, KeyState.PENDING_DELETION):
             raise wrong_state("the object is destroyed already (or its deletion is pending: its date stays)")
@@ -261,7 +261,7 @@ class KmipKeys:
     async def managed(self, call: KmipCall, uid: str) -> Key:
         """The key ``uid`` if the caller may manage it (:func:`require_owner`): Permission Denied otherwise."""
         key = await self.key(call, uid)
-        require_owner(call.principal, key.kmip_attributes.get("owner"))
+        require_owner(call.principal, key.attributes.get("owner"))
         return key
 
     async def get(self, call: KmipCall, payload: payloads.GetRequestPayload) -> payloads.GetResponsePayload:
@@ -339,7 +339,7 @@ KNOWN_ALGORITHMS = frozenset(member.value for member in enums.CryptographicAlgor
 """The Cryptographic Algorithm numbers PyKMIP names (a client may send any other)."""
 
 
-def _words(state: KmipState) -> str:
+def _words(state: Lifecycle) -> str:
     return state.value.replace("_", "-")
 
 

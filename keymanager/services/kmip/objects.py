@@ -28,7 +28,7 @@ from keymanager.db.kmip import KmipStore
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
 from keymanager.domain.kmip import KmipObject
-from keymanager.domain.models import Algorithm, HsmObjects, KmipState, Principal
+from keymanager.domain.models import Algorithm, HsmObjects, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import DecryptionFailed, KeyManagerError, KeyNotFound
 from keymanager.hsm import Hsm
@@ -100,7 +100,7 @@ class KmipObjects:
         found = KmipObject(
             id=object_id,
             object_type=kind.name,
-            state=KmipState.PRE_ACTIVE,
+            state=Lifecycle.PRE_ACTIVE,
             owner_id=call.principal.id,
             policy=Policy(grants={Operation.GET_KEY_MATERIAL: frozenset({call.principal.id})}),
             attributes=kept,
@@ -137,33 +137,33 @@ class KmipObjects:
     async def activate(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active."""
         self._managed(call, found)
-        if found.state is not KmipState.PRE_ACTIVE:
+        if found.state is not Lifecycle.PRE_ACTIVE:
             raise wrong_state(
                 f"the object is {found.state.value.replace('_', '-')}, not pre-active: it cannot be activated"
             )
-        await self._change(call, found, state=KmipState.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
+        await self._change(call, found, state=Lifecycle.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
     async def revoke(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.RevokeResponsePayload:
         """Active or Pre-Active to Deactivated (or, revoked as compromised, to Compromised)."""
         self._managed(call, found)
         compromised = revocation(call, payload)
-        if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
+        if found.state in (Lifecycle.DESTROYED, Lifecycle.DESTROYED_COMPROMISED):
             raise wrong_state("the object is destroyed")
-        if not compromised and found.state not in (KmipState.ACTIVE, KmipState.PRE_ACTIVE):
+        if not compromised and found.state not in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE):
             raise wrong_state(f"the object is {found.state.value}: only an active object is deactivated")
-        state = KmipState.COMPROMISED if compromised else KmipState.DEACTIVATED
+        state = Lifecycle.COMPROMISED if compromised else Lifecycle.DEACTIVATED
         await self._change(call, found, state=state, dated=enums.AttributeType.DEACTIVATION_DATE.value)
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
     async def destroy(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.DestroyResponsePayload:
         """Drop the sealed value; Permission Denied while the object is Active."""
         self._managed(call, found)
-        if found.state is KmipState.ACTIVE:
+        if found.state is Lifecycle.ACTIVE:
             raise wrong_state("the object is active: revoke it before destroying it")
-        if found.state in (KmipState.DESTROYED, KmipState.DESTROYED_COMPROMISED):
+        if found.state in (Lifecycle.DESTROYED, Lifecycle.DESTROYED_COMPROMISED):
             raise wrong_state("the object is destroyed already")
-        state = KmipState.DESTROYED_COMPROMISED if found.state is KmipState.COMPROMISED else KmipState.DESTROYED
+        state = Lifecycle.DESTROYED_COMPROMISED if found.state is Lifecycle.COMPROMISED else Lifecycle.DESTROYED
         await self._change(call, found, state=state, dated=enums.AttributeType.DESTROY_DATE.value, destroy=True)
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
@@ -186,7 +186,7 @@ class KmipObjects:
         require_owner(call.principal, found.owner_id)
 
     async def _change(
-        self, call: KmipCall, found: KmipObject, *, state: KmipState, dated: str, destroy: bool = False
+        self, call: KmipCall, found: KmipObject, *, state: Lifecycle, dated: str, destroy: bool = False
     ) -> None:
         kept = dict(found.attributes)
         kept["dates"] = {**kept.get("dates", {}), dated: int(time.time())}

@@ -37,13 +37,13 @@ from keymanager.domain.key_specs import (
     choose_usage,
     spec_of,
 )
-from keymanager.domain.models import Algorithm, Key, KeyState, KmipState
+from keymanager.domain.models import Algorithm, Key, KeyState, Lifecycle
 from keymanager.domain.policy import Policy
 from keymanager.errors import KeyDisabled, KeyNotFound
 from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.audit_log import AuditLog
-from keymanager.services.key_creation import KmipFacts, NewKey
-from keymanager.services.keys import KeyService, KmipChange
+from keymanager.services.key_creation import InitialFacts, NewKey
+from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.crypto import visible_key
@@ -145,7 +145,7 @@ class KmipPairs:
                 policy=policy,
             ),
             record=call.success(),
-            kmip=KmipFacts(KmipState.PRE_ACTIVE, kept),
+            initial=InitialFacts(Lifecycle.PRE_ACTIVE, kept),
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
@@ -230,7 +230,7 @@ class KmipPairs:
         """The pair's public key (DER SubjectPublicKeyInfo, Key Format Type X.509)."""
         ref, _ = split(uid)
         key = await self._kmip_keys.key(call, ref)
-        if key.state is KeyState.DESTROYED or key.kmip_attributes.get("public_destroyed"):
+        if key.state is KeyState.DESTROYED or key.attributes.get("public_destroyed"):
             raise KeyNotFound(NO_OBJECT)
         version = key.versions[key.primary_version]
         assert version.public_key is not None
@@ -243,28 +243,28 @@ class KmipPairs:
     async def activate_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
         """Activate the pair through its public key (nothing to do when the pair is active)."""
         key = await self._kmip_keys.managed(call, ref)
-        if key.kmip_state is KmipState.PRE_ACTIVE:
+        if key.lifecycle_state is Lifecycle.PRE_ACTIVE:
             await self._kmip_keys.activate(call, payload, ref)
-        elif key.kmip_state is not KmipState.ACTIVE:
-            raise wrong_state(f"the key pair is {key.kmip_state.value.replace('_', '-')}: it cannot be activated")
+        elif key.lifecycle_state is not Lifecycle.ACTIVE:
+            raise wrong_state(f"the key pair is {key.lifecycle_state.value.replace('_', '-')}: it cannot be activated")
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
 
     async def revoke_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
         """Revoke the pair through its public key (nothing to do when it was revoked already)."""
         key = await self._kmip_keys.managed(call, ref)
-        if key.kmip_state in (KmipState.ACTIVE, KmipState.PRE_ACTIVE) or revocation(call, payload):
+        if key.lifecycle_state in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE) or revocation(call, payload):
             await self._kmip_keys.revoke(call, payload, ref)
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
 
     async def destroy_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
         """Retire the public key's identifier (the private key, in the HSM, stays until destroyed itself)."""
         key = await self._kmip_keys.managed(call, ref)
-        if key.kmip_state is KmipState.ACTIVE:
+        if key.lifecycle_state is Lifecycle.ACTIVE:
             raise wrong_state("the key pair is active: revoke it before destroying it")
-        if key.state is KeyState.DESTROYED or key.kmip_attributes.get("public_destroyed"):
+        if key.state is KeyState.DESTROYED or key.attributes.get("public_destroyed"):
             raise wrong_state("the object is destroyed already")
-        change = KmipChange(attributes={**key.kmip_attributes, "public_destroyed": True})
-        await asyncio.to_thread(self._keys.kmip_change, key, change, record=call.success(key.id))
+        change = LifecycleChange(attributes={**key.attributes, "public_destroyed": True})
+        await asyncio.to_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
 
     async def get_any(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
@@ -273,8 +273,8 @@ class KmipPairs:
 
     async def _active(self, snapshot: Snapshot, call: KmipCall, ref: str) -> Key:
         key = await visible_key(snapshot, call, ref)
-        if key.kmip_state is not KmipState.ACTIVE:  # an error a stale cache may explain: read afresh
-            raise KeyDisabled(f"the key is {key.kmip_state.value.replace('_', '-')}: only an active key is used")
+        if key.lifecycle_state is not Lifecycle.ACTIVE:  # an error a stale cache may explain: read afresh
+            raise KeyDisabled(f"the key is {key.lifecycle_state.value.replace('_', '-')}: only an active key is used")
         return key
 
     async def _used(self, call: KmipCall, attempt: Callable[[Snapshot], Awaitable[Any]]) -> Any:

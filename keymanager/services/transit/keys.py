@@ -27,11 +27,11 @@ from keymanager.db.transit import TransitSettings, TransitStore
 from keymanager.domain import public_keys
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.key_specs import SPECS, KeySpec, KeyUsage, spec_of
-from keymanager.domain.models import Key, KeyState, KmipState, Principal
+from keymanager.domain.models import Key, KeyState, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Conflict
 from keymanager.hsm import Hsm
-from keymanager.services.key_creation import KmipFacts, NewKey
+from keymanager.services.key_creation import InitialFacts, NewKey
 from keymanager.services.key_use import rights_for, usable
 from keymanager.services.keys import KeyService, visible
 from keymanager.services.lifecycle import LifecycleService
@@ -140,11 +140,8 @@ class TransitKeys:
                 rotation_period_days=_days(codec.duration(params, "auto_rotate_period")),
                 description=f"made through the Vault Transit API by {call.principal.name}",
             )
-            key = self._keys.create(
-                new,
-                kmip=KmipFacts(lifecycle=KmipState.ACTIVE, attributes={}, exportable=True) if exportable else None,
-                record=record,
-            )
+            initial = InitialFacts(lifecycle=Lifecycle.ACTIVE, attributes={}, exportable=True) if exportable else None
+            key = self._keys.create(new, record=record, initial=initial)
         except Conflict:
             existing = self._keys.get(call.name, call.principal)
             call.warnings.append(f"key {call.name} already existed")
