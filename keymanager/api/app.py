@@ -35,6 +35,7 @@ from keymanager.api.routes import (
     key_import,
     key_specs,
     keys,
+    objects,
     principals,
     streams,
     tokens,
@@ -69,6 +70,7 @@ _MODULES = (
     key_import,
     inventory,
     approvals,
+    objects,
 )
 ROUTERS: tuple[APIRouter, ...] = (
     principals.me_router,

@@ -206,6 +206,9 @@ RIGHTS: Mapping[str, Right] = {
     **{f"kmip.{operation}": Right.MANAGE_OWNED for operation in _KMIP_MANAGE},
     **{f"kmip.{operation}": Right.KEY_POLICY for operation in _KMIP_KEY_POLICY},
     **{f"kmip.{operation}": Right.SELF for operation in _KMIP_ANYONE},
+    # the objects that are not keys, over REST: seen as over KMIP (managed_objects.visible), destroyed by their managers
+    **dict.fromkeys(("object.list", "object.get"), Right.KEY_POLICY),
+    "object.destroy": Right.MANAGE_OWNED,
     **dict.fromkeys(("approle.create", "approle.list", "approle.delete"), Right.MANAGE),
     **dict.fromkeys(("approval.list", "approval.read", "approval.approve", "approval.deny"), Right.APPROVE),
     "approval.rules_read": Right.READ_LOG,

@@ -34,6 +34,7 @@ from keymanager.services.kmip import KmipService
 from keymanager.services.kms.crypto import KmsCrypto
 from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
+from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.overview import Overview
 from keymanager.services.principals import PrincipalService
 from keymanager.services.public_hosts import public_hosts
@@ -86,6 +87,7 @@ class Services:
     xks: XksService
     xks_health: XksHealth
     kmip: KmipService
+    objects: ManagedObjectService
     overview: Overview
     transit: TransitService
     owns_hsm: bool = True
@@ -101,6 +103,7 @@ class Services:
         stores = _Stores.open(engine, AuditKey(hsm, settings.audit_key_label))
         shared = _Shared.build(settings, stores, hsm)
         core, store = shared.core, stores.store
+        objects = ManagedObjectService(stores.kmip, store.principal_names)
         return cls(
             settings=settings,
             store=store,
@@ -130,7 +133,8 @@ class Services:
             credentials=CredentialIndex(stores.credentials, limit=settings.credential_index_max),
             xks=XksService(core.crypto),
             xks_health=XksHealth(hsm, shared.readiness),
-            kmip=_kmip_service(shared, stores),
+            kmip=_kmip_service(shared, stores, objects),
+            objects=objects,
             overview=_overview(shared, stores),
             transit=_transit_service(shared, stores),
             owns_hsm=owns_hsm,
@@ -289,11 +293,13 @@ class _Shared:
         )
 
 
-def _kmip_service(shared: _Shared, stores: _Stores) -> KmipService:
-    """The KMIP door's operations (``services/kmip/``) on the shared services and the KMIP store."""
+def _kmip_service(shared: _Shared, stores: _Stores, objects: ManagedObjectService) -> KmipService:
+    """The KMIP door's operations (``services/kmip/``) on the shared services, the KMIP store and the
+    native service of the objects that are not keys."""
     return KmipService(
         core=shared.core,
         store=stores.kmip,
+        objects=objects,
         cache=shared.cache,
         audit_log=shared.audit_log,
         max_plaintext_bytes=shared.settings.max_plaintext_bytes,

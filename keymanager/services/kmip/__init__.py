@@ -28,6 +28,7 @@ from keymanager.services.kmip.discovery import KmipDiscovery
 from keymanager.services.kmip.keys import KmipKeys
 from keymanager.services.kmip.objects import TYPES, KmipObjects
 from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
+from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache
 
@@ -47,16 +48,18 @@ class KmipService:
         *,
         core: CoreServices,
         store: KmipStore,
+        objects: ManagedObjectService,
         cache: MetadataCache,
         audit_log: AuditLog,
         max_plaintext_bytes: int,
     ) -> None:
-        """The operations on ``core``'s keys and on the objects that are not keys (kept sealed in ``store``);
+        """The operations on ``core``'s keys and on the objects that are not keys (kept sealed in ``store``,
+        listed, read and destroyed by the rules of ``objects``);
         the uses of keys (cipher, MAC, signature) run on snapshots of ``cache``, their records committed
         through ``audit_log``; Encrypt and Decrypt take at most ``max_plaintext_bytes``."""
         hsm = core.hsm
         self.keys = KmipKeys(core.keys, core.lifecycle, cache, hsm)
-        self.objects = KmipObjects(store, hsm)
+        self.objects = KmipObjects(store, hsm, objects)
         self.catalog = KmipCatalog(core.keys, self.keys, self.objects)
         raw = RawCipher(hsm, max_plaintext_bytes=max_plaintext_bytes)
         self.crypto = KmipCrypto(raw, core.crypto, cache, audit_log)

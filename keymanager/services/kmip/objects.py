@@ -8,6 +8,8 @@ principal owns the object: it may Get its value and manage it; others get its va
 its policy names them for ``get_key_material`` (none is named at registration), and an admin
 manages every object but sees no value it is not named for. Get is audited like every operation.
 Register is open to the principals that may create (``kmip.Register``: ``Right.CREATE_OWNED``).
+Who sees an object and when it may be destroyed are the native service's rules
+(``services/managed_objects.py``, which the REST API's ``/v1/objects`` asks too).
 """
 
 from __future__ import annotations
@@ -30,14 +32,15 @@ from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
 from keymanager.domain.kmip import KmipObject
 from keymanager.domain.models import Algorithm, HsmObjects, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import DecryptionFailed, KeyManagerError, KeyNotFound
+from keymanager.errors import Conflict, DecryptionFailed, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import sealing_algorithm
-from keymanager.services.authorization import may_see, require_owner
+from keymanager.services.authorization import require_owner
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
 from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
+from keymanager.services.managed_objects import ManagedObjectService, visible
 
 SEALING_PREFIX = "kmip-objects-"
 """The sealing key of a scheme (``sealing_algorithm``): ``version_labels(SEALING_PREFIX + scheme, 1, scheme)``,
@@ -56,8 +59,11 @@ _FACTORY = pie_factory.ObjectFactory()
 class KmipObjects:
     """The registered objects of the KMIP door (see the module docstring)."""
 
-    def __init__(self, store: KmipStore, hsm: Hsm) -> None:
+    def __init__(self, store: KmipStore, hsm: Hsm, native: ManagedObjectService) -> None:
+        """The objects in ``store``, sealed under keys of ``hsm``; listed, read and destroyed by the rules
+        of ``native`` (the service the REST API shares)."""
         self._store = store
+        self._native = native
         self._hsm = hsm
         self._lock = threading.Lock()
         self._seal_label: str | None = None
@@ -157,14 +163,15 @@ class KmipObjects:
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
     async def destroy(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.DestroyResponsePayload:
-        """Drop the sealed value; Permission Denied while the object is Active."""
-        self._managed(call, found)
-        if found.state is Lifecycle.ACTIVE:
-            raise wrong_state("the object is active: revoke it before destroying it")
-        if found.state in (Lifecycle.DESTROYED, Lifecycle.DESTROYED_COMPROMISED):
-            raise wrong_state("the object is destroyed already")
-        state = Lifecycle.DESTROYED_COMPROMISED if found.state is Lifecycle.COMPROMISED else Lifecycle.DESTROYED
-        await self._change(call, found, state=state, dated=enums.AttributeType.DESTROY_DATE.value, destroy=True)
+        """Drop the sealed value as the native service's rule allows (``ManagedObjectService.check_destroy``);
+        Permission Denied while the object is Active (Wrong Key Lifecycle State in KMIP 2.0)."""
+        _visible(found, call.principal)
+        call.key_id = found.id
+        try:
+            self._native.check_destroy(call.principal, found)
+        except Conflict as exc:
+            raise wrong_state(exc.message) from None
+        await self._native.adestroyed(found, record=call.success(found.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
     async def set_attributes(self, call: KmipCall, found: KmipObject, kept: dict[str, Any]) -> None:
@@ -173,25 +180,19 @@ class KmipObjects:
         await asyncio.to_thread(self._store.change, found, attributes=kept, record=call.success(found.id))
 
     def visible(self, found: KmipObject, principal: Principal) -> bool:
-        """Whether ``principal`` may see ``found`` at all (its owner, an admin, one it names)."""
-        try:
-            _visible(found, principal)
-        except KeyManagerError:
-            return False
-        return True
+        """Whether ``principal`` may see ``found`` at all (the native service's rule, ``managed_objects.visible``)."""
+        return visible(found, principal)
 
     def _managed(self, call: KmipCall, found: KmipObject) -> None:
         _visible(found, call.principal)
         call.key_id = found.id
         require_owner(call.principal, found.owner_id)
 
-    async def _change(
-        self, call: KmipCall, found: KmipObject, *, state: Lifecycle, dated: str, destroy: bool = False
-    ) -> None:
+    async def _change(self, call: KmipCall, found: KmipObject, *, state: Lifecycle, dated: str) -> None:
         kept = dict(found.attributes)
         kept["dates"] = {**kept.get("dates", {}), dated: int(time.time())}
         record = call.success(found.id)
-        await asyncio.to_thread(self._store.change, found, state=state, attributes=kept, destroy=destroy, record=record)
+        await asyncio.to_thread(self._store.change, found, state=state, attributes=kept, record=record)
 
     def _sealing_label(self) -> str:
         """The AES object of the HSM key sealing new values: the token's first such key, or a new one."""
@@ -210,9 +211,8 @@ class KmipObjects:
 
 
 def _visible(found: KmipObject, principal: Principal) -> None:
-    if may_see(principal, found.owner_id, found.policy.names(principal.id)):
-        return
-    raise KeyNotFound(NO_OBJECT)
+    if not visible(found, principal):
+        raise KeyNotFound(NO_OBJECT)
 
 
 def _value(managed: Any) -> tuple[bytes, int]:
