@@ -29,6 +29,7 @@ REST_PATHS = frozenset(
         "inventory",
         "key-specs",
         "keys",
+        "objects",
         "principals",
         "ready",
         "sys",
