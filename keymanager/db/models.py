@@ -218,7 +218,7 @@ class KeyAliasRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
-class KmipObjectRow(Base):
+class ManagedObjectRow(Base):
     """A managed object registered through KMIP that is not a key: secret data, an opaque object, a
     certificate. Its value is stored sealed (AES-256-GCM in the HSM, ``services/kmip/objects.py``)."""
 

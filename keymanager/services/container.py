@@ -11,8 +11,8 @@ from keymanager.db import Engine, Inventory, Store, make_engine, migrate
 from keymanager.db.approvals import ApprovalStore
 from keymanager.db.audit import AuditRecords
 from keymanager.db.credentials import CredentialReader
-from keymanager.db.kmip import KmipStore
 from keymanager.db.kms import KmsStore
+from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.db.transit import TransitStore
 from keymanager.domain.models import Algorithm
@@ -103,7 +103,7 @@ class Services:
         stores = _Stores.open(engine, AuditKey(hsm, settings.audit_key_label))
         shared = _Shared.build(settings, stores, hsm)
         core, store = shared.core, stores.store
-        objects = ManagedObjectService(stores.kmip, store.principal_names)
+        objects = ManagedObjectService(stores.objects, store.principal_names)
         return cls(
             settings=settings,
             store=store,
@@ -210,7 +210,7 @@ class _Stores:
     orphans: OrphanStore
     kms: KmsStore
     transit: TransitStore
-    kmip: KmipStore
+    objects: ManagedObjectStore
     credentials: CredentialReader
     inventory: Inventory
 
@@ -226,7 +226,7 @@ class _Stores:
             orphans=OrphanStore(engine, audit_key=audit_key),
             kms=KmsStore(engine, audit_key=audit_key),
             transit=TransitStore(engine, audit_key=audit_key),
-            kmip=KmipStore(engine, audit_key=audit_key),
+            objects=ManagedObjectStore(engine, audit_key=audit_key),
             credentials=CredentialReader(engine),
             inventory=Inventory(engine),
         )
@@ -298,7 +298,7 @@ def _kmip_service(shared: _Shared, stores: _Stores, objects: ManagedObjectServic
     native service of the objects that are not keys."""
     return KmipService(
         core=shared.core,
-        store=stores.kmip,
+        store=stores.objects,
         objects=objects,
         cache=shared.cache,
         audit_log=shared.audit_log,

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
-from keymanager.db.kmip import KmipStore
+from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Lifecycle, Principal
 from keymanager.errors import Conflict, NotFound
 from keymanager.services.authorization import may_see, require_owner
@@ -31,11 +31,11 @@ DESTROYED = (Lifecycle.DESTROYED, Lifecycle.DESTROYED_COMPROMISED)
 class ShownObject:
     """An object as shown to a caller: its owner named (by id when that principal is gone, None when none)."""
 
-    found: KmipObject
+    found: ManagedObject
     owner: str | None
 
 
-def visible(found: KmipObject, principal: Principal) -> bool:
+def visible(found: ManagedObject, principal: Principal) -> bool:
     """Whether ``principal`` may see ``found`` at all: its owner, an admin, or one its policy names
     (what it may then do is :func:`require_owner`'s and the policy's say)."""
     return may_see(principal, found.owner_id, found.policy.names(principal.id))
@@ -44,7 +44,7 @@ def visible(found: KmipObject, principal: Principal) -> bool:
 class ManagedObjectService:
     """The registered objects in ``store``, their owners named by ``principal_names`` (id to name)."""
 
-    def __init__(self, store: KmipStore, principal_names: Callable[[Collection[str]], dict[str, str]]) -> None:
+    def __init__(self, store: ManagedObjectStore, principal_names: Callable[[Collection[str]], dict[str, str]]) -> None:
         self._store = store
         self._names = principal_names
 
@@ -57,7 +57,7 @@ class ManagedObjectService:
         return self._shown([self._seen(principal, object_id)])[0]
 
     def destroy(
-        self, principal: Principal, object_id: str, *, record: Callable[[KmipObject], AuditEntry | None]
+        self, principal: Principal, object_id: str, *, record: Callable[[ManagedObject], AuditEntry | None]
     ) -> ShownObject:
         """Destroy the object ``object_id`` as :meth:`check_destroy` allows, committing ``record`` of it
         (the caller's success record, naming the object) with the change; NotFound as :meth:`get`."""
@@ -65,7 +65,7 @@ class ManagedObjectService:
         self.check_destroy(principal, found)
         return self._shown([self.destroyed(found, record=record(found))])[0]
 
-    def check_destroy(self, principal: Principal, found: KmipObject) -> None:
+    def check_destroy(self, principal: Principal, found: ManagedObject) -> None:
         """Nothing, if ``principal`` may destroy ``found`` now: Forbidden unless it manages the object
         (``require_owner``), Conflict while it is active (revoke it first) or once it is destroyed."""
         require_owner(principal, found.owner_id)
@@ -74,7 +74,7 @@ class ManagedObjectService:
         if found.state in DESTROYED:
             raise Conflict("the object is destroyed already")
 
-    def destroyed(self, found: KmipObject, *, record: AuditEntry | None) -> KmipObject:
+    def destroyed(self, found: ManagedObject, *, record: AuditEntry | None) -> ManagedObject:
         """``found`` destroyed once :meth:`check_destroy` allowed it: Destroyed (Destroyed Compromised once
         compromised), its value dropped, its destruction dated, ``record`` committed in the change's
         transaction (PreconditionFailed when it changed since it was read)."""
@@ -84,17 +84,17 @@ class ManagedObjectService:
         self._store.change(found, state=state, attributes=kept, destroy=True, record=record)
         return self._store.get(found.id) or found
 
-    async def adestroyed(self, found: KmipObject, *, record: AuditEntry | None) -> KmipObject:
+    async def adestroyed(self, found: ManagedObject, *, record: AuditEntry | None) -> ManagedObject:
         """:meth:`destroyed` off the event loop."""
         return await asyncio.to_thread(self.destroyed, found, record=record)
 
-    def _seen(self, principal: Principal, object_id: str) -> KmipObject:
+    def _seen(self, principal: Principal, object_id: str) -> ManagedObject:
         found = self._store.get(object_id)
         if found is None or not visible(found, principal):
             raise NotFound("object not found")
         return found
 
-    def _shown(self, objects: list[KmipObject]) -> list[ShownObject]:
+    def _shown(self, objects: list[ManagedObject]) -> list[ShownObject]:
         owners = {found.owner_id for found in objects if found.owner_id is not None}
         names = self._names(owners) if owners else {}
         return [

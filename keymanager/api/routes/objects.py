@@ -16,7 +16,7 @@ from keymanager.api.json_bodies import StrictJsonRoute
 from keymanager.api.schemas import ERROR_RESPONSES
 from keymanager.api.schemas.objects import ObjectOut
 from keymanager.domain.audit import AuditEntry
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 
 router = APIRouter(prefix="/v1/objects", tags=["objects"], responses=ERROR_RESPONSES, route_class=StrictJsonRoute)
 
@@ -47,7 +47,7 @@ def destroy_object(object_id: str, acting: Caller, svc: ServicesDep, trail: Audi
     return ObjectOut.of(svc.objects.destroy(acting, object_id, record=lambda found: _success(trail, found)))
 
 
-def _success(trail: AuditContext, found: KmipObject) -> AuditEntry:
+def _success(trail: AuditContext, found: ManagedObject) -> AuditEntry:
     """The success record of a change of ``found``, naming it (committed with the change)."""
     trail.key_id = found.id
     return trail.success()

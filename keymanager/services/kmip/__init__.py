@@ -16,8 +16,8 @@ from typing import Any
 
 from kmip.core import enums
 
-from keymanager.db.kmip import KmipStore
-from keymanager.domain.kmip import KmipObject
+from keymanager.db.managed_objects import ManagedObjectStore
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.core import CoreServices
@@ -33,7 +33,7 @@ from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache
 
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
-ObjectHandler = Callable[[KmipCall, KmipObject, Any], Awaitable[Any]]
+ObjectHandler = Callable[[KmipCall, ManagedObject, Any], Awaitable[Any]]
 PublicHandler = Callable[[KmipCall, Any, str, str], Awaitable[Any]]
 Op = enums.Operation
 
@@ -47,7 +47,7 @@ class KmipService:
         self,
         *,
         core: CoreServices,
-        store: KmipStore,
+        store: ManagedObjectStore,
         objects: ManagedObjectService,
         cache: MetadataCache,
         audit_log: AuditLog,

@@ -22,7 +22,7 @@ from typing import Any
 from kmip.core import enums
 from kmip.core.messages import payloads
 
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Key, KeyState, Lifecycle
 from keymanager.errors import KeyNotFound
 from keymanager.services.authorization import require_owner
@@ -256,7 +256,7 @@ class KmipCatalog:
             views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.attributes, public, save, asked))
         return views
 
-    def _object_view(self, found: KmipObject) -> View:
+    def _object_view(self, found: ManagedObject) -> View:
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [found.id],
             A.OBJECT_TYPE.value: [enums.ObjectType[found.object_type].value],

@@ -3,7 +3,7 @@ objects, X.509 certificates (libmongocrypt without ``delegated`` Registers a 96-
 
 Their values are stored sealed under an HSM key of their own (AES-256-GCM, or AES-256-CBC with
 HMAC-SHA256 on a token without GCM: ``hsm/capabilities.py`` ``sealing_algorithm``; HSM objects
-``km/kmip-objects-<scheme>/…``), bound to the object's id, never in clear (``db/kmip.py``). The registering
+``km/kmip-objects-<scheme>/…``), bound to the object's id, never in clear (``db/managed_objects.py``). The registering
 principal owns the object: it may Get its value and manage it; others get its value only when
 its policy names them for ``get_key_material`` (none is named at registration), and an admin
 manages every object but sees no value it is not named for. Get is audited like every operation.
@@ -26,10 +26,10 @@ from kmip.core.messages import payloads
 from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
-from keymanager.db.kmip import KmipStore
+from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Algorithm, HsmObjects, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
 from keymanager.errors import Conflict, DecryptionFailed, KeyNotFound
@@ -59,7 +59,7 @@ _FACTORY = pie_factory.ObjectFactory()
 class KmipObjects:
     """The registered objects of the KMIP door (see the module docstring)."""
 
-    def __init__(self, store: KmipStore, hsm: Hsm, native: ManagedObjectService) -> None:
+    def __init__(self, store: ManagedObjectStore, hsm: Hsm, native: ManagedObjectService) -> None:
         """The objects in ``store``, sealed under keys of ``hsm``; listed, read and destroyed by the rules
         of ``native`` (the service the REST API shares)."""
         self._store = store
@@ -68,11 +68,11 @@ class KmipObjects:
         self._lock = threading.Lock()
         self._seal_label: str | None = None
 
-    async def find(self, uid: str) -> KmipObject | None:
+    async def find(self, uid: str) -> ManagedObject | None:
         """The object ``uid`` (any state), None when it is not one of these (perhaps a key)."""
         return await asyncio.to_thread(self._store.get, uid)
 
-    async def listed(self) -> list[KmipObject]:
+    async def listed(self) -> list[ManagedObject]:
         """Every registered object, newest first."""
         return await asyncio.to_thread(self._store.all)
 
@@ -103,7 +103,7 @@ class KmipObjects:
         scheme, objects = _sealing(label)
         sealed = await self._hsm.aencrypt(objects, scheme, _bound(object_id), value, b"")
         now = datetime.now(UTC)
-        found = KmipObject(
+        found = ManagedObject(
             id=object_id,
             object_type=kind.name,
             state=Lifecycle.PRE_ACTIVE,
@@ -121,7 +121,7 @@ class KmipObjects:
         call.batch.id_placeholder = object_id
         return payloads.RegisterResponsePayload(unique_identifier=object_id)
 
-    async def get(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.GetResponsePayload:
+    async def get(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.GetResponsePayload:
         """The object's value, to its owner or a principal its policy names for ``get_key_material``."""
         _visible(found, call.principal)
         call.key_id = found.id
@@ -140,7 +140,7 @@ class KmipObjects:
         pie = _pie(kind, value, found.attributes.get("value_type"))
         return payloads.GetResponsePayload(object_type=kind, unique_identifier=found.id, secret=_FACTORY.convert(pie))
 
-    async def activate(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.ActivateResponsePayload:
+    async def activate(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.ActivateResponsePayload:
         """Pre-Active to Active."""
         self._managed(call, found)
         if found.state is not Lifecycle.PRE_ACTIVE:
@@ -150,7 +150,7 @@ class KmipObjects:
         await self._change(call, found, state=Lifecycle.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
         return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
-    async def revoke(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.RevokeResponsePayload:
+    async def revoke(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.RevokeResponsePayload:
         """Active or Pre-Active to Deactivated (or, revoked as compromised, to Compromised)."""
         self._managed(call, found)
         compromised = revocation(call, payload)
@@ -162,7 +162,7 @@ class KmipObjects:
         await self._change(call, found, state=state, dated=enums.AttributeType.DEACTIVATION_DATE.value)
         return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
-    async def destroy(self, call: KmipCall, found: KmipObject, payload: Any) -> payloads.DestroyResponsePayload:
+    async def destroy(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.DestroyResponsePayload:
         """Drop the sealed value as the native service's rule allows (``ManagedObjectService.check_destroy``);
         Permission Denied while the object is Active (Wrong Key Lifecycle State in KMIP 2.0)."""
         _visible(found, call.principal)
@@ -174,21 +174,21 @@ class KmipObjects:
         await self._native.adestroyed(found, record=call.success(found.id))
         return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
 
-    async def set_attributes(self, call: KmipCall, found: KmipObject, kept: dict[str, Any]) -> None:
+    async def set_attributes(self, call: KmipCall, found: ManagedObject, kept: dict[str, Any]) -> None:
         """Store the attributes ``kept`` (the client's) of ``found``, which the caller manages."""
         self._managed(call, found)
         await asyncio.to_thread(self._store.change, found, attributes=kept, record=call.success(found.id))
 
-    def visible(self, found: KmipObject, principal: Principal) -> bool:
+    def visible(self, found: ManagedObject, principal: Principal) -> bool:
         """Whether ``principal`` may see ``found`` at all (the native service's rule, ``managed_objects.visible``)."""
         return visible(found, principal)
 
-    def _managed(self, call: KmipCall, found: KmipObject) -> None:
+    def _managed(self, call: KmipCall, found: ManagedObject) -> None:
         _visible(found, call.principal)
         call.key_id = found.id
         require_owner(call.principal, found.owner_id)
 
-    async def _change(self, call: KmipCall, found: KmipObject, *, state: Lifecycle, dated: str) -> None:
+    async def _change(self, call: KmipCall, found: ManagedObject, *, state: Lifecycle, dated: str) -> None:
         kept = dict(found.attributes)
         kept["dates"] = {**kept.get("dates", {}), dated: int(time.time())}
         record = call.success(found.id)
@@ -210,7 +210,7 @@ class KmipObjects:
             return self._seal_label
 
 
-def _visible(found: KmipObject, principal: Principal) -> None:
+def _visible(found: ManagedObject, principal: Principal) -> None:
     if not visible(found, principal):
         raise KeyNotFound(NO_OBJECT)
 

@@ -1,4 +1,4 @@
-"""The objects registered through KMIP that are not keys (``kmip_objects``): stored, read, changed."""
+"""The managed objects that are not keys (the table ``kmip_objects``): stored, read, changed."""
 
 from __future__ import annotations
 
@@ -13,25 +13,25 @@ from sqlalchemy.orm import Session
 from keymanager import errors
 from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.db.models import KmipObjectRow
+from keymanager.db.models import ManagedObjectRow
 from keymanager.domain.audit import AuditEntry, ChainKey
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Lifecycle
 from keymanager.domain.policy import Policy
 
 
-class KmipStore:
+class ManagedObjectStore:
     """Registered objects over one engine; safe to share between threads. Every change bumps the
     metadata version and commits its audit record in its transaction (``db/changes.py``)."""
 
     def __init__(self, engine: Engine, *, audit_key: ChainKey | None = None) -> None:
         self._sessions = sessions(engine, audit_key)
 
-    def add(self, found: KmipObject, *, record: AuditEntry | None) -> None:
+    def add(self, found: ManagedObject, *, record: AuditEntry | None) -> None:
         """Store a new object (and ``record``)."""
         with self._transaction() as session:
             session.add(
-                KmipObjectRow(
+                ManagedObjectRow(
                     id=found.id,
                     object_type=found.object_type,
                     state=found.state.value,
@@ -47,21 +47,21 @@ class KmipStore:
             session.flush()
             record_change(session, record)
 
-    def get(self, object_id: str) -> KmipObject | None:
+    def get(self, object_id: str) -> ManagedObject | None:
         """The object ``object_id``, if there is one."""
         with self._transaction() as session:
-            row = session.get(KmipObjectRow, object_id)
+            row = session.get(ManagedObjectRow, object_id)
             return None if row is None else _object(row)
 
-    def all(self) -> list[KmipObject]:
+    def all(self) -> list[ManagedObject]:
         """Every object, newest first."""
         with self._transaction() as session:
-            rows = session.scalars(select(KmipObjectRow).order_by(KmipObjectRow.created_at.desc())).all()
+            rows = session.scalars(select(ManagedObjectRow).order_by(ManagedObjectRow.created_at.desc())).all()
             return [_object(row) for row in rows]
 
     def change(
         self,
-        found: KmipObject,
+        found: ManagedObject,
         *,
         state: Lifecycle | None = None,
         attributes: Mapping[str, Any] | None = None,
@@ -77,9 +77,9 @@ class KmipStore:
             values["attributes"] = dict(attributes)
         if destroy:
             values["sealed"] = None
-        current = (KmipObjectRow.id == found.id) & (KmipObjectRow.updated_at == found.updated_at)
+        current = (ManagedObjectRow.id == found.id) & (ManagedObjectRow.updated_at == found.updated_at)
         with self._transaction() as session:
-            if not rowcount(session, update(KmipObjectRow).where(current).values(**values)):
+            if not rowcount(session, update(ManagedObjectRow).where(current).values(**values)):
                 raise errors.PreconditionFailed("the object changed meanwhile")
             record_change(session, record)
 
@@ -89,8 +89,8 @@ class KmipStore:
             yield session
 
 
-def _object(row: KmipObjectRow) -> KmipObject:
-    return KmipObject(
+def _object(row: ManagedObjectRow) -> ManagedObject:
+    return ManagedObject(
         id=row.id,
         object_type=row.object_type,
         state=Lifecycle(row.state),

@@ -1,5 +1,5 @@
 """Migration 0014 on SQLite and PostgreSQL: a principal's create_keys, a key's KMIP state,
-exportability and attributes, and the registered objects of ``db/kmip.py`` (compare-and-set)."""
+exportability and attributes, and the registered objects of ``db/managed_objects.py`` (compare-and-set)."""
 
 from __future__ import annotations
 
@@ -11,16 +11,16 @@ from sqlalchemy import Engine
 
 from keymanager import errors
 from keymanager.db import Store
-from keymanager.db.kmip import KmipStore
+from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.credentials import new_id
-from keymanager.domain.kmip import KmipObject
+from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import KeyState, Lifecycle, Principal, Role
 from keymanager.domain.policy import Operation, Policy
 from tests.db.test_store import T0, a_key
 
 
-def an_object(owner: str) -> KmipObject:
-    return KmipObject(
+def an_object(owner: str) -> ManagedObject:
+    return ManagedObject(
         id=new_id(),
         object_type="SECRET_DATA",
         state=Lifecycle.PRE_ACTIVE,
@@ -70,7 +70,7 @@ def test_a_native_key_is_active_in_kmip_words(store: Store) -> None:
 
 
 def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) -> None:
-    objects = KmipStore(engine)
+    objects = ManagedObjectStore(engine)
     owner = new_id()
     made = an_object(owner)
     objects.add(made, record=None)
@@ -89,7 +89,7 @@ def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) 
 
 
 def test_objects_are_listed_newest_first(engine: Engine) -> None:
-    objects = KmipStore(engine)
+    objects = ManagedObjectStore(engine)
     older = an_object("a")
     newer = replace(an_object("b"), created_at=datetime.now(UTC) + timedelta(seconds=1))
     objects.add(older, record=None)

@@ -1,4 +1,6 @@
-"""Managed objects registered through KMIP that are not keys: secret data, opaque objects, certificates."""
+"""The managed objects that are not keys — secret data, opaque objects, certificates — as the core
+knows them: registered through KMIP, listed, read and destroyed through any door
+(``services/managed_objects.py``)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from keymanager.domain.policy import Policy
 
 
 @dataclass(frozen=True)
-class KmipObject:
+class ManagedObject:
     """One registered object: its value is stored sealed under an HSM key (``sealed``, opened with the
     key whose AES object is ``seal_label``), never in clear; None once it is destroyed."""
 
