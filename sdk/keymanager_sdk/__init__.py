@@ -5,9 +5,10 @@ frozen dataclasses (asymmetric keys: ``Signature``, ``PublicKey`` loadable by ``
 ``SharedSecret``, ``DataKeyPair``; see ``keymanager_sdk._asymmetric``); every error is a
 ``KeyManagerError`` (see ``keymanager_sdk._exceptions`` for the hierarchy). Dual control: a
 guarded call held for approval raises ``ApprovalPending``; approval requests (``Approval``) and
-rules (``ApprovalRule``): see ``keymanager_sdk._approvals``. Large blobs are envelope-encrypted
-locally (``encrypt_stream`` / ``encrypt_file``) in the KMEV format described in
-``docs/envelope-format.md``.
+rules (``ApprovalRule``): see ``keymanager_sdk._approvals``. Managed objects that are not keys
+(``ManagedObject``: secret data, opaque objects, certificates registered over KMIP): see
+``keymanager_sdk._objects``. Large blobs are envelope-encrypted locally (``encrypt_stream`` /
+``encrypt_file``) in the KMEV format described in ``docs/envelope-format.md``.
 """
 
 from keymanager_sdk._access_keys import AccessKey, AppRole, NewAccessKey, NewAppRole
@@ -58,6 +59,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._objects import ManagedObject
 from keymanager_sdk._tokens import Token
 
 __all__ = [
@@ -97,6 +99,7 @@ __all__ = [
     "KeySpec",
     "KeyVersion",
     "Mac",
+    "ManagedObject",
     "NewAccessKey",
     "NewAppRole",
     "NewPrincipal",

@@ -50,6 +50,7 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._objects import AsyncObjectMethods
 from keymanager_sdk._tokens import AsyncTokenMethods
 from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_transport
 
@@ -57,7 +58,12 @@ T = TypeVar("T")
 
 
 class AsyncKeyManager(
-    AsyncTokenMethods, AsyncAccessKeyMethods, AsyncKeyImportMethods, AsyncAsymmetricMethods, AsyncApprovalMethods
+    AsyncTokenMethods,
+    AsyncAccessKeyMethods,
+    AsyncKeyImportMethods,
+    AsyncAsymmetricMethods,
+    AsyncApprovalMethods,
+    AsyncObjectMethods,
 ):
     """Asynchronous client of the keymanager API; see ``KeyManager`` for the options and contracts.
 

@@ -41,13 +41,14 @@ from keymanager_sdk._models import (
     Principal,
     Readiness,
 )
+from keymanager_sdk._objects import ObjectMethods
 from keymanager_sdk._tokens import TokenMethods
 from keymanager_sdk._transport import TRANSPORT_ERRORS, JsonTransport, json_transport
 
 T = TypeVar("T")
 
 
-class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMethods, ApprovalMethods):
+class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMethods, ApprovalMethods, ObjectMethods):
     """Synchronous client of the keymanager API.
 
     ``base_url`` is the service (``https://host:8443``). Authenticate with ``token`` (bearer) or a
@@ -71,7 +72,7 @@ class KeyManager(TokenMethods, AccessKeyMethods, KeyImportMethods, AsymmetricMet
     a plaintext that is neither ``str`` nor bytes-like is a ``TypeError``. Any call the service
     holds for approval (dual control) raises ``ApprovalPending``: once approved, send it again.
     Tokens: ``_tokens``; access keys of the AWS KMS API: ``_access_keys``; approval requests and
-    rules: ``_approvals``.
+    rules: ``_approvals``; managed objects that are not keys (registered over KMIP): ``_objects``.
     """
 
     def __init__(  # noqa: PLR0913 (keyword-only options of the public constructor, as httpx.Client has)

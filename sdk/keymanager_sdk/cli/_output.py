@@ -21,6 +21,7 @@ from typing import Any, TextIO
 from keymanager_sdk._access_keys import AccessKey, AppRole
 from keymanager_sdk._approvals import Approval
 from keymanager_sdk._models import AuditRecord, Encrypted, Key, Principal
+from keymanager_sdk._objects import ManagedObject
 from keymanager_sdk.cli._config import UsageError
 
 OUTPUTS = ("table", "json", "text")
@@ -34,6 +35,7 @@ COLUMNS: dict[type, tuple[str, ...]] = {
     AccessKey: ("access_key_id", "created_at"),
     AppRole: ("role_id", "created_at"),
     Approval: ("id", "state", "operations", "target", "requester", "approvals_required", "expires_at"),
+    ManagedObject: ("id", "object_type", "state", "owner", "created_at", "updated_at"),
     AuditRecord: AUDIT_COLUMNS,
     dict: AUDIT_COLUMNS,  # audit_rows
 }

@@ -16,7 +16,7 @@ from keymanager_sdk._envelope import DEFAULT_SEGMENT_SIZE
 from keymanager_sdk._key_import import WRAPPING_ALGORITHMS
 from keymanager_sdk._models import OPERATIONS
 from keymanager_sdk._spec_names import KEY_SPECS, SIGNING_ALGORITHMS, USAGES
-from keymanager_sdk.cli import _approvals, _asymmetric, _completion, _crypto
+from keymanager_sdk.cli import _approvals, _asymmetric, _completion, _crypto, _objects
 from keymanager_sdk.cli import _commands as cmd
 from keymanager_sdk.cli._access_keys import (
     access_keys_create,
@@ -33,6 +33,7 @@ from keymanager_sdk.cli._policy import policy_add, policy_remove
 
 KEY_HELP = "the key's name or id"
 REQUEST_HELP = "the approval request's id (what a held call printed)"
+OBJECT_HELP = "the managed object's id (its KMIP unique identifier)"
 GUARDED = ", ".join(GUARDED_OPERATIONS)
 
 
@@ -219,6 +220,16 @@ def _approvals_commands(group: Any) -> None:
     replace.add_argument("--key", default=argparse.SUPPRESS, help="a key's own rules (default: the service's)")
 
 
+def _objects_commands(group: Any) -> None:
+    objects = _group(group, "objects", "managed objects that are not keys (secret data, opaque objects, certificates)")
+    _sub(objects, "list", _objects.objects_list, "list the managed objects you may see (metadata only)")
+    for name, run, text in [
+        ("get", _objects.objects_get, "show a managed object's type, state, owner and times"),
+        ("destroy", _objects.objects_destroy, "destroy a managed object (revoke it over KMIP first)"),
+    ]:
+        _sub(objects, name, run, text).add_argument("object_id", metavar="ID", help=OBJECT_HELP)
+
+
 def _fields(group: Any) -> None:
     for name, run, text in [
         ("encrypt", _crypto.encrypt, "encrypt stdin or --in (a small field, or a large file with --envelope)"),
@@ -315,5 +326,6 @@ def parser() -> argparse.ArgumentParser:
     _macs_and_tokens(group)
     _audit(group)
     _approvals_commands(group)
+    _objects_commands(group)
     _completion_command(group)
     return root
