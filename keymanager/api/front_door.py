@@ -2,7 +2,7 @@
 
 In this order, for every HTTP request (:class:`FrontDoor`):
 
-1. A key or principal named in the URL must follow the contract's name rules (400
+1. A key, principal or managed object named in the URL must follow the contract's name rules (400
    ``invalid_request``), so nothing longer than a name reaches a query, a cache or an audit record.
 2. A ``Content-Length`` over the route's limit is refused with 413.
 3. The caller authenticates — bearer token or verified TLS client certificate — except on the
@@ -32,7 +32,14 @@ from starlette.types import Receive, Scope
 from keymanager.api.errors import render
 from keymanager.api.request_context import CREDENTIAL
 from keymanager.domain.credentials import Credential
-from keymanager.domain.names import KEY_REF_RULE, PRINCIPAL_NAME_RULE, is_key_ref, is_principal_name
+from keymanager.domain.names import (
+    KEY_REF_RULE,
+    OBJECT_ID_RULE,
+    PRINCIPAL_NAME_RULE,
+    is_key_ref,
+    is_object_id,
+    is_principal_name,
+)
 from keymanager.domain.sigv4 import claimed_access_key_id
 from keymanager.errors import InvalidRequest, KeyManagerError, PayloadTooLarge, RateLimited, Unauthenticated
 from keymanager.services.container import Services
@@ -47,6 +54,7 @@ MAX_SUBJECT_CHARS = 1024
 
 _KEY = re.compile(r"/v1/keys/([^/]*)(?:/.*)?")
 _PRINCIPAL = re.compile(r"/v1/principals/([^/]*)")
+_OBJECT = re.compile(r"/v1/objects/([^/]*)")
 _BATCH = re.compile(r"/v1/keys/[^/]+/(?:encrypt|decrypt)/batch")
 _STREAM = re.compile(r"/v1/keys/[^/]+/(?:encrypt|decrypt)/stream")
 
@@ -241,3 +249,7 @@ def _check_names(path: str) -> None:
         match = _PRINCIPAL.fullmatch(path)
         if match is not None and not is_principal_name(match.group(1)):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
+    elif path.startswith("/v1/objects/"):
+        match = _OBJECT.fullmatch(path)
+        if match is not None and not is_object_id(match.group(1)):
+            raise InvalidRequest(OBJECT_ID_RULE)

@@ -1,4 +1,4 @@
-"""The name rules of the contract: key names, key ids and principal names.
+"""The name rules of the contract: key names, key ids, principal names and managed objects' ids.
 
 Every reference taken from a URL is checked against these rules before anything else is
 done with it, so nothing longer than a name can reach a database query, a cache or an
@@ -25,6 +25,7 @@ KEY_NAME_RULE = (
 )
 KEY_REF_RULE = "a key is named by its name (1-128 letters, digits, '_', '.' or '-', starting with a letter) or its id"
 PRINCIPAL_NAME_RULE = "a principal name is 1-64 letters, digits, '_', '.' or '-', starting with a letter"
+OBJECT_ID_RULE = "a managed object is named by its id: 32 lowercase hex digits"
 
 
 def is_key_name(name: str, *, kms_auto_named: bool = False) -> bool:
@@ -38,6 +39,11 @@ def is_key_name(name: str, *, kms_auto_named: bool = False) -> bool:
 def is_key_ref(ref: str) -> bool:
     """Whether ``ref`` can name or identify a key (the ``{key}`` of a URL)."""
     return KEY_NAME.fullmatch(ref) is not None or KEY_ID.fullmatch(ref) is not None
+
+
+def is_object_id(ref: str) -> bool:
+    """Whether ``ref`` can name a managed object (its id, made as a key's: ``credentials.new_id``)."""
+    return KEY_ID.fullmatch(ref) is not None
 
 
 def is_principal_name(name: str) -> bool:

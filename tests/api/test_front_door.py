@@ -144,6 +144,8 @@ def test_a_batch_body_over_the_json_limit_is_read_once_authenticated(
         ("POST", "/v1/keys/no%20spaces/decrypt"),
         ("PATCH", "/v1/keys/1abc"),
         ("DELETE", "/v1/principals/" + "p" * 65),
+        ("GET", "/v1/objects/" + "0" * 33),
+        ("DELETE", "/v1/objects/NOT-AN-ID"),
     ],
 )
 def test_a_reference_outside_the_name_rules_is_400_before_anything(
@@ -173,6 +175,7 @@ def test_the_longest_names_pass_the_door(client: TestClient, admin_token: str) -
     name = "k" + "x" * 127
     assert_error(client.get(f"/v1/keys/{name}", headers=auth(admin_token)), 404, "key_not_found")
     assert_error(client.delete("/v1/principals/" + "p" * 64, headers=auth(admin_token)), 404, "not_found")
+    assert_error(client.get("/v1/objects/" + "0" * 32, headers=auth(admin_token)), 404, "not_found")
 
 
 def test_public_routes_need_no_credentials_and_the_rest_do(client: TestClient) -> None:
