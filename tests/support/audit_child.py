@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from datetime import UTC, datetime
 from typing import Any
 
@@ -11,6 +12,7 @@ from keymanager.config import SOFTHSM_MODULE
 from keymanager.db import make_engine
 from keymanager.db.audit import AuditRecords
 from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.errors import HsmUnavailable
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditWriter
@@ -39,15 +41,32 @@ def prepare_chain(url: str, softhsm_conf: str, token: str, pin: str, label: str,
     reports the key's presence (found or created) on ``results``."""
     os.environ["SOFTHSM2_CONF"] = softhsm_conf
     engine = make_engine(url)
-    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    hsm = _opened(token, pin)  # the session is open before the race
     key = AuditKey(hsm, label)
-    hsm.ping()  # the session is open before the race
     barrier.wait(timeout=60)
     try:
         results.put(AuditChain(AuditRecords(engine, key), key).prepare().value)
     finally:
         hsm.close()
         engine.dispose()
+
+
+def _opened(token: str, pin: str, tries: int = 5) -> Hsm:
+    """An ``Hsm`` of ``token`` whose session is open. SoftHSM can miss the token when it initialises
+    while another process writes the token directory (``NoSuchToken``, seen once in a CI rehearsal);
+    the race under test starts after the session, so a miss is tried again with the library
+    finalised and initialised afresh (``restart_pending``, as after a failed call), a few times."""
+    hsm = Hsm(SOFTHSM_MODULE, token, pin)
+    for attempt in range(tries):
+        try:
+            hsm.ping()
+            return hsm
+        except HsmUnavailable:
+            if attempt == tries - 1:
+                raise
+            hsm._token.restart_pending = True
+            time.sleep(0.2 * (attempt + 1))
+    raise AssertionError("unreachable")
 
 
 def count_labels(softhsm_conf: str, token: str, pin: str, label: str, results: Any) -> None:
