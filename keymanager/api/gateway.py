@@ -91,7 +91,6 @@ class Gateway:
         self.access_log = access_log
         self.doors = tuple(doors)
         """The doors beside the REST API, each answering the requests it owns (step 2)."""
-        """The web console's static files (``api/console.py``); None with ``KM_UI`` off."""
 
     @property
     def state(self) -> State:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -67,9 +68,9 @@ class ManagedObjectStore:
         attributes: Mapping[str, Any] | None = None,
         destroy: bool = False,
         record: AuditEntry | None,
-    ) -> None:
+    ) -> ManagedObject:
         """Change the state or attributes of ``found`` if it is still as read (else
-        PreconditionFailed); ``destroy`` drops its sealed value."""
+        PreconditionFailed); ``destroy`` drops its sealed value. The object as changed."""
         values: dict[str, Any] = {"updated_at": max(datetime.now(UTC), found.updated_at)}
         if state is not None:
             values["state"] = state.value
@@ -82,6 +83,13 @@ class ManagedObjectStore:
             if not rowcount(session, update(ManagedObjectRow).where(current).values(**values)):
                 raise errors.PreconditionFailed("the object changed meanwhile")
             record_change(session, record)
+        return replace(
+            found,
+            state=found.state if state is None else state,
+            attributes=found.attributes if attributes is None else dict(attributes),
+            sealed=None if destroy else found.sealed,
+            updated_at=values["updated_at"],
+        )
 
     @contextmanager
     def _transaction(self) -> Iterator[Session]:

@@ -81,8 +81,7 @@ class ManagedObjectService:
         state = Lifecycle.DESTROYED_COMPROMISED if found.state is Lifecycle.COMPROMISED else Lifecycle.DESTROYED
         kept = dict(found.attributes)
         kept["dates"] = {**kept.get("dates", {}), DESTROY_DATE: int(time.time())}
-        self._store.change(found, state=state, attributes=kept, destroy=True, record=record)
-        return self._store.get(found.id) or found
+        return self._store.change(found, state=state, attributes=kept, destroy=True, record=record)
 
     async def adestroyed(self, found: ManagedObject, *, record: AuditEntry | None) -> ManagedObject:
         """:meth:`destroyed` off the event loop."""

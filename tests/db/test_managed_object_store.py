@@ -82,9 +82,10 @@ def test_a_registered_object_is_stored_and_changed_if_unchanged(engine: Engine) 
     with pytest.raises(errors.PreconditionFailed):
         objects.change(made, state=Lifecycle.DEACTIVATED, record=None)  # read before the change above
     later = replace(active, updated_at=active.updated_at)
-    objects.change(later, state=Lifecycle.DESTROYED, destroy=True, record=None)
+    changed = objects.change(later, state=Lifecycle.DESTROYED, destroy=True, record=None)
     destroyed = objects.get(made.id)
     assert destroyed is not None and destroyed.sealed is None and destroyed.state is Lifecycle.DESTROYED
+    assert changed == destroyed  # the object as changed, without reading it back
     assert objects.get(new_id()) is None
 
 
