@@ -252,12 +252,12 @@ class Settings(BaseSettings):
     access_log: bool = False
     """One log line per request (``keymanager.access``: method, route, status, duration), whatever ``KM_LOG_LEVEL``."""
 
-    # -- the web console (issue 39: api/console.py, keymanager/ui/, docs/usage.md) --
+    # -- the web console (issue 39: doors/console/door.py, keymanager/ui/, docs/usage.md) --
     ui: bool | None = None
     """Serve the web console at ``/ui/`` on the HTTPS port: static files from the package, a client
     of the REST API with the API's own credentials, under a strict Content-Security-Policy. Default:
     on in development, off in production (set ``KM_UI=true`` there to serve it)."""
-    # --- the Vault Transit API (issue 35: api/transit.py, services/transit/, docs/transit.md) ---
+    # --- the Vault Transit API (issue 35: doors/transit/door.py, doors/transit/, docs/transit.md) ---
     transit_mount: Annotated[list[str], NoDecode] = ["transit"]
     """Mount paths of the Vault Transit API (``/v1/<mount>/encrypt/<key>``, …), comma-separated: every
     mount serves the same keys. A mount is 1-4 segments of letters, digits, ``_`` and ``-``; it may not

@@ -17,12 +17,10 @@ from fastapi import APIRouter, FastAPI
 from keymanager import __version__
 from keymanager.api import errors, metrics
 from keymanager.api.audit_trail import AuditTrail
-from keymanager.api.console import ConsoleDoor, console_files
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway, HttpDoor
 from keymanager.api.kmip import KmipDoor
-from keymanager.api.kms import KmsDoor
 from keymanager.api.routes import (
     access_keys,
     approle,
@@ -40,11 +38,13 @@ from keymanager.api.routes import (
     streams,
     tokens,
 )
-from keymanager.api.transit import BodyLimits as TransitLimits
-from keymanager.api.transit import TransitDoor
-from keymanager.api.xks import XksDoor
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
+from keymanager.doors.console.door import ConsoleDoor, console_files
+from keymanager.doors.kms.door import KmsDoor
+from keymanager.doors.transit.door import BodyLimits as TransitLimits
+from keymanager.doors.transit.door import TransitDoor
+from keymanager.doors.xks.door import XksDoor
 from keymanager.services.container import Services
 from keymanager.services.spool import remove_dead
 from keymanager.services.throttle import AuthThrottle

@@ -26,7 +26,7 @@ fails unexpectedly before is recorded with the JSON 500 it is answered with. A c
 hangs up before the answer completed (mid-upload or mid-download) is recorded with status 499
 and logged as one WARNING line, without a traceback.
 
-The AWS KMS door (``api/kms.py``) has no routes: it declares each call's action on the context
+The AWS KMS door (``doors/kms/door.py``) has no routes: it declares each call's action on the context
 (:attr:`AuditContext.declared`) and asks ``AuditLog`` itself when it answers, so that a failed
 write answers in AWS's error shape.
 """

@@ -8,10 +8,10 @@ what uvicorn serves. Each HTTP request passes, in this order:
    on every log line and on the answer; its audit context (``api/audit_trail.py``), which the
    route fills;
 2. the first of the doors it was given (:class:`HttpDoor`, ``api/app.py`` ``http_doors``) that
-   owns the request answers it: ``POST /`` the AWS KMS door (``api/kms.py``), a path holding
-   ``/kms/xks/`` the AWS External Key Store door (``api/xks.py``), a path under a Transit mount or
-   ``/v1/auth/`` the Vault Transit door (``api/transit.py``), ``/ui`` and below the web console's
-   static files (``api/console.py``, with ``KM_UI``). The KMIP door is not one of them: it has a
+   owns the request answers it: ``POST /`` the AWS KMS door (``doors/kms/door.py``), a path holding
+   ``/kms/xks/`` the AWS External Key Store door (``doors/xks/door.py``), a path under a Transit mount or
+   ``/v1/auth/`` the Vault Transit door (``doors/transit/door.py``), ``/ui`` and below the web console's
+   static files (``doors/console/door.py``, with ``KM_UI``). The KMIP door is not one of them: it has a
    listener of its own (``serving/kmip.py``);
 3. every other request passes the front door (``api/front_door.py``) before a byte of its body
    is read: names, length, credential; a refusal is answered here;

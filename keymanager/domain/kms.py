@@ -1,7 +1,7 @@
 """The AWS KMS API's vocabulary: errors by AWS name, key references (ids, ARNs, aliases), key metadata
 (its request fields are read by :mod:`keymanager.domain.kms_fields`).
 
-Pure: no HTTP, no storage. The API door (``api/kms.py``) turns :class:`KmsError` into AWS's
+Pure: no HTTP, no storage. The API door (``doors/kms/door.py``) turns :class:`KmsError` into AWS's
 answer ``{"__type": <code>, "message": …}``; :func:`aws_error` translates the service's own
 errors so that both doors refuse the same things for the same reasons.
 

@@ -3,7 +3,7 @@
 AWS KMS calls ``POST https://<server>/<prefix>/kms/xks/v1/keys/<externalKeyId>/{metadata,encrypt,decrypt}``
 and ``…/v1/health`` (specification: ``aws/aws-kms-xksproxy-api-spec``, ``xks_proxy_api_spec.md``).
 This module is pure: it parses what AWS sends and spells what it expects back; the services do
-the rest (``services/xks/``).
+the rest (``doors/xks/``).
 
 Ciphertext. Encrypt answers AES-256-GCM made in the HSM under the key's primary version, with a
 12-byte IV, a 16-byte tag and a ``ciphertextMetadata`` naming the key version

@@ -16,6 +16,10 @@ from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.db.transit import TransitStore
 from keymanager.domain.models import Algorithm
+from keymanager.doors.kms.crypto import KmsCrypto
+from keymanager.doors.kms.keys import KmsKeys
+from keymanager.doors.transit import TransitService
+from keymanager.doors.xks import XksHealth, XksService
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.hsm.capabilities import sealing_algorithm
@@ -31,8 +35,6 @@ from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
 from keymanager.services.kmip import KmipService
-from keymanager.services.kms.crypto import KmsCrypto
-from keymanager.services.kms.keys import KmsKeys
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.overview import Overview
@@ -42,8 +44,6 @@ from keymanager.services.readiness import Readiness
 from keymanager.services.snapshot import MetadataCache
 from keymanager.services.spool import SpoolArea, remove_dead
 from keymanager.services.tokens import TokenService
-from keymanager.services.transit import TransitService
-from keymanager.services.xks import XksHealth, XksService
 
 
 class ServiceObserver(Protocol):
@@ -307,7 +307,7 @@ def _kmip_service(shared: _Shared, stores: _Stores, objects: ManagedObjectServic
 
 
 def _transit_service(shared: _Shared, stores: _Stores) -> TransitService:
-    """The Vault Transit door's operations (``services/transit/``) on the shared services and the Transit store."""
+    """The Vault Transit door's operations (``doors/transit/``) on the shared services and the Transit store."""
     return TransitService(
         core=shared.core,
         store=stores.transit,

@@ -20,7 +20,7 @@ Each request is known by its client's address (``scope["client"]``): the one the
 
 Vault's clients list with the method ``LIST``, which httptools (llhttp) cannot parse: a request that
 begins a read with ``LIST <target>`` is read as ``GET <target>?list=true``, the form Vault takes too
-and the Go client sends (the Transit door reads it as a list, ``api/transit.py``).
+and the Go client sends (the Transit door reads it as a list, ``doors/transit/door.py``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The web console's static files at ``/ui/`` (``api/console.py``): served with ``KM_UI`` (on in
+"""The web console's static files at ``/ui/`` (``doors/console/door.py``): served with ``KM_UI`` (on in
 development, off in production unless set), without a credential, each answer under the strict
 Content-Security-Policy; every file of ``keymanager/ui`` shipped in the package; and the sources
 keep the rules the policy cannot check alone (no markup from strings, no storage, no other host).
@@ -16,8 +16,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from keymanager.api.app import create_app
-from keymanager.api.console import CONTENT_SECURITY_POLICY, SECURITY_HEADERS
 from keymanager.config import Settings
+from keymanager.doors.console.door import CONTENT_SECURITY_POLICY, SECURITY_HEADERS
 from keymanager.hsm import Hsm
 from keymanager.services.container import Services
 from tests.conftest import make_settings

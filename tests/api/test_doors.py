@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from keymanager.api.app import create_app, kmip_door
-from keymanager.api.console import ConsoleDoor
 from keymanager.api.kmip import KmipDoor
-from keymanager.api.kms import KmsDoor
-from keymanager.api.transit import TransitDoor
-from keymanager.api.xks import XksDoor
+from keymanager.doors.console.door import ConsoleDoor
+from keymanager.doors.kms.door import KmsDoor
+from keymanager.doors.transit.door import TransitDoor
+from keymanager.doors.xks.door import XksDoor
 from tests.conftest import make_settings
 
 OWNERS = [

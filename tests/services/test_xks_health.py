@@ -13,11 +13,11 @@ from pkcs11 import exceptions as p11
 
 from keymanager.config import Settings
 from keymanager.domain.audit import AuditEntry, Outcome
+from keymanager.doors.xks import XksHealth
+from keymanager.doors.xks.health import MAX_AGE_SECONDS, TEST_KEY_PREFIX
 from keymanager.errors import DatabaseUnavailable, KeyManagerError
 from keymanager.hsm import Hsm, operations
 from keymanager.services.container import Services
-from keymanager.services.xks import XksHealth
-from keymanager.services.xks.health import MAX_AGE_SECONDS, TEST_KEY_PREFIX
 from tests.conftest import make_settings
 
 

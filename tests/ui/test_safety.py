@@ -12,7 +12,7 @@ import pytest
 from botocore.config import Config
 from playwright.sync_api import expect
 
-from keymanager.api.console import CONTENT_SECURITY_POLICY
+from keymanager.doors.console.door import CONTENT_SECURITY_POLICY
 from tests.e2e.conftest import Server
 from tests.ui.conftest import Tab, go, make_principal, shoot, sign_in
 

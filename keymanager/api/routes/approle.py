@@ -1,5 +1,5 @@
 """``/v1/principals/{name}/approle``: a principal's AppRole credentials for the Vault Transit door's
-``POST /v1/auth/approle/login`` (admin only; ``services/transit/identity.py``).
+``POST /v1/auth/approle/login`` (admin only; ``doors/transit/identity.py``).
 
 The ``secret_id`` is in the answer of the creation only; only its SHA-256 is stored.
 """

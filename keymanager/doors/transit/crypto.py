@@ -4,7 +4,7 @@ Ciphertexts are ``vault:v<N>:base64(nonce ‖ ciphertext ‖ tag)``: AES-GCM in 
 a nonce the HSM's side makes (never the caller's: ``nonce`` is refused), the caller's
 ``associated_data`` as the only AAD (``CryptoService.seal_with_aad``). Every failure of a ciphertext's
 body (encoding, length, tag, another key's, other associated data) is the one
-:data:`~keymanager.services.transit.codec.DECRYPTION_FAILED`; a version 0, beyond the latest or below
+:data:`~keymanager.doors.transit.codec.DECRYPTION_FAILED`; a version 0, beyond the latest or below
 ``min_decryption_version`` is read from the prefix and has its own message. Batches (``batch_input``,
 at most the service's batch size) answer one result or ``error`` per item, in order, with Vault's
 status: 400 when an item failed (the caller's ``partial_failure_response_code`` when others succeeded).
@@ -21,14 +21,14 @@ from typing import Any
 from keymanager.db.transit import TransitStore
 from keymanager.domain.models import Key
 from keymanager.domain.policy import Operation
+from keymanager.doors.transit import codec
+from keymanager.doors.transit.codec import DECRYPTION_FAILED, TOO_OLD, invalid
+from keymanager.doors.transit.keys import TransitCall, transit_spec
 from keymanager.errors import DecryptionFailed, InvalidRequest, KeyManagerError, PayloadTooLarge, VersionBelowMinimum
 from keymanager.hsm import Hsm
 from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.crypto import CryptoService
 from keymanager.services.snapshot import Snapshot
-from keymanager.services.transit import codec
-from keymanager.services.transit.codec import DECRYPTION_FAILED, TOO_OLD, invalid
-from keymanager.services.transit.keys import TransitCall, transit_spec
 
 _COMMON = frozenset({"name", "batch_input", "partial_failure_response_code"})
 _ENCRYPT = _COMMON | {"plaintext", "context", "nonce", "key_version", "associated_data", "reference"}

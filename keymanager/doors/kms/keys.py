@@ -3,7 +3,7 @@
 Blocking (database, HSM key generation): the API door runs these on a worker thread. Reads
 (DescribeKey, ListKeys, ListAliases) see what ``GET /v1/keys`` shows the principal; every other
 operation needs the right to manage keys (``services/authorization.py``), checked before the door
-calls it. Policies, tags and grants: :mod:`keymanager.services.kms.resources`,
+calls it. Policies, tags and grants: :mod:`keymanager.doors.kms.resources`,
 whose operations this class serves too. Changes are recorded with their audit entry in the same
 transaction, as through REST.
 
@@ -26,12 +26,12 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.key_specs import KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState
 from keymanager.domain.policy import Policy
+from keymanager.doors.kms.call import Call, page
+from keymanager.doors.kms.resources import KmsKeyResources
 from keymanager.errors import Conflict, KeyNotFound, NotFound
 from keymanager.services.key_creation import NewKey
 from keymanager.services.key_use import rights_for
 from keymanager.services.keys import KeyService
-from keymanager.services.kms.call import Call, page
-from keymanager.services.kms.resources import KmsKeyResources
 from keymanager.services.lifecycle import LifecycleService
 
 Handler = Callable[[Call, AuditEntry], dict[str, Any]]

@@ -29,6 +29,8 @@ from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.key_specs import SPECS, KeySpec, KeyUsage, spec_of
 from keymanager.domain.models import Key, KeyState, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
+from keymanager.doors.transit import codec
+from keymanager.doors.transit.codec import Route, invalid
 from keymanager.errors import Conflict
 from keymanager.hsm import Hsm
 from keymanager.services.key_creation import InitialFacts, NewKey
@@ -36,8 +38,6 @@ from keymanager.services.key_use import rights_for, usable
 from keymanager.services.keys import KeyService, visible
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import Snapshot
-from keymanager.services.transit import codec
-from keymanager.services.transit.codec import Route, invalid
 
 VAULT_TYPES_WITHOUT_ROW = frozenset(
     {"chacha20-poly1305", "xchacha20-poly1305", "aes128-cmac", "aes192-cmac", "aes256-cmac", "managed_key"}

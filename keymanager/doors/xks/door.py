@@ -6,7 +6,7 @@ request: a path of another shape is ``InvalidUriPathException`` (404), a method 
 405; the body is read up to 64 KiB; the SigV4 signature (service ``kms-xks-proxy``, five minutes
 of clock skew) is verified with the secret of one of a key store's access keys, and the path's
 prefix must be that key store's (else ``InvalidUriPathException``: its credential is valid, its
-path names another store); then the operation runs through ``services/xks/`` and the answer
+path names another store); then the operation runs through ``doors/xks/`` and the answer
 is the operation's JSON, or ``{"errorName", "errorMessage"}`` with the spec's status.
 
 Every key operation of an authenticated key store writes one audit record ``xks.<Operation>``
@@ -36,12 +36,12 @@ from keymanager.domain.audit import AuditEntry
 from keymanager.domain.kms import KmsError
 from keymanager.domain.models import Door
 from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.doors.xks import XksCall
 from keymanager.errors import KeyManagerError
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
-from keymanager.services.xks import XksCall
 
 log = logging.getLogger(__name__)
 

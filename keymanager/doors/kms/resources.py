@@ -22,8 +22,8 @@ from keymanager.domain import kms, kms_fields, kms_policy, kms_tags
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Key, KeyState
 from keymanager.domain.policy import Policy
+from keymanager.doors.kms.call import Call, page
 from keymanager.services.keys import KeyService, Unnameable
-from keymanager.services.kms.call import Call, page
 
 _POLICY_NAME = "default"
 

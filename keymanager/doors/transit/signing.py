@@ -22,11 +22,11 @@ from keymanager.domain.key_specs import (
     spec_of,
 )
 from keymanager.domain.models import Key
+from keymanager.doors.transit import codec
+from keymanager.doors.transit.codec import invalid
+from keymanager.doors.transit.crypto import _COMMON, Operations, hash_name, no_context
+from keymanager.doors.transit.keys import TransitCall, transit_spec
 from keymanager.services.snapshot import Snapshot
-from keymanager.services.transit import codec
-from keymanager.services.transit.codec import invalid
-from keymanager.services.transit.crypto import _COMMON, Operations, hash_name, no_context
-from keymanager.services.transit.keys import TransitCall, transit_spec
 
 _SIGN = _COMMON | {"input", "key_version", "hash_algorithm", "context", "prehashed", "signature_algorithm"}
 _SIGN |= {"marshaling_algorithm", "salt_length", "reference"}

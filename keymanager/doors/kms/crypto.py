@@ -11,7 +11,7 @@ refusals (a symmetric key with an RSA algorithm, an RSA key without one) are the
 Policy mapping: Encrypt → ``encrypt``, Decrypt → ``decrypt``, GenerateDataKey* →
 ``generate_data_key``, ReEncrypt → ``decrypt`` on the source key and ``encrypt`` on the
 destination (AWS's ReEncryptFrom/ReEncryptTo), GenerateMac/VerifyMac → ``mac``; the operations
-of :mod:`keymanager.services.kms.asymmetric` (Sign, Verify, ...) are served here too.
+of :mod:`keymanager.doors.kms.asymmetric` (Sign, Verify, ...) are served here too.
 """
 
 from __future__ import annotations
@@ -26,13 +26,13 @@ from keymanager.domain import kms, kms_blob, kms_fields
 from keymanager.domain.key_specs import EncryptionAlgorithm, spec_of
 from keymanager.domain.models import Algorithm
 from keymanager.domain.policy import Operation
+from keymanager.doors.kms.asymmetric import KmsAsymmetric
+from keymanager.doors.kms.call import Call, blob_of
 from keymanager.errors import DecryptionFailed, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.services.asymmetric import AsymmetricService
 from keymanager.services.crypto import MAX_DATA_KEY_BYTES, CryptoService
 from keymanager.services.crypto_results import Decrypted
-from keymanager.services.kms.asymmetric import KmsAsymmetric
-from keymanager.services.kms.call import Call, blob_of
 from keymanager.services.snapshot import Snapshot
 
 _SYMMETRIC = EncryptionAlgorithm.SYMMETRIC_DEFAULT

@@ -5,7 +5,7 @@
 uses of key material of :class:`~.crypto.TransitCrypto` and :class:`~.signing.TransitSigning` (MACs and
 signatures), each run on a request's snapshot, its record committed by ``run_validated``; and the AppRole
 credential kind (:class:`~.identity.AppRoles`). Vault's words: :mod:`.codec`; the HTTP side:
-``api/transit.py``; the guide: ``docs/transit.md``.
+``doors/transit/door.py``; the guide: ``docs/transit.md``.
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from typing import Any
 from keymanager.db.transit import TransitStore
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.models import Principal
+from keymanager.doors.transit.crypto import TransitCrypto, message_of
+from keymanager.doors.transit.identity import AppRoles
+from keymanager.doors.transit.keys import TransitCall, TransitKeys
+from keymanager.doors.transit.signing import TransitSigning
 from keymanager.services.core import CoreServices
 from keymanager.services.snapshot import Snapshot
-from keymanager.services.transit.crypto import TransitCrypto, message_of
-from keymanager.services.transit.identity import AppRoles
-from keymanager.services.transit.keys import TransitCall, TransitKeys
-from keymanager.services.transit.signing import TransitSigning
 
 Change = Callable[[TransitCall, AuditEntry], Any]
 Use = Callable[[Snapshot, TransitCall], Awaitable[dict[str, Any]]]

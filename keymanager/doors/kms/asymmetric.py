@@ -9,7 +9,7 @@ state's), spelt in AWS's words by ``kms.aws_error``; only a failed verification 
 spell: a result for the service, ``KMSInvalidSignatureException`` for AWS. Policy rights: Sign →
 ``sign``, Verify → ``verify``, GetPublicKey → ``get_public_key``, DeriveSharedSecret →
 ``derive_shared_secret``, GenerateDataKeyPair(WithoutPlaintext) → ``generate_data_key_pair``.
-RSAES-OAEP encryption and decryption are Encrypt's and Decrypt's (:mod:`keymanager.services.kms.crypto`).
+RSAES-OAEP encryption and decryption are Encrypt's and Decrypt's (:mod:`keymanager.doors.kms.crypto`).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from keymanager.domain.key_specs import (
     SigningAlgorithm,
     spec_of,
 )
+from keymanager.doors.kms.call import Call, blob_of
 from keymanager.errors import WrongKeyUsage
 from keymanager.services.asymmetric import AsymmetricService
-from keymanager.services.kms.call import Call, blob_of
 from keymanager.services.snapshot import Snapshot
 
 Operation = Callable[[Snapshot, Call], Awaitable[dict[str, Any]]]

@@ -35,11 +35,11 @@ from keymanager.api.request_context import RouteLabel
 from keymanager.domain import kms, kms_fields, strict_json
 from keymanager.domain.audit import AuditEntry, Outcome
 from keymanager.domain.sigv4 import ReceivedRequest
+from keymanager.doors.kms.call import Call
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import Owed
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kms.call import Call
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
 

@@ -8,7 +8,7 @@ operation (404 ``unsupported path``, 405 for another method); the caller present
 the metadata cache like every credential; the action ``transit.<operation>`` is authorized with the
 rights table; only then is the body read (bounded: ``KM_MAX_REQUEST_BYTES``, the batch limit for the
 operations that take ``batch_input``) and decoded as strict JSON (a key named twice, nesting deeper than
-``codec.MAX_DEPTH``: 400); then the operation runs through ``services/transit/``. Answers are Vault's:
+``codec.MAX_DEPTH``: 400); then the operation runs through ``doors/transit/``. Answers are Vault's:
 ``{"data": …}`` in Vault's envelope, or ``{"errors": ["…"]}`` with its status (400, 403 ``permission
 denied``, 404, 405, 413, 429, 500, 503).
 
@@ -38,6 +38,9 @@ from keymanager.api.request_context import RouteLabel
 from keymanager.domain.audit import AuditEntry
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
+from keymanager.doors.transit import TransitCall, codec, message_of
+from keymanager.doors.transit.codec import PERMISSION_DENIED, Route, TransitError
+from keymanager.doors.transit.identity import login_answer, lookup_answer
 from keymanager.errors import (
     DecryptionFailed,
     Forbidden,
@@ -52,9 +55,6 @@ from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
 from keymanager.services.snapshot import Snapshot, run_validated
 from keymanager.services.throttle import AuthThrottle
-from keymanager.services.transit import TransitCall, codec, message_of
-from keymanager.services.transit.codec import PERMISSION_DENIED, Route, TransitError
-from keymanager.services.transit.identity import login_answer, lookup_answer
 
 log = logging.getLogger(__name__)
 
