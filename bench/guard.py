@@ -11,7 +11,10 @@ The rows (``--only`` picks some), each against a ceiling of the same turn:
 - ``stream``: one client streaming ``--stream-size`` on board, encrypt then decrypt, each
   direction's MB/s ÷ SoftHSM's chunked CBC per process;
 - ``kms``: the KMS door's ``Encrypt``, wrk replaying one signed request, ÷ the emulator's (moto)
-  with the same wrk and request.
+  with the same wrk and request;
+- ``kmip``: the KMIP door's 1 KB ``Encrypt`` (TTLV over mTLS, ``bench.kmip``) ÷ the native REST
+  encrypt of the same field, one asyncio driver replaying both, KMIP then REST: req/s and the
+  service's CPU per request.
 
 The emulator starts once per turn beside the server; the SoftHSM ceilings run in the token of the
 installation the echo uses, while no server runs.
@@ -24,14 +27,16 @@ import os
 from pathlib import Path
 from typing import Any
 
+from bench import kmip
 from bench.ceilings import hsm_ceilings, http_ceiling
 from bench.fastpath import FIELD_BYTES, encrypt_run
 from bench.goals import BATCH_CONCURRENCY, field_run, mb_per_s, stream_run, window_of
 from bench.kmsdoor import kms_encrypt_wrk
+from bench.probes import ServerProbe
 from bench.rig import rig
-from bench.service import serve
+from bench.service import Endpoint, Service, serve
 
-ROWS = ("encrypt", "batch", "stream", "kms")
+ROWS = ("encrypt", "batch", "stream", "kms", "kmip")
 FIGURES = {
     "of_echo": ("encrypt", "1 KB encrypt req/s ÷ the echo's", "higher", "%"),
     "cpu_of_echo": ("encrypt", "service CPU per 1 KB encrypt ÷ the echo's", "lower", "x"),
@@ -45,6 +50,8 @@ FIGURES = {
     "stream_encrypt_of_cbc": ("stream", "on-board stream encrypt MB/s ÷ SoftHSM chunked CBC", "higher", "%"),
     "stream_decrypt_of_cbc": ("stream", "on-board stream decrypt MB/s ÷ SoftHSM chunked CBC", "higher", "%"),
     "kms_of_emulator": ("kms", "KMS door Encrypt req/s ÷ the emulator's (one wrk)", "higher", "%"),
+    "kmip_of_rest": ("kmip", "KMIP Encrypt req/s ÷ native REST encrypt's (one driver)", "higher", "%"),
+    "kmip_cpu_of_rest": ("kmip", "service CPU per KMIP Encrypt ÷ native REST's", "lower", "x"),
 }
 """Each figure of a run: its row, what it is, which way is better, how it is shown. The raw CPU per
 request sits beside the ratios: the echo's ceiling varies more between turns than the service's
@@ -133,5 +140,25 @@ def side(
             run["kms"], run["emulator"] = door.as_json(), emulator.as_json()
             run["kms_of_emulator"] = door.ops_per_s / max(emulator.ops_per_s, 1e-9)
             run["errors"] += door.error_count + emulator.error_count
+        if "kmip" in rows:
+            found = kmip_row(service, r.endpoint, r.probe, args)
+            run["errors"] += found.pop("errors")
+            run.update(found)
     run["load_average"] = [load_before, os.getloadavg()[0]]
     return run
+
+
+def kmip_row(service: Service, endpoint: Endpoint, probe: ServerProbe, args: argparse.Namespace) -> dict[str, Any]:
+    """The ``kmip`` row: one round of ``bench.kmip``'s interleaved runs (KMIP, then native REST) against
+    ``service``, its two figures, the sides' summaries and their errors."""
+    client = kmip.provision(service)
+    replays = kmip.kmip_replay(client, FIELD_BYTES), kmip.rest_replay(endpoint, FIELD_BYTES)
+    plan = kmip.interleaved(*replays, args.connections, window_of(options(args)), probe, rounds=1)
+    door, native = kmip.sides({name: measure() for name, measure in plan.items()})
+    ours, theirs = door.server_cpu_us_per_request, native.server_cpu_us_per_request
+    return {
+        "kmip": {"kmip": door.summary(), "native": native.summary()},
+        "kmip_of_rest": door.ops_per_s / max(native.ops_per_s, 1e-9),
+        "kmip_cpu_of_rest": (ours or 0.0) / max(theirs or 0.0, 1e-9),
+        "errors": door.error_count + native.error_count,
+    }

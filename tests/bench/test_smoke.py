@@ -243,11 +243,12 @@ def test_compare_runs_both_trees_interleaved_as_fractions_of_ceilings(tmp_path: 
     report = json.loads((tmp_path / "compare.json").read_text())
     assert [run["side"] for run in report["runs"]] == ["base", "head"]
     figures = {"of_echo", "cpu_of_echo", "cpu_us_per_encrypt", "batch_of_pairs", "stream_encrypt_of_cbc",
-               "stream_decrypt_of_cbc", "kms_of_emulator"}  # fmt: skip
+               "stream_decrypt_of_cbc", "kms_of_emulator", "kmip_of_rest", "kmip_cpu_of_rest"}  # fmt: skip
     for run in report["runs"]:
         assert run["errors"] == 0 and run["encrypt"]["requests"] > 0, run
         assert run["ceilings"]["echo"]["requests_per_s"] > 0 and run["ceilings"]["softhsm"]["cbc_hmac_pair_1k"] > 0
         assert run["emulator"]["summary"]["ops_per_s"] > 0 and run["stream"]["items"] > 0
+        assert run["kmip"]["kmip"]["ops_per_s"] > 0 and run["kmip"]["native"]["ops_per_s"] > 0
         assert all(run[name] > 0 for name in figures), run
     assert report["commits"]["base"] and set(report["changes"]) == figures
     assert all(change["moved"] is None for change in report["changes"].values())  # one round judges nothing
@@ -256,7 +257,7 @@ def test_compare_runs_both_trees_interleaved_as_fractions_of_ceilings(tmp_path: 
 
 def test_compare_refuses_an_unknown_row(tmp_path: Path) -> None:
     done = bench("compare", "--only", "encrypt,streams", "--out", str(tmp_path))
-    assert done.returncode == 2 and "'streams' is not a row: choose among encrypt, batch, stream, kms" in done.stderr
+    assert done.returncode == 2 and "'streams' is not a row: choose among encrypt, batch, stream, kms, kmip" in done.stderr
     assert not list(tmp_path.iterdir())
 
 
