@@ -40,8 +40,8 @@ from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kmip import Batch, KmipCall, codec, messages, ttlv
-from keymanager.services.kmip.messages import KmipRefusal, Reason
+from keymanager.services.kmip import Batch, KmipCall, codec, spec, ttlv
+from keymanager.services.kmip.refusals import KmipRefusal, Reason, refusal_of
 from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
@@ -82,14 +82,14 @@ class KmipDoor:
         principal = await self._caller(svc, subject, client, request_id)
         if isinstance(principal, KmipRefusal):
             self.metrics.observe_request("kmip", "KMIP", 401, time.perf_counter() - started)
-            return Answer(messages.error_response((1, 0), principal), close=True)
+            return Answer(codec.error_response((1, 0), principal), close=True)
         try:
             ttlv.check(message, svc.settings.kmip_max_depth)
             request = codec.decode(message, svc.kmip.served, svc.settings.kmip_max_batch_items)
         except (ttlv.Malformed, KmipRefusal) as exc:
             return await self._unreadable(svc, principal, message, exc, request_id, client, started)
-        batch = Batch(request_id, client, request.kmip_version)
-        results: list[messages.Result] = []
+        batch = Batch(request_id, client, request.version)
+        results: list[codec.Result] = []
         for item in request.items:
             result = await self._item(svc, principal, batch, item)
             results.append(result)
@@ -103,7 +103,7 @@ class KmipDoor:
         except Exception as exc:  # a payload PyKMIP cannot write: a failure of ours, never a stack trace
             log.error("the KMIP response could not be encoded: %s", type(exc).__name__)
             refusal = KmipRefusal(Reason.GENERAL_FAILURE, "the response could not be encoded", 500)
-            return Answer(messages.error_response(request.version, refusal))
+            return Answer(codec.error_response(request.version, refusal))
 
     async def _caller(
         self, svc: Services, subject: str | None, client: str, request_id: str
@@ -137,7 +137,7 @@ class KmipDoor:
     ) -> Answer:
         """The answer to a message that cannot be read: Invalid Message (why, in its result message), audited."""
         refusal = exc if isinstance(exc, KmipRefusal) else KmipRefusal(Reason.INVALID_MESSAGE, str(exc))
-        version = messages.answer_version(_requested_version(message))
+        version = codec.answer_version(_requested_version(message))
         entry = AuditEntry(
             time=datetime.now(UTC),
             action="kmip.message",
@@ -153,10 +153,10 @@ class KmipDoor:
             entry.action, authenticated=True, success_taken=False, status=400, entry=lambda: entry
         )
         if settled.error is not None:
-            return Answer(messages.error_response(version, _unrecorded()), close=True)
-        return Answer(messages.error_response(version, refusal))
+            return Answer(codec.error_response(version, _unrecorded()), close=True)
+        return Answer(codec.error_response(version, refusal))
 
-    async def _item(self, svc: Services, principal: Principal, batch: Batch, item: messages.Item) -> messages.Result:
+    async def _item(self, svc: Services, principal: Principal, batch: Batch, item: codec.Item) -> codec.Result:
         """The result of one batch item, its record written when its operation did not commit one."""
         started = time.perf_counter()
         name = "unknown" if item.operation is None else _operation_name(item.operation)
@@ -171,7 +171,7 @@ class KmipDoor:
             except KmipRefusal as exc:
                 refusal = exc
             except KeyManagerError as exc:
-                refusal = messages.refusal_of(exc)
+                refusal = refusal_of(exc)
             except Exception as exc:  # never a stack trace to the client; the class name to the log
                 log.error("unhandled %s in KMIP operation %s", type(exc).__name__, name)
                 refusal = KmipRefusal(Reason.GENERAL_FAILURE, "internal error", 500)
@@ -189,10 +189,10 @@ class KmipDoor:
         if settled.error is not None:
             refusal, status = _unrecorded(), 503
         self.metrics.observe_request(call.action, "KMIP", status, time.perf_counter() - started)
-        return messages.Result(item, payload=payload if refusal is None else None, refusal=refusal)
+        return codec.Result(item, payload=payload if refusal is None else None, refusal=refusal)
 
 
-def _operation_name(operation: messages.Operation) -> str:
+def _operation_name(operation: spec.Operation) -> str:
     """PyKMIP's ``Operation.DISCOVER_VERSIONS`` as the specification spells it: ``DiscoverVersions``."""
     special = {"MAC": "MAC", "MAC_VERIFY": "MACVerify"}
     return special.get(operation.name) or "".join(part.capitalize() for part in operation.name.split("_"))

@@ -21,6 +21,7 @@ from keymanager.domain.managed_objects import ManagedObject
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.core import CoreServices
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import Batch, KmipCall
 from keymanager.services.kmip.catalog import KmipCatalog
 from keymanager.services.kmip.crypto import KmipCrypto
@@ -35,7 +36,7 @@ from keymanager.services.snapshot import MetadataCache
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
 ObjectHandler = Callable[[KmipCall, ManagedObject, Any], Awaitable[Any]]
 PublicHandler = Callable[[KmipCall, Any, str, str], Awaitable[Any]]
-Op = enums.Operation
+Op = spec.Operation
 
 __all__ = ["Batch", "Handler", "KmipCall", "KmipService"]
 
@@ -64,7 +65,7 @@ class KmipService:
         raw = RawCipher(hsm, max_plaintext_bytes=max_plaintext_bytes)
         self.crypto = KmipCrypto(raw, core.crypto, cache, audit_log)
         self.pairs = KmipPairs(core.keys, self.keys, core.asymmetric, cache, audit_log)
-        self.operations: dict[enums.Operation, Handler] = {
+        self.operations: dict[spec.Operation, Handler] = {
             Op.CREATE: self.keys.create,
             Op.CREATE_KEY_PAIR: self.pairs.create_key_pair,
             Op.REGISTER: self._register,
@@ -136,6 +137,6 @@ class KmipService:
         return handle
 
     @property
-    def served(self) -> frozenset[enums.Operation]:
+    def served(self) -> frozenset[spec.Operation]:
         """The operations decoded and served (every other one is answered Operation Not Supported)."""
         return frozenset(self.operations)

@@ -21,7 +21,7 @@ from kmip.core import enums, primitives
 from kmip.core import objects as core_objects
 from kmip.core.factories.attributes import AttributeFactory
 
-from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
+from keymanager.services.kmip.refusals import KmipRefusal, Reason, invalid
 
 A = enums.AttributeType
 MAX_VALUES = 64

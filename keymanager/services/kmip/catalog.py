@@ -29,17 +29,11 @@ from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
+from keymanager.services.kmip.codec.messages import AddAttributeRequest, AddAttributeResponse
 from keymanager.services.kmip.keys import KmipKeys, kmip_type
-from keymanager.services.kmip.messages import (
-    NO_OBJECT,
-    AddAttributeRequest,
-    AddAttributeResponse,
-    KmipRefusal,
-    Reason,
-    invalid,
-)
 from keymanager.services.kmip.objects import KmipObjects
 from keymanager.services.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
 
 A = enums.AttributeType
 MAX_LOCATED = 1000

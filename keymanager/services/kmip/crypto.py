@@ -29,9 +29,9 @@ from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import visible
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.fast import MacVerified
+from keymanager.services.kmip.codec.fast import MacVerified
 from keymanager.services.kmip.keys import kmip_type
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
 from keymanager.services.raw_cipher import RawCipher, RawMode, RawSealed, require_active
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 

@@ -7,8 +7,9 @@ from collections.abc import Collection
 from kmip.core import enums, misc
 from kmip.core.messages import contents, payloads
 
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import VERSIONS
+from keymanager.services.kmip.spec import VERSIONS
 
 VENDOR = "keymanager"
 SERVER = "keymanager KMIP door (HSM-backed; docs/kmip.md)"
@@ -17,7 +18,7 @@ SERVER = "keymanager KMIP door (HSM-backed; docs/kmip.md)"
 class KmipDiscovery:
     """DiscoverVersions and Query, answered from the operations and object types served."""
 
-    def __init__(self, operations: Collection[enums.Operation], object_types: Collection[enums.ObjectType]) -> None:
+    def __init__(self, operations: Collection[spec.Operation], object_types: Collection[enums.ObjectType]) -> None:
         self._operations = operations
         self._object_types = object_types
 
@@ -36,7 +37,7 @@ class KmipDiscovery:
         functions = set(payload.query_functions or [])
         answer = payloads.QueryResponsePayload()
         if enums.QueryFunction.QUERY_OPERATIONS in functions:
-            answer.operations = sorted(self._operations, key=lambda op: op.value)
+            answer.operations = [enums.Operation(op.value) for op in sorted(self._operations, key=lambda op: op.value)]
         if enums.QueryFunction.QUERY_OBJECTS in functions:
             answer.object_types = sorted(self._object_types, key=lambda kind: kind.value)
         if enums.QueryFunction.QUERY_SERVER_INFORMATION in functions:

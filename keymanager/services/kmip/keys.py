@@ -39,7 +39,7 @@ from keymanager.services.key_creation import InitialFacts, NewKey
 from keymanager.services.keys import KeyService, LifecycleChange, visible
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import (
+from keymanager.services.kmip.refusals import (
     NO_OBJECT,
     KmipRefusal,
     Reason,

@@ -39,7 +39,7 @@ from keymanager.services.authorization import require_owner
 from keymanager.services.kmip import attributes as attrs
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
 from keymanager.services.managed_objects import ManagedObjectService, visible
 
 SEALING_PREFIX = "kmip-objects-"

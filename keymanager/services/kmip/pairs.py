@@ -57,7 +57,7 @@ from keymanager.services.kmip.keys import (
     kmip_type,
     revocation,
 )
-from keymanager.services.kmip.messages import NO_OBJECT, invalid, wrong_state
+from keymanager.services.kmip.refusals import NO_OBJECT, invalid, wrong_state
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
 PUBLIC_SUFFIX = "-public"

@@ -21,8 +21,8 @@ from typing import Any
 from kmip.core import enums
 from kmip.core.messages import payloads
 
-from keymanager.services.kmip import ttlv
-from keymanager.services.kmip.messages import Item, Request, Result
+from keymanager.services.kmip import spec, ttlv
+from keymanager.services.kmip.codec.messages import Item, Request, Result
 
 T = enums.Tags
 _1_4 = (1, 4)
@@ -58,7 +58,7 @@ def _order(*tags: enums.Tags) -> dict[int, int]:
 
 _HEADER_ORDER = _order(T.MAXIMUM_RESPONSE_SIZE, T.BATCH_ERROR_CONTINUATION_OPTION, T.TIME_STAMP, T.BATCH_COUNT)
 """The header fields this path reads, each with its place in the order the specification gives them."""
-_OPERATIONS = {op.value: op for op in (enums.Operation.ENCRYPT, enums.Operation.DECRYPT, enums.Operation.MAC_VERIFY)}
+_OPERATIONS = {op.value: op for op in (spec.Operation.ENCRYPT, spec.Operation.DECRYPT, spec.Operation.MAC_VERIFY)}
 """The operations this path reads (MACVerify only here: PyKMIP's codec has no payload for it)."""
 
 
@@ -99,14 +99,14 @@ _BYTE_FIELDS = {
 _CIPHER = (T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.IV_COUNTER_NONCE)
 _PAYLOAD_ORDER = {
     # (operation, version >= 1.4): the payload's fields, each with its place in their order
-    (enums.Operation.ENCRYPT, False): _order(*_CIPHER),
-    (enums.Operation.ENCRYPT, True): _order(*_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA),
-    (enums.Operation.DECRYPT, False): _order(*_CIPHER),
-    (enums.Operation.DECRYPT, True): _order(
+    (spec.Operation.ENCRYPT, False): _order(*_CIPHER),
+    (spec.Operation.ENCRYPT, True): _order(*_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA),
+    (spec.Operation.DECRYPT, False): _order(*_CIPHER),
+    (spec.Operation.DECRYPT, True): _order(
         *_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA, T.AUTHENTICATED_ENCRYPTION_TAG
     ),
-    (enums.Operation.MAC_VERIFY, False): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
-    (enums.Operation.MAC_VERIFY, True): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
+    (spec.Operation.MAC_VERIFY, False): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
+    (spec.Operation.MAC_VERIFY, True): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
 }
 """The fields a payload of this path may hold, per operation and version, in their order."""
 
@@ -149,7 +149,7 @@ class _Unknown(Exception):
     """A field or layout this path does not read: PyKMIP's decoder reads the message instead."""
 
 
-def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request | None:
+def decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request | None:
     """The request in ``message`` (checked by :func:`.ttlv.check`) when this path reads all of it; else None."""
     try:
         return _decode(message, served, max_items)
@@ -157,7 +157,7 @@ def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -
         return None
 
 
-def _decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request:
+def _decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request:
     children = ttlv.children(message, 0)
     if not children or children[0][0] != _REQUEST_HEADER or len(children) - 1 > max_items:
         raise _Unknown()
@@ -196,7 +196,7 @@ def _header(message: bytes, offset: int) -> tuple[tuple[int, int], dict[int, int
     return version, fields
 
 
-def _item(message: bytes, offset: int, version: tuple[int, int], served: frozenset[enums.Operation]) -> Item:
+def _item(message: bytes, offset: int, version: tuple[int, int], served: frozenset[spec.Operation]) -> Item:
     children = ttlv.children(message, offset)
     if not children or children[0][0] != _OPERATION:
         raise _Unknown()
@@ -213,7 +213,7 @@ def _item(message: bytes, offset: int, version: tuple[int, int], served: frozens
     return Item(operation, batch_id, payload=_payload(message, rest[0][1], version, operation))
 
 
-def _payload(message: bytes, offset: int, version: tuple[int, int], operation: enums.Operation) -> CipherRequest:
+def _payload(message: bytes, offset: int, version: tuple[int, int], operation: spec.Operation) -> CipherRequest:
     order = _PAYLOAD_ORDER[operation, version >= _1_4]
     request = CipherRequest()
     place = -1
