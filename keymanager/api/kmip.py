@@ -9,11 +9,12 @@ and hands it here with the certificate's subject and the client's address. Per m
    ``Authentication Not Successful``, counted by the throttle every door shares and summarised in
    one ``auth.failed`` record per address and interval, and the connection is closed; a throttled
    address is answered so before any lookup unless its subject is a stored one (``Admission``);
-2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then PyKMIP's decoder
-   (``services/kmip/messages.py``): a message that fails either is answered ``Invalid Message``
-   and audited (``kmip.message``, with why);
+2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then the codec
+   (``services/kmip/codec/``, PyKMIP's decoder behind it) into the door's own requests: a message
+   that fails either is answered ``Invalid Message`` and audited (``kmip.message``, with why);
 3. each batch item in order: its action ``kmip.<Operation>`` authorized
-   (``services/authorization.py``), its operation run (``services/kmip/``), its result — status,
+   (``services/authorization.py``), its operation run (``services/kmip/``) and its answer rendered
+   by the codec, its result — status,
    reason, message — in the response; after a failed item the rest are left undone unless the
    header says ``Continue``. Each item's record is written as the services decide: a success
    committed with its change or key use, every other answer here (``AuditLog.settle``) before the
@@ -167,7 +168,7 @@ class KmipDoor:
             try:
                 authorize(principal, call.action)
                 assert item.operation is not None
-                payload = await svc.kmip.operations[item.operation](call, item.payload)
+                payload = codec.render(item.operation, await svc.kmip.operations[item.operation](call, item.payload))
             except KmipRefusal as exc:
                 refusal = exc
             except KeyManagerError as exc:

@@ -13,6 +13,7 @@ from kmip.core.messages import payloads
 from keymanager.services.kmip import spec
 from keymanager.services.kmip.codec import fast, messages
 from keymanager.services.kmip.codec.messages import Item, KmipRefusal, Reason, Result
+from keymanager.services.kmip.requests import DecryptResponse, EncryptResponse
 from tests.kmip.server_fixtures import request_message
 
 SERVED = frozenset(spec.Operation)
@@ -108,17 +109,15 @@ def _version_3(message: bytes) -> bytes:
 def _results() -> list[tuple[str, list[Result]]]:
     encrypt, decrypt = Item(spec.Operation.ENCRYPT, None), Item(spec.Operation.DECRYPT, b"7")
     answers = {
-        "encrypt": Result(encrypt, payloads.EncryptResponsePayload(unique_identifier=UID, data=b"c" * 1008)),
+        "encrypt": Result(encrypt, EncryptResponse(unique_identifier=UID, data=b"c" * 1008)),
         "encrypt-iv": Result(
-            encrypt, payloads.EncryptResponsePayload(unique_identifier=UID, data=b"c" * 16, iv_counter_nonce=b"i" * 16)
+            encrypt, EncryptResponse(unique_identifier=UID, data=b"c" * 16, iv_counter_nonce=b"i" * 16)
         ),
         "encrypt-gcm": Result(
             encrypt,
-            payloads.EncryptResponsePayload(
-                unique_identifier=UID, data=b"c" * 5, iv_counter_nonce=b"n" * 12, auth_tag=b"t" * 16
-            ),
+            EncryptResponse(unique_identifier=UID, data=b"c" * 5, iv_counter_nonce=b"n" * 12, auth_tag=b"t" * 16),
         ),
-        "decrypt": Result(decrypt, payloads.DecryptResponsePayload(unique_identifier=UID, data=b"p" * 33)),
+        "decrypt": Result(decrypt, DecryptResponse(unique_identifier=UID, data=b"p" * 33)),
         "refused": Result(decrypt, refusal=KmipRefusal(Reason.CRYPTOGRAPHIC_FAILURE, "the decryption failed")),
         "unknown": Result(Item(None, None), refusal=KmipRefusal(Reason.INVALID_MESSAGE, "unreadable")),
     }

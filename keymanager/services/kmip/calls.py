@@ -46,11 +46,10 @@ class KmipCall:
     def version(self) -> tuple[int, int]:
         return self.batch.version
 
-    def uid(self, given: Any) -> str:
-        """The unique identifier the item names (a PyKMIP text or str), else the batch's ID placeholder."""
-        value = getattr(given, "value", given)
-        if value:
-            return str(value)
+    def uid(self, given: str | None) -> str:
+        """The unique identifier the item names, else the batch's ID placeholder."""
+        if given:
+            return given
         if self.batch.id_placeholder is None:
             raise invalid("the request names no unique identifier and none came before it in the batch")
         return self.batch.id_placeholder

@@ -12,8 +12,9 @@ from collections.abc import Sequence
 from keymanager.services.kmip import spec
 from keymanager.services.kmip.codec import fast, messages
 from keymanager.services.kmip.codec.messages import Item, Request, Result, answer_version, error_response
+from keymanager.services.kmip.codec.payloads import written as render
 
-__all__ = ["Item", "Request", "Result", "answer_version", "decode", "encode", "error_response"]
+__all__ = ["Item", "Request", "Result", "answer_version", "decode", "encode", "error_response", "render"]
 
 
 def decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request:

@@ -4,10 +4,11 @@
 each batch item on its own, with PyKMIP's classes in the protocol version the header names: an
 item whose operation this server does not serve is not decoded at all (it is answered
 ``Operation Not Supported``), an item PyKMIP cannot read is answered ``Invalid Message`` on its own.
-Whatever PyKMIP raises is caught here and becomes a :class:`KmipRefusal`; nothing escapes.
+Whatever PyKMIP raises is caught here and becomes a :class:`KmipRefusal`; nothing escapes. Each
+payload read is handed on as the door's request (:func:`.payloads.request`).
 :func:`encode` writes the response in the version of the request, one result per item
-(status, reason, message as the specification defines), and :func:`error_response` the answer to
-a message that cannot be read at all.
+(status, reason, message as the specification defines; the payloads :func:`.payloads.written`
+made), and :func:`error_response` the answer to a message that cannot be read at all.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmip.core import enums, primitives, utils
+from kmip.core import enums, utils
 from kmip.core import objects as core_objects
 from kmip.core.factories.payloads.request import RequestPayloadFactory
 from kmip.core.messages import contents, messages
 
 from keymanager.services.kmip import spec, ttlv
+from keymanager.services.kmip.codec import attributes as codec_attributes
+from keymanager.services.kmip.codec import payloads
 from keymanager.services.kmip.refusals import KmipRefusal, Reason, not_supported
+from keymanager.services.kmip.requests import AttributeChange
 from keymanager.services.kmip.spec import VERSIONS
 
 log = logging.getLogger(__name__)
@@ -129,37 +133,10 @@ def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[spec.Operati
         decoded.read(utils.BytearrayStream(raw), kmip_version=version)
     except Exception as exc:
         if fields.get(_REQUEST_PAYLOAD, b"")[4:8] == bytes(4):  # empty: the batch's ID placeholder names the object
-            return Item(operation, batch_id, payload=_PAYLOADS.create(enums.Operation(operation.value)))
+            return _read(operation, batch_id, _PAYLOADS.create(enums.Operation(operation.value)))
         log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
-    return Item(operation, batch_id, payload=decoded.request_payload)
-
-
-@dataclass
-class AddAttributeRequest:
-    """KMIP 1.x's AddAttribute request (PyKMIP's codec has no payload for it)."""
-
-    unique_identifier: str | None
-    attribute: Any
-
-
-@dataclass
-class AddAttributeResponse:
-    """AddAttribute's answer: the identifier and the attribute added, written as PyKMIP writes structures."""
-
-    unique_identifier: str
-    attribute: Any
-
-    def write(
-        self, stream: utils.BytearrayStream, kmip_version: enums.KMIPVersion = enums.KMIPVersion.KMIP_1_0
-    ) -> None:
-        inner = utils.BytearrayStream()
-        primitives.TextString(self.unique_identifier, enums.Tags.UNIQUE_IDENTIFIER).write(
-            inner, kmip_version=kmip_version
-        )
-        self.attribute.write(inner, kmip_version=kmip_version)
-        header = enums.Tags.RESPONSE_PAYLOAD.value.to_bytes(3, "big") + b"\x01" + len(inner.buffer).to_bytes(4, "big")
-        stream.write(header + bytes(inner.buffer))
+    return _read(operation, batch_id, decoded.request_payload)
 
 
 def _add_attribute(
@@ -181,7 +158,16 @@ def _add_attribute(
     except Exception as exc:
         log.info("unreadable KMIP AddAttribute request: %s", type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
-    return Item(operation, batch_id, payload=AddAttributeRequest(text, attribute))
+    return Item(operation, batch_id, payload=AttributeChange(text, attribute=codec_attributes.read(attribute)))
+
+
+def _read(operation: spec.Operation, batch_id: bytes | None, payload: Any) -> Item:
+    """The item of PyKMIP's ``payload``, as the door's request (see :func:`.payloads.request`)."""
+    try:
+        return Item(operation, batch_id, payload=payloads.request(operation, payload))
+    except Exception as exc:  # a payload PyKMIP read but the door's types cannot hold: the client's
+        log.info("untranslatable KMIP %s request: %s", operation.name, type(exc).__name__)
+        return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
 
 
 @dataclass
@@ -230,7 +216,7 @@ def _batch_item(result: Result) -> messages.ResponseBatchItem:
         ),
         result_reason=None if refusal is None else contents.ResultReason(enums.ResultReason(refusal.reason.value)),
         result_message=None if refusal is None else contents.ResultMessage(refusal.message),
-        response_payload=None if refusal is not None else result.payload,
+        response_payload=None if refusal is not None else payloads.wire(result.payload),
     )
 
 
