@@ -35,7 +35,7 @@ from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
 from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
-from keymanager.services.kmip.requests import Got, Identified, Named, RegisterRequest, RevokeRequest, Secret
+from keymanager.services.kmip.requests import GetRequest, Got, Identified, Named, RegisterRequest, RevokeRequest, Secret
 from keymanager.services.managed_objects import ManagedObjectService, visible
 
 SEALING_PREFIX = "kmip-objects-"
@@ -117,7 +117,7 @@ class KmipObjects:
         call.batch.id_placeholder = object_id
         return Identified(object_id)
 
-    async def get(self, call: KmipCall, found: ManagedObject, payload: Any) -> Got:
+    async def get(self, call: KmipCall, found: ManagedObject, payload: GetRequest) -> Got:
         """The object's value, to its owner or a principal its policy names for ``get_key_material``."""
         _visible(found, call.principal)
         call.key_id = found.id

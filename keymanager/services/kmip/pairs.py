@@ -58,10 +58,13 @@ from keymanager.services.kmip.requests import (
     CreateKeyPairRequest,
     DecryptResponse,
     EncryptResponse,
+    GetRequest,
     Got,
     Identified,
+    Named,
     PairCreated,
     Parameters,
+    RevokeRequest,
     SignatureRequest,
     SignatureVerified,
     Signed,
@@ -242,7 +245,7 @@ class KmipPairs:
         algorithm, length = kmip_type(key)
         return Got(spec.ObjectType.PUBLIC_KEY, uid, version.public_key, algorithm, length, spec.KeyFormatType.X_509)
 
-    async def activate_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def activate_public(self, call: KmipCall, payload: Named, ref: str, uid: str) -> Identified:
         """Activate the pair through its public key (nothing to do when the pair is active)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state is Lifecycle.PRE_ACTIVE:
@@ -251,14 +254,14 @@ class KmipPairs:
             raise wrong_state(f"the key pair is {key.lifecycle_state.value.replace('_', '-')}: it cannot be activated")
         return Identified(uid)
 
-    async def revoke_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def revoke_public(self, call: KmipCall, payload: RevokeRequest, ref: str, uid: str) -> Identified:
         """Revoke the pair through its public key (nothing to do when it was revoked already)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE) or revocation(call, payload):
             await self._kmip_keys.revoke(call, payload, ref)
         return Identified(uid)
 
-    async def destroy_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def destroy_public(self, call: KmipCall, payload: Named, ref: str, uid: str) -> Identified:
         """Retire the public key's identifier (the private key, in the HSM, stays until destroyed itself)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state is Lifecycle.ACTIVE:
@@ -269,7 +272,7 @@ class KmipPairs:
         await asyncio.to_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
         return Identified(uid)
 
-    async def get_any(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def get_any(self, call: KmipCall, payload: GetRequest, ref: str, uid: str) -> Got:
         """Get through the public key's identifier."""
         return await self.get_public(call, uid)
 
