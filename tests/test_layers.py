@@ -138,3 +138,24 @@ DOOR_CRYPTO = [PACKAGE / "services" / "kmip" / "crypto.py", PACKAGE / "doors" / 
 @pytest.mark.parametrize("path", DOOR_CRYPTO, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_a_doors_crypto_reaches_no_hsm(path: Path) -> None:
     assert sorted(n for n in _imports(path) if n.startswith("keymanager.hsm")) == []
+
+
+# One codec per protocol library (issue 34, item 5): the KMIP door's operations read and answer the
+# door's own types (``services/kmip/requests.py``, named by ``services/kmip/spec/``); only its codec
+# (``services/kmip/codec/``) imports PyKMIP (``kmip``), to read and write them.
+KMIP_CODEC = PACKAGE / "services" / "kmip" / "codec"
+
+
+def _imports_pykmip(path: Path) -> bool:
+    return any(name.split(".")[0] == "kmip" for name in _imports(path))
+
+
+def test_pykmip_is_imported_only_by_the_kmip_codec() -> None:
+    outside = [
+        str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py") if KMIP_CODEC not in p.parents and _imports_pykmip(p)
+    ]
+    assert outside == []
+
+
+def test_the_kmip_codec_is_where_pykmip_is() -> None:
+    assert any(_imports_pykmip(p) for p in KMIP_CODEC.rglob("*.py"))

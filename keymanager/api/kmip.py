@@ -9,11 +9,12 @@ and hands it here with the certificate's subject and the client's address. Per m
    ``Authentication Not Successful``, counted by the throttle every door shares and summarised in
    one ``auth.failed`` record per address and interval, and the connection is closed; a throttled
    address is answered so before any lookup unless its subject is a stored one (``Admission``);
-2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then PyKMIP's decoder
-   (``services/kmip/messages.py``): a message that fails either is answered ``Invalid Message``
-   and audited (``kmip.message``, with why);
+2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then the codec
+   (``services/kmip/codec/``, PyKMIP's decoder behind it) into the door's own requests: a message
+   that fails either is answered ``Invalid Message`` and audited (``kmip.message``, with why);
 3. each batch item in order: its action ``kmip.<Operation>`` authorized
-   (``services/authorization.py``), its operation run (``services/kmip/``), its result — status,
+   (``services/authorization.py``), its operation run (``services/kmip/``) and its answer rendered
+   by the codec, its result — status,
    reason, message — in the response; after a failed item the rest are left undone unless the
    header says ``Continue``. Each item's record is written as the services decide: a success
    committed with its change or key use, every other answer here (``AuditLog.settle``) before the
@@ -40,8 +41,8 @@ from keymanager.domain.models import Principal
 from keymanager.errors import KeyManagerError
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kmip import Batch, KmipCall, codec, messages, ttlv
-from keymanager.services.kmip.messages import KmipRefusal, Reason
+from keymanager.services.kmip import Batch, KmipCall, codec, spec, ttlv
+from keymanager.services.kmip.refusals import KmipRefusal, Reason, refusal_of
 from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
@@ -82,14 +83,14 @@ class KmipDoor:
         principal = await self._caller(svc, subject, client, request_id)
         if isinstance(principal, KmipRefusal):
             self.metrics.observe_request("kmip", "KMIP", 401, time.perf_counter() - started)
-            return Answer(messages.error_response((1, 0), principal), close=True)
+            return Answer(codec.error_response((1, 0), principal), close=True)
         try:
             ttlv.check(message, svc.settings.kmip_max_depth)
             request = codec.decode(message, svc.kmip.served, svc.settings.kmip_max_batch_items)
         except (ttlv.Malformed, KmipRefusal) as exc:
             return await self._unreadable(svc, principal, message, exc, request_id, client, started)
-        batch = Batch(request_id, client, request.kmip_version)
-        results: list[messages.Result] = []
+        batch = Batch(request_id, client, request.version)
+        results: list[codec.Result] = []
         for item in request.items:
             result = await self._item(svc, principal, batch, item)
             results.append(result)
@@ -103,7 +104,7 @@ class KmipDoor:
         except Exception as exc:  # a payload PyKMIP cannot write: a failure of ours, never a stack trace
             log.error("the KMIP response could not be encoded: %s", type(exc).__name__)
             refusal = KmipRefusal(Reason.GENERAL_FAILURE, "the response could not be encoded", 500)
-            return Answer(messages.error_response(request.version, refusal))
+            return Answer(codec.error_response(request.version, refusal))
 
     async def _caller(
         self, svc: Services, subject: str | None, client: str, request_id: str
@@ -137,7 +138,7 @@ class KmipDoor:
     ) -> Answer:
         """The answer to a message that cannot be read: Invalid Message (why, in its result message), audited."""
         refusal = exc if isinstance(exc, KmipRefusal) else KmipRefusal(Reason.INVALID_MESSAGE, str(exc))
-        version = messages.answer_version(_requested_version(message))
+        version = codec.answer_version(_requested_version(message))
         entry = AuditEntry(
             time=datetime.now(UTC),
             action="kmip.message",
@@ -153,10 +154,10 @@ class KmipDoor:
             entry.action, authenticated=True, success_taken=False, status=400, entry=lambda: entry
         )
         if settled.error is not None:
-            return Answer(messages.error_response(version, _unrecorded()), close=True)
-        return Answer(messages.error_response(version, refusal))
+            return Answer(codec.error_response(version, _unrecorded()), close=True)
+        return Answer(codec.error_response(version, refusal))
 
-    async def _item(self, svc: Services, principal: Principal, batch: Batch, item: messages.Item) -> messages.Result:
+    async def _item(self, svc: Services, principal: Principal, batch: Batch, item: codec.Item) -> codec.Result:
         """The result of one batch item, its record written when its operation did not commit one."""
         started = time.perf_counter()
         name = "unknown" if item.operation is None else _operation_name(item.operation)
@@ -167,11 +168,11 @@ class KmipDoor:
             try:
                 authorize(principal, call.action)
                 assert item.operation is not None
-                payload = await svc.kmip.operations[item.operation](call, item.payload)
+                payload = codec.render(item.operation, await svc.kmip.operations[item.operation](call, item.payload))
             except KmipRefusal as exc:
                 refusal = exc
             except KeyManagerError as exc:
-                refusal = messages.refusal_of(exc)
+                refusal = refusal_of(exc)
             except Exception as exc:  # never a stack trace to the client; the class name to the log
                 log.error("unhandled %s in KMIP operation %s", type(exc).__name__, name)
                 refusal = KmipRefusal(Reason.GENERAL_FAILURE, "internal error", 500)
@@ -189,10 +190,10 @@ class KmipDoor:
         if settled.error is not None:
             refusal, status = _unrecorded(), 503
         self.metrics.observe_request(call.action, "KMIP", status, time.perf_counter() - started)
-        return messages.Result(item, payload=payload if refusal is None else None, refusal=refusal)
+        return codec.Result(item, payload=payload if refusal is None else None, refusal=refusal)
 
 
-def _operation_name(operation: messages.Operation) -> str:
+def _operation_name(operation: spec.Operation) -> str:
     """PyKMIP's ``Operation.DISCOVER_VERSIONS`` as the specification spells it: ``DiscoverVersions``."""
     special = {"MAC": "MAC", "MAC_VERIFY": "MACVerify"}
     return special.get(operation.name) or "".join(part.capitalize() for part in operation.name.split("_"))

@@ -1,12 +1,11 @@
 """KMIP's names of the key types, read from the table's ``kmip_algorithm`` column, are exactly the
 names KMIP gave before the column (written out here, not derived)."""
 
-from kmip.core import enums
-
 from keymanager.domain.models import Algorithm
 from keymanager.services.kmip.keys import KMIP_NAMES
+from keymanager.services.kmip.spec import CryptographicAlgorithm
 
-_A = enums.CryptographicAlgorithm
+_A = CryptographicAlgorithm
 EXPECTED = {
     "AES_256_GCM": (_A.AES, 256),
     "AES_128_GCM": (_A.AES, 128),

@@ -15,13 +15,13 @@ from hypothesis import strategies as st
 from kmip.core import enums, utils
 from kmip.core.messages import contents, messages, payloads
 
-from keymanager.services.kmip import ttlv
+from keymanager.services.kmip import spec, ttlv
 from keymanager.services.kmip.codec import decode
-from keymanager.services.kmip.messages import KmipRefusal
+from keymanager.services.kmip.refusals import KmipRefusal
 
 pytestmark = pytest.mark.interop  # make test-interop: hypothesis
 
-SERVED = frozenset(enums.Operation)
+SERVED = frozenset(spec.Operation)
 MAX_DEPTH = 16
 
 

@@ -1,4 +1,4 @@
-"""The hot path of the codec (``services/kmip/fast.py``) equals PyKMIP's on every message it takes:
+"""The hot path of the codec (``services/kmip/codec/fast.py``) equals PyKMIP's on every message it takes:
 the same request fields read, the same response bytes written; every other message is left to PyKMIP."""
 
 from __future__ import annotations
@@ -10,11 +10,13 @@ import pytest
 from kmip.core import attributes, enums, objects
 from kmip.core.messages import payloads
 
-from keymanager.services.kmip import fast, messages
-from keymanager.services.kmip.messages import Item, KmipRefusal, Reason, Result
+from keymanager.services.kmip import spec
+from keymanager.services.kmip.codec import fast, messages
+from keymanager.services.kmip.codec.messages import Item, KmipRefusal, Reason, Result
+from keymanager.services.kmip.requests import DecryptResponse, EncryptResponse
 from tests.kmip.server_fixtures import request_message
 
-SERVED = frozenset(enums.Operation)
+SERVED = frozenset(spec.Operation)
 VERSIONS = [(1, 0), (1, 1), (1, 2), (1, 3), (1, 4), (2, 0)]
 UID = "0123456789abcdef0123456789abcdef"
 
@@ -105,19 +107,17 @@ def _version_3(message: bytes) -> bytes:
 
 
 def _results() -> list[tuple[str, list[Result]]]:
-    encrypt, decrypt = Item(enums.Operation.ENCRYPT, None), Item(enums.Operation.DECRYPT, b"7")
+    encrypt, decrypt = Item(spec.Operation.ENCRYPT, None), Item(spec.Operation.DECRYPT, b"7")
     answers = {
-        "encrypt": Result(encrypt, payloads.EncryptResponsePayload(unique_identifier=UID, data=b"c" * 1008)),
+        "encrypt": Result(encrypt, EncryptResponse(unique_identifier=UID, data=b"c" * 1008)),
         "encrypt-iv": Result(
-            encrypt, payloads.EncryptResponsePayload(unique_identifier=UID, data=b"c" * 16, iv_counter_nonce=b"i" * 16)
+            encrypt, EncryptResponse(unique_identifier=UID, data=b"c" * 16, iv_counter_nonce=b"i" * 16)
         ),
         "encrypt-gcm": Result(
             encrypt,
-            payloads.EncryptResponsePayload(
-                unique_identifier=UID, data=b"c" * 5, iv_counter_nonce=b"n" * 12, auth_tag=b"t" * 16
-            ),
+            EncryptResponse(unique_identifier=UID, data=b"c" * 5, iv_counter_nonce=b"n" * 12, auth_tag=b"t" * 16),
         ),
-        "decrypt": Result(decrypt, payloads.DecryptResponsePayload(unique_identifier=UID, data=b"p" * 33)),
+        "decrypt": Result(decrypt, DecryptResponse(unique_identifier=UID, data=b"p" * 33)),
         "refused": Result(decrypt, refusal=KmipRefusal(Reason.CRYPTOGRAPHIC_FAILURE, "the decryption failed")),
         "unknown": Result(Item(None, None), refusal=KmipRefusal(Reason.INVALID_MESSAGE, "unreadable")),
     }

@@ -3,8 +3,11 @@
 :class:`KmipService` holds one handler per operation served (:attr:`KmipService.operations`),
 each a call of the shared services through the modules here: :mod:`.keys` (Create, Activate,
 Revoke, Destroy, Get of keys), :mod:`.crypto` (Encrypt, Decrypt), :mod:`.discovery` (Query,
-DiscoverVersions). Messages are read within the bounds of :mod:`.ttlv` and decoded and encoded by
-PyKMIP's codec in :mod:`.messages`; attributes are kept as :mod:`.attributes` says. The wire
+DiscoverVersions), :mod:`.objects` (objects that are not keys), :mod:`.pairs` (key pairs),
+:mod:`.catalog` (Locate and the attributes). They read and answer the door's own types
+(:mod:`.requests`, named by :mod:`.spec`); messages are read within the bounds of :mod:`.ttlv`
+and decoded into those types and encoded back by the codec (:mod:`.codec`, the one module that
+imports PyKMIP); attributes are kept as :mod:`.attributes` says. The wire
 (TLS, framing, deadlines) is ``serving/kmip.py``'s; the caller, the batch and the audit records
 are the door's (``api/kmip.py``).
 """
@@ -14,13 +17,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kmip.core import enums
-
 from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.managed_objects import ManagedObject
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.core import CoreServices
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import Batch, KmipCall
 from keymanager.services.kmip.catalog import KmipCatalog
 from keymanager.services.kmip.crypto import KmipCrypto
@@ -28,6 +30,7 @@ from keymanager.services.kmip.discovery import KmipDiscovery
 from keymanager.services.kmip.keys import KmipKeys
 from keymanager.services.kmip.objects import TYPES, KmipObjects
 from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
+from keymanager.services.kmip.requests import Identified, RegisterRequest
 from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache
@@ -35,13 +38,13 @@ from keymanager.services.snapshot import MetadataCache
 Handler = Callable[[KmipCall, Any], Awaitable[Any]]
 ObjectHandler = Callable[[KmipCall, ManagedObject, Any], Awaitable[Any]]
 PublicHandler = Callable[[KmipCall, Any, str, str], Awaitable[Any]]
-Op = enums.Operation
+Op = spec.Operation
 
 __all__ = ["Batch", "Handler", "KmipCall", "KmipService"]
 
 
 class KmipService:
-    """The operations of the KMIP door, by PyKMIP's ``Operation``."""
+    """The operations of the KMIP door, by the door's ``Operation``."""
 
     def __init__(
         self,
@@ -64,7 +67,7 @@ class KmipService:
         raw = RawCipher(hsm, max_plaintext_bytes=max_plaintext_bytes)
         self.crypto = KmipCrypto(raw, core.crypto, cache, audit_log)
         self.pairs = KmipPairs(core.keys, self.keys, core.asymmetric, cache, audit_log)
-        self.operations: dict[enums.Operation, Handler] = {
+        self.operations: dict[spec.Operation, Handler] = {
             Op.CREATE: self.keys.create,
             Op.CREATE_KEY_PAIR: self.pairs.create_key_pair,
             Op.REGISTER: self._register,
@@ -88,18 +91,18 @@ class KmipService:
         }
         self._cache = cache
         object_types = (
-            enums.ObjectType.SYMMETRIC_KEY,
-            enums.ObjectType.PUBLIC_KEY,
-            enums.ObjectType.PRIVATE_KEY,
+            spec.ObjectType.SYMMETRIC_KEY,
+            spec.ObjectType.PUBLIC_KEY,
+            spec.ObjectType.PRIVATE_KEY,
             *TYPES,
         )
         self.discovery = KmipDiscovery(self.operations, object_types)
         self.operations[Op.DISCOVER_VERSIONS] = self.discovery.discover_versions
         self.operations[Op.QUERY] = self.discovery.query
 
-    async def _register(self, call: KmipCall, payload: Any) -> Any:
+    async def _register(self, call: KmipCall, payload: RegisterRequest) -> Identified:
         """Register: a symmetric key into the HSM (``keys.py``), any other object sealed (``objects.py``)."""
-        if payload.object_type == enums.ObjectType.SYMMETRIC_KEY:
+        if payload.object_type == spec.ObjectType.SYMMETRIC_KEY:
             return await self.keys.register(call, payload)
         return await self.objects.register(call, payload)
 
@@ -136,6 +139,6 @@ class KmipService:
         return handle
 
     @property
-    def served(self) -> frozenset[enums.Operation]:
+    def served(self) -> frozenset[spec.Operation]:
         """The operations decoded and served (every other one is answered Operation Not Supported)."""
         return frozenset(self.operations)

@@ -16,14 +16,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kmip.core import attributes as kmip_attributes
-from kmip.core import enums, primitives
-from kmip.core import objects as core_objects
-from kmip.core.factories.attributes import AttributeFactory
+from keymanager.services.kmip import spec
+from keymanager.services.kmip.refusals import KmipRefusal, Reason, invalid
+from keymanager.services.kmip.requests import Attribute
 
-from keymanager.services.kmip.messages import KmipRefusal, Reason, invalid
-
-A = enums.AttributeType
+A = spec.AttributeType
 MAX_VALUES = 64
 """Most attribute values one object holds (names, groups, custom attributes together)."""
 MAX_TEXT = 1024
@@ -75,17 +72,6 @@ DATE_ATTRIBUTES = frozenset(
     }
 )
 """Every date attribute (Locate takes two values of one as a range)."""
-_CUSTOM_TYPES: dict[type, str] = {
-    primitives.TextString: "text",
-    primitives.Integer: "integer",
-    primitives.LongInteger: "long",
-    primitives.Boolean: "boolean",
-    primitives.ByteString: "bytes",
-    primitives.DateTime: "date",
-    primitives.Enumeration: "enumeration",
-    primitives.Interval: "interval",
-}
-_FACTORY = AttributeFactory()
 
 
 def is_custom(name: str) -> bool:
@@ -93,47 +79,34 @@ def is_custom(name: str) -> bool:
     return name[:2] in ("x-", "y-", "X-", "Y-")
 
 
-def parsed(attribute: core_objects.Attribute) -> tuple[str, int | None, Any]:
-    """``(name, index, value)`` of a PyKMIP attribute, its value as the JSON keeps it."""
-    name = str(attribute.attribute_name.value)
-    index = None if attribute.attribute_index is None else int(attribute.attribute_index.value)
-    return name, index, _json_value(name, attribute.attribute_value)
+def parsed(attribute: Attribute) -> tuple[str, int | None, Any]:
+    """``(name, index, value)`` of an attribute a client gave, its value as the JSON keeps it;
+    refused when the codec could not read it, or when a text is longer than :data:`MAX_TEXT`."""
+    if attribute.error is not None:
+        raise attribute.error
+    _bounded_text(attribute.value, custom=is_custom(attribute.name))
+    return attribute.name, attribute.index, attribute.value
 
 
-def _json_value(name: str, value: Any) -> Any:
-    if value is None:
-        return None
-    if name == A.NAME.value:
-        return _text(str(value.name_value.value))
-    if name == A.APPLICATION_SPECIFIC_INFORMATION.value:
-        return [_text(str(value.application_namespace)), _text(str(value.application_data))]
-    if is_custom(name):
-        kind = next((name for cls, name in _CUSTOM_TYPES.items() if isinstance(value, cls)), None)
-        if kind is None:
-            raise invalid(f"the custom attribute {name[:64]} has a type this server does not keep")
-        raw = value.value
-        if kind == "bytes":
-            return [kind, _bytes(raw).hex()]
-        if kind == "enumeration":
-            raw = getattr(raw, "value", raw)
-        return [kind, _text(raw) if isinstance(raw, str) else raw]
-    raw = getattr(value, "value", value)
-    return int(raw.value) if hasattr(raw, "value") else (_text(raw) if isinstance(raw, str) else raw)
+def tagged(attribute: Attribute | None) -> tuple[str, Any]:
+    """KMIP 2.0's New or Current Attribute: its name and JSON value; Missing Data when there is none."""
+    if attribute is None:
+        raise KmipRefusal(Reason.MISSING_DATA, "the request names no attribute")
+    name, _, value = parsed(attribute)
+    return name, value
 
 
-def _text(value: str) -> str:
-    if len(value) > MAX_TEXT:
-        raise invalid(f"an attribute value is limited to {MAX_TEXT} characters")
-    return value
+def _bounded_text(value: Any, *, custom: bool) -> None:
+    if custom and isinstance(value, list) and value and value[0] == "bytes":
+        if len(value[1]) // 2 > MAX_TEXT:
+            raise invalid(f"an attribute value is limited to {MAX_TEXT} bytes")
+        return
+    for text in value if isinstance(value, list) else [value]:
+        if isinstance(text, str) and len(text) > MAX_TEXT:
+            raise invalid(f"an attribute value is limited to {MAX_TEXT} characters")
 
 
-def _bytes(value: bytes) -> bytes:
-    if len(value) > MAX_TEXT:
-        raise invalid(f"an attribute value is limited to {MAX_TEXT} bytes")
-    return bytes(value)
-
-
-def client_attributes(template: Iterable[core_objects.Attribute]) -> tuple[dict[str, Any], dict[str, Any]]:
+def client_attributes(template: Iterable[Attribute]) -> tuple[dict[str, Any], dict[str, Any]]:
     """The attributes a client gave at creation: the JSON of those it may set, and the rest (the
     server's, which it checks itself: algorithm, length, Sensitive, Extractable) by name."""
     kept: dict[str, Any] = {}
@@ -240,36 +213,14 @@ def facts(kept: Mapping[str, Any]) -> dict[str, list[Any]]:
     return found
 
 
-def build(name: str, value: Any, index: int | None = None) -> core_objects.Attribute:
-    """The PyKMIP attribute ``name`` of JSON ``value`` (as :func:`parsed` reads it back)."""
-    if is_custom(name):
-        return _custom(name, value)
-    kind = enums.AttributeType(name)
-    if kind is A.CRYPTOGRAPHIC_USAGE_MASK:
-        return _attribute(name, kmip_attributes.CryptographicUsageMask(int(value)), index)
-    if kind is A.APPLICATION_SPECIFIC_INFORMATION:
-        value = {"application_namespace": value[0], "application_data": value[1]}
-    elif kind in _ENUMERATED:
-        value = _ENUMERATED[kind](value)
-    return _FACTORY.create_attribute(kind, value, index)
-
-
-_ENUMERATED: dict[enums.AttributeType, Any] = {
-    A.OBJECT_TYPE: enums.ObjectType,
-    A.STATE: enums.State,
-    A.CRYPTOGRAPHIC_ALGORITHM: enums.CryptographicAlgorithm,
-    A.CERTIFICATE_TYPE: enums.CertificateType,
-}
-
-
-def built(found: Mapping[str, list[Any]], wanted: Iterable[str] | None = None) -> list[core_objects.Attribute]:
-    """The PyKMIP attributes of ``found`` (attribute name to values), only those named in ``wanted`` if given."""
+def built(found: Mapping[str, list[Any]], wanted: Iterable[str] | None = None) -> list[Attribute]:
+    """The attributes of ``found`` (attribute name to values), only those named in ``wanted`` if given."""
     names = list(found) if wanted is None else [name for name in wanted if name in found]
     attributes = []
     for name in names:
         values = found[name]
         for index, value in enumerate(values):
-            attributes.append(build(name, value, index if name in MULTI else None))
+            attributes.append(Attribute(name, index if name in MULTI else None, value))
     return attributes
 
 
@@ -297,26 +248,3 @@ def _matches(found: Mapping[str, list[Any]], name: str, value: Any) -> bool:
     if name == A.CRYPTOGRAPHIC_USAGE_MASK.value:
         return any(int(v) & int(value) == int(value) for v in values)
     return value in values
-
-
-def _custom(name: str, kind_value: list[Any]) -> core_objects.Attribute:
-    kind, value = kind_value
-    tag = enums.Tags.ATTRIBUTE_VALUE
-    primitive = {
-        "text": lambda: primitives.TextString(value, tag),
-        "integer": lambda: primitives.Integer(value, tag),
-        "long": lambda: primitives.LongInteger(value, tag),
-        "boolean": lambda: primitives.Boolean(value, tag),
-        "bytes": lambda: primitives.ByteString(bytes.fromhex(value), tag),
-        "date": lambda: primitives.DateTime(value, tag),
-        "interval": lambda: primitives.Interval(value, tag),
-    }[kind]()
-    return _attribute(name, primitive)
-
-
-def _attribute(name: str, value: Any, index: int | None = None) -> core_objects.Attribute:
-    return core_objects.Attribute(
-        attribute_name=core_objects.Attribute.AttributeName(name),
-        attribute_index=None if index is None else core_objects.Attribute.AttributeIndex(index),
-        attribute_value=value,
-    )

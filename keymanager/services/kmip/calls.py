@@ -7,10 +7,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from kmip.core import enums
-
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.domain.models import Principal
+from keymanager.services.kmip.refusals import invalid
 
 
 @dataclass
@@ -19,7 +18,8 @@ class Batch:
 
     request_id: str
     client: str | None
-    version: enums.KMIPVersion
+    version: tuple[int, int]
+    """The protocol version the request speaks."""
     id_placeholder: str | None = None
     """The unique identifier an item that names none means (KMIP's ID Placeholder)."""
 
@@ -43,17 +43,14 @@ class KmipCall:
         return f"kmip.{self.operation}"
 
     @property
-    def version(self) -> enums.KMIPVersion:
+    def version(self) -> tuple[int, int]:
         return self.batch.version
 
-    def uid(self, given: Any) -> str:
-        """The unique identifier the item names (a PyKMIP text or str), else the batch's ID placeholder."""
-        value = getattr(given, "value", given)
-        if value:
-            return str(value)
+    def uid(self, given: str | None) -> str:
+        """The unique identifier the item names, else the batch's ID placeholder."""
+        if given:
+            return given
         if self.batch.id_placeholder is None:
-            from keymanager.services.kmip.messages import invalid
-
             raise invalid("the request names no unique identifier and none came before it in the batch")
         return self.batch.id_placeholder
 

@@ -19,43 +19,45 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from kmip.core import enums
-from kmip.core.messages import payloads
-
 from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Key, KeyState, Lifecycle
 from keymanager.errors import KeyNotFound
 from keymanager.services.authorization import require_owner
 from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import KmipKeys, kmip_type
-from keymanager.services.kmip.messages import (
-    NO_OBJECT,
-    AddAttributeRequest,
-    AddAttributeResponse,
-    KmipRefusal,
-    Reason,
-    invalid,
-)
 from keymanager.services.kmip.objects import KmipObjects
 from keymanager.services.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.services.kmip.requests import (
+    Attribute,
+    AttributeChange,
+    AttributeNames,
+    AttributesAnswer,
+    AttributesRequest,
+    Identified,
+    Located,
+    LocateRequest,
+    Named,
+)
 
-A = enums.AttributeType
+A = spec.AttributeType
 MAX_LOCATED = 1000
 """Most identifiers one Locate answers (Maximum Items asks for fewer)."""
 _STATES = {
-    Lifecycle.PRE_ACTIVE: enums.State.PRE_ACTIVE,
-    Lifecycle.ACTIVE: enums.State.ACTIVE,
-    Lifecycle.DEACTIVATED: enums.State.DEACTIVATED,
-    Lifecycle.COMPROMISED: enums.State.COMPROMISED,
-    Lifecycle.DESTROYED: enums.State.DESTROYED,
-    Lifecycle.DESTROYED_COMPROMISED: enums.State.DESTROYED_COMPROMISED,
+    Lifecycle.PRE_ACTIVE: spec.State.PRE_ACTIVE,
+    Lifecycle.ACTIVE: spec.State.ACTIVE,
+    Lifecycle.DEACTIVATED: spec.State.DEACTIVATED,
+    Lifecycle.COMPROMISED: spec.State.COMPROMISED,
+    Lifecycle.DESTROYED: spec.State.DESTROYED,
+    Lifecycle.DESTROYED_COMPROMISED: spec.State.DESTROYED_COMPROMISED,
 }
 
 DEFAULT_POLICY_NAME = "default"
 """The Operation Policy Name of an object whose client named none (as PyKMIP's server answers)."""
-_GONE = (enums.State.DESTROYED.value, enums.State.DESTROYED_COMPROMISED.value)
+_GONE = (spec.State.DESTROYED.value, spec.State.DESTROYED_COMPROMISED.value)
 
 
 @dataclass(frozen=True)
@@ -105,9 +107,9 @@ class KmipCatalog:
             return self._object_view(found)
         return await self._key_view(call, uid)
 
-    async def locate(self, call: KmipCall, payload: payloads.LocateRequestPayload) -> payloads.LocateResponsePayload:
+    async def locate(self, call: KmipCall, payload: LocateRequest) -> Located:
         """The identifiers of the objects the caller may see that match every attribute given."""
-        wanted = [attrs.parsed(attribute) for attribute in payload.attributes or []]
+        wanted = [attrs.parsed(attribute) for attribute in payload.attributes]
         if not any(name == A.STATE.value for name, _, _ in wanted):  # destroyed objects only when asked for
             views = [
                 view
@@ -122,61 +124,50 @@ class KmipCatalog:
         limit = min(payload.maximum_items or MAX_LOCATED, MAX_LOCATED)
         page = found[offset : offset + limit]
         call.details["located"] = len(page)
-        return payloads.LocateResponsePayload(located_items=len(found), unique_identifiers=page)
+        return Located(len(found), page)
 
-    async def get_attributes(
-        self, call: KmipCall, payload: payloads.GetAttributesRequestPayload
-    ) -> payloads.GetAttributesResponsePayload:
+    async def get_attributes(self, call: KmipCall, payload: AttributesRequest) -> AttributesAnswer:
         """The attributes named (every one, when none is), of an object the caller may see."""
         view = await self.view(call, call.uid(payload.unique_identifier))
         names = payload.attribute_names or None
-        return payloads.GetAttributesResponsePayload(
-            unique_identifier=view.uid, attributes=attrs.built(view.attributes, names)
-        )
+        return AttributesAnswer(view.uid, attrs.built(view.attributes, names))
 
-    async def get_attribute_list(
-        self, call: KmipCall, payload: payloads.GetAttributeListRequestPayload
-    ) -> payloads.GetAttributeListResponsePayload:
+    async def get_attribute_list(self, call: KmipCall, payload: Named) -> AttributeNames:
         """The names of the object's attributes."""
         view = await self.view(call, call.uid(payload.unique_identifier))
-        return payloads.GetAttributeListResponsePayload(
-            unique_identifier=view.uid, attribute_names=list(view.attributes)
-        )
+        return AttributeNames(view.uid, list(view.attributes))
 
-    async def add_attribute(self, call: KmipCall, payload: AddAttributeRequest) -> AddAttributeResponse:
+    async def add_attribute(self, call: KmipCall, payload: AttributeChange) -> AttributesAnswer:
         """Add an attribute's value (a multi-valued one gets one more; a single-valued one must be absent)."""
         view = await self._managed(call, call.uid(payload.unique_identifier))
         kept = _copy(view.kept)
+        assert payload.attribute is not None  # the codec reads AddAttribute with its attribute
         name, _, value = attrs.parsed(payload.attribute)
         attrs.add(kept, name, value)
         await view.save(call, kept)
-        return AddAttributeResponse(view.uid, payload.attribute)
+        return AttributesAnswer(view.uid, [payload.attribute])
 
-    async def modify_attribute(
-        self, call: KmipCall, payload: payloads.ModifyAttributeRequestPayload
-    ) -> payloads.ModifyAttributeResponsePayload:
+    async def modify_attribute(self, call: KmipCall, payload: AttributeChange) -> Identified | AttributesAnswer:
         """Change one attribute's value (1.x: by name and index; 2.0: the current value, or the only one)."""
         view = await self._managed(call, call.uid(payload.unique_identifier))
         kept = _copy(view.kept)
         if payload.attribute is not None:
             name, index, value = attrs.parsed(payload.attribute)
         else:
-            name, value = _tagged(payload.new_attribute)
+            name, value = attrs.tagged(payload.new_attribute)
             index = _index_of(kept, name, payload.current_attribute)
         attrs.modify(kept, name, index, value)
         await view.save(call, kept)
         if payload.attribute is None:  # 2.0 answers the identifier only
-            return payloads.ModifyAttributeResponsePayload(unique_identifier=view.uid)
-        changed = attrs.build(name, value, (index or 0) if name in attrs.MULTI else None)
-        return payloads.ModifyAttributeResponsePayload(unique_identifier=view.uid, attribute=changed)
+            return Identified(view.uid)
+        changed = Attribute(name, (index or 0) if name in attrs.MULTI else None, value)
+        return AttributesAnswer(view.uid, [changed])
 
-    async def set_attribute(
-        self, call: KmipCall, payload: payloads.SetAttributeRequestPayload
-    ) -> payloads.SetAttributeResponsePayload:
+    async def set_attribute(self, call: KmipCall, payload: AttributeChange) -> Identified:
         """KMIP 2.0's SetAttribute: a single-valued attribute set (or replaced), a multi-valued one added to."""
         view = await self._managed(call, call.uid(payload.unique_identifier))
         kept = _copy(view.kept)
-        name, value = _tagged(payload.new_attribute)
+        name, value = attrs.tagged(payload.new_attribute)
         if name in attrs.MULTI:
             attrs.add(kept, name, value)
         else:
@@ -185,11 +176,9 @@ class KmipCatalog:
             except KmipRefusal:
                 attrs.add(kept, name, value)
         await view.save(call, kept)
-        return payloads.SetAttributeResponsePayload(unique_identifier=view.uid)
+        return Identified(view.uid)
 
-    async def delete_attribute(
-        self, call: KmipCall, payload: payloads.DeleteAttributeRequestPayload
-    ) -> payloads.DeleteAttributeResponsePayload:
+    async def delete_attribute(self, call: KmipCall, payload: AttributeChange) -> Identified | AttributesAnswer:
         """Remove an attribute's value (1.x: by name and index; 2.0: the current value or every value)."""
         view = await self._managed(call, call.uid(payload.unique_identifier))
         kept = _copy(view.kept)
@@ -197,18 +186,17 @@ class KmipCatalog:
             removed = attrs.delete(kept, payload.attribute_name, payload.attribute_index)
             await view.save(call, kept)
             index, value = removed[0]  # 1.x answers the attribute it deleted, with its index
-            deleted = attrs.build(payload.attribute_name, value, index)
-            return payloads.DeleteAttributeResponsePayload(unique_identifier=view.uid, attribute=deleted)
+            deleted = Attribute(payload.attribute_name, index, value)
+            return AttributesAnswer(view.uid, [deleted])
         if payload.current_attribute is not None:
-            name, value = _tagged(payload.current_attribute)
+            name, value = attrs.tagged(payload.current_attribute)
             attrs.delete(kept, name, None, value)
         else:
-            referenced = getattr(payload.attribute_reference, "attribute_name", None)
-            if not referenced:
+            if not payload.reference:
                 raise invalid("DeleteAttribute names no attribute")
-            attrs.delete(kept, str(referenced), None)
+            attrs.delete(kept, payload.reference, None)
         await view.save(call, kept)
-        return payloads.DeleteAttributeResponsePayload(unique_identifier=view.uid)
+        return Identified(view.uid)
 
     async def _managed(self, call: KmipCall, uid: str) -> View:
         view = await self.view(call, uid)
@@ -229,7 +217,7 @@ class KmipCatalog:
         """The views of a key: one, or for a key pair its private key's and (until retired) its public key's."""
         algorithm, length = kmip_type(key)
         pair = is_pair(key)
-        kind = enums.ObjectType.PRIVATE_KEY if pair else enums.ObjectType.SYMMETRIC_KEY
+        kind = spec.ObjectType.PRIVATE_KEY if pair else spec.ObjectType.SYMMETRIC_KEY
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [key.id],
             A.OBJECT_TYPE.value: [kind.value],
@@ -251,7 +239,7 @@ class KmipCatalog:
             public = {
                 **server,
                 A.UNIQUE_IDENTIFIER.value: [key.id + PUBLIC_SUFFIX],
-                A.OBJECT_TYPE.value: [enums.ObjectType.PUBLIC_KEY.value],
+                A.OBJECT_TYPE.value: [spec.ObjectType.PUBLIC_KEY.value],
             }
             views.append(View(key.id + PUBLIC_SUFFIX, key.created_at, owner, key.attributes, public, save, asked))
         return views
@@ -259,11 +247,11 @@ class KmipCatalog:
     def _object_view(self, found: ManagedObject) -> View:
         server: dict[str, list[Any]] = {
             A.UNIQUE_IDENTIFIER.value: [found.id],
-            A.OBJECT_TYPE.value: [enums.ObjectType[found.object_type].value],
+            A.OBJECT_TYPE.value: [spec.ObjectType[found.object_type].value],
             A.STATE.value: [_STATES[found.state].value],
         }
-        if found.object_type == enums.ObjectType.CERTIFICATE.name:
-            server[A.CERTIFICATE_TYPE.value] = [found.attributes.get("value_type") or enums.CertificateType.X_509.value]
+        if found.object_type == spec.ObjectType.CERTIFICATE.name:
+            server[A.CERTIFICATE_TYPE.value] = [found.attributes.get("value_type") or spec.CertificateType.X_509.value]
 
         async def save(call: KmipCall, kept: dict[str, Any]) -> None:
             await self._objects.set_attributes(call, found, kept)
@@ -278,20 +266,11 @@ def _copy(kept: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _tagged(holder: Any) -> tuple[str, Any]:
-    """KMIP 2.0's New/Current Attribute: the attribute's name (from its tag) and its JSON value."""
-    if holder is None or getattr(holder, "attribute", None) is None:
-        raise KmipRefusal(Reason.MISSING_DATA, "the request names no attribute")
-    value = holder.attribute
-    name = enums.convert_attribute_tag_to_name(value.tag)
-    return name, attrs._json_value(name, value)
-
-
-def _index_of(kept: Mapping[str, Any], name: str, current: Any) -> int | None:
+def _index_of(kept: Mapping[str, Any], name: str, current: Attribute | None) -> int | None:
     """The index of ``current``'s value among a multi-valued attribute's (None: single-valued or not given)."""
     if current is None or name not in attrs.MULTI:
         return None
-    _, value = _tagged(current)
+    _, value = attrs.tagged(current)
     values: list[Any] = list(kept.get(attrs.MULTI[name], []))
     if value not in values:
         raise KmipRefusal(Reason.ITEM_NOT_FOUND, f"the object has no such {name}", 404)

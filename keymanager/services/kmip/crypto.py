@@ -17,21 +17,25 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from kmip.core import attributes as kmip_attributes
-from kmip.core import enums
-from kmip.core import objects as kmip_objects
-from kmip.core.messages import payloads
-
 from keymanager.domain.models import HMAC_KEY_BITS, Key
 from keymanager.errors import Forbidden, KeyNotFound
 from keymanager.services import raw_cipher
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.crypto import CryptoService
 from keymanager.services.keys import visible
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.fast import MacVerified
 from keymanager.services.kmip.keys import kmip_type
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.services.kmip.requests import (
+    CipherRequest,
+    DecryptResponse,
+    EncryptResponse,
+    MacResponse,
+    MacVerified,
+    Parameters,
+    SignatureRequest,
+)
 from keymanager.services.raw_cipher import RawCipher, RawMode, RawSealed, require_active
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
@@ -45,7 +49,7 @@ class KmipCrypto:
         self._cache = cache
         self._audit = audit_log
 
-    async def encrypt(self, call: KmipCall, payload: payloads.EncryptRequestPayload) -> payloads.EncryptResponsePayload:
+    async def encrypt(self, call: KmipCall, payload: CipherRequest) -> EncryptResponse:
         """The ciphertext, with the IV the server made and GCM's tag."""
         uid = call.uid(payload.unique_identifier)
         asked = _mode(payload.cryptographic_parameters)
@@ -63,11 +67,9 @@ class KmipCrypto:
             return sealed
 
         done: RawSealed = await self._used(call, attempt)
-        return payloads.EncryptResponsePayload(
-            unique_identifier=uid, data=done.sealed, iv_counter_nonce=done.iv, auth_tag=done.tag
-        )
+        return EncryptResponse(uid, data=done.sealed, iv_counter_nonce=done.iv, auth_tag=done.tag)
 
-    async def decrypt(self, call: KmipCall, payload: payloads.DecryptRequestPayload) -> payloads.DecryptResponsePayload:
+    async def decrypt(self, call: KmipCall, payload: CipherRequest) -> DecryptResponse:
         """The plaintext; Cryptographic Failure for every failure of the ciphertext, IV, tag or AAD."""
         uid = call.uid(payload.unique_identifier)
         asked = _mode(payload.cryptographic_parameters)
@@ -85,12 +87,12 @@ class KmipCrypto:
             return opened.plaintext
 
         plaintext = await self._used(call, attempt)
-        return payloads.DecryptResponsePayload(unique_identifier=uid, data=plaintext)
+        return DecryptResponse(uid, data=plaintext)
 
-    async def mac(self, call: KmipCall, payload: payloads.MACRequestPayload) -> payloads.MACResponsePayload:
+    async def mac(self, call: KmipCall, payload: SignatureRequest) -> MacResponse:
         """The HMAC of the data, computed in the HSM with an HMAC key the caller's policy names for ``mac``."""
         uid = call.uid(payload.unique_identifier)
-        data = self._sized(getattr(payload.data, "value", None))  # PyKMIP's MAC payload holds primitives
+        data = self._sized(payload.data)
         asked = getattr(payload.cryptographic_parameters, "cryptographic_algorithm", None)
 
         async def attempt(snapshot: Snapshot) -> bytes:
@@ -103,23 +105,20 @@ class KmipCrypto:
             return computed.mac
 
         mac = await self._used(call, attempt)
-        return payloads.MACResponsePayload(
-            unique_identifier=kmip_attributes.UniqueIdentifier(uid), mac_data=kmip_objects.MACData(mac)
-        )
+        return MacResponse(uid, mac_data=mac)
 
-    async def mac_verify(self, call: KmipCall, payload: Any) -> MacVerified:
+    async def mac_verify(self, call: KmipCall, payload: CipherRequest) -> MacVerified:
         """Whether the MAC is the data's under the HMAC key (computed in the HSM, compared in constant time)."""
         uid = call.uid(payload.unique_identifier)
         data = self._sized(payload.data)
-        if payload.mac_data is None:
+        mac = payload.mac_data
+        if mac is None:
             raise KmipRefusal(Reason.MISSING_DATA, "MACVerify needs the MAC")
 
         async def attempt(snapshot: Snapshot) -> bool:
             key = await visible_key(snapshot, call, uid)
             require_active(key)
-            checked = await self._crypto.verify_mac(
-                snapshot, call.principal, key.id, data, payload.mac_data, framed=False
-            )
+            checked = await self._crypto.verify_mac(snapshot, call.principal, key.id, data, mac, framed=False)
             call.key_version = checked.key_version
             return checked.valid
 
@@ -147,23 +146,23 @@ async def visible_key(snapshot: Snapshot, call: KmipCall, uid: str) -> Key:
     return key
 
 
-def _mode(parameters: Any) -> RawMode | None:
+def _mode(parameters: Parameters | None) -> RawMode | None:
     """The mode the Cryptographic Parameters name (None: none named, the key's own); refused by name otherwise."""
     if parameters is None:
         return None
     algorithm = parameters.cryptographic_algorithm
-    if algorithm is not None and algorithm != enums.CryptographicAlgorithm.AES:
+    if algorithm is not None and algorithm != spec.CryptographicAlgorithm.AES:
         raise invalid(f"only AES is offered for Encrypt and Decrypt, not {algorithm.name}")
     block = parameters.block_cipher_mode
     if block is None:
-        if parameters.padding_method not in (None, enums.PaddingMethod.PKCS5):
+        if parameters.padding_method not in (None, spec.PaddingMethod.PKCS5):
             raise invalid(f"AES-CBC is offered with PKCS5 padding only, not {parameters.padding_method.name}")
         return None if parameters.tag_length is None else raw_cipher.gcm(parameters.tag_length)
-    if block == enums.BlockCipherMode.CBC:
+    if block == spec.BlockCipherMode.CBC:
         padding = parameters.padding_method
-        if padding not in (None, enums.PaddingMethod.PKCS5):
+        if padding not in (None, spec.PaddingMethod.PKCS5):
             raise invalid(f"AES-CBC is offered with PKCS5 padding only, not {padding.name}")
         return raw_cipher.CBC_PAD
-    if block == enums.BlockCipherMode.GCM:
+    if block == spec.BlockCipherMode.GCM:
         return raw_cipher.gcm(parameters.tag_length or 16)
     raise invalid(f"the block cipher mode {block.name} is not offered (CBC with PKCS5 padding and GCM are)")

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from kmip.core import enums, misc
-from kmip.core.messages import contents, payloads
-
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.messages import VERSIONS
+from keymanager.services.kmip.requests import QueryAnswer, QueryRequest, Versions, VersionsRequest
+from keymanager.services.kmip.spec import VERSIONS
 
 VENDOR = "keymanager"
 SERVER = "keymanager KMIP door (HSM-backed; docs/kmip.md)"
@@ -17,29 +16,26 @@ SERVER = "keymanager KMIP door (HSM-backed; docs/kmip.md)"
 class KmipDiscovery:
     """DiscoverVersions and Query, answered from the operations and object types served."""
 
-    def __init__(self, operations: Collection[enums.Operation], object_types: Collection[enums.ObjectType]) -> None:
+    def __init__(self, operations: Collection[spec.Operation], object_types: Collection[spec.ObjectType]) -> None:
         self._operations = operations
         self._object_types = object_types
 
-    async def discover_versions(
-        self, call: KmipCall, payload: payloads.DiscoverVersionsRequestPayload
-    ) -> payloads.DiscoverVersionsResponsePayload:
+    async def discover_versions(self, call: KmipCall, payload: VersionsRequest) -> Versions:
         """The versions served that the client lists (all of them, most preferred first, when it lists none)."""
-        served = [contents.ProtocolVersion(*version) for version in VERSIONS]
-        asked = payload.protocol_versions or []
+        asked = payload.protocol_versions
         if asked:
-            served = [version for version in asked if (version.major, version.minor) in VERSIONS]
-        return payloads.DiscoverVersionsResponsePayload(protocol_versions=served)
+            return Versions([version for version in asked if version in VERSIONS])
+        return Versions(list(VERSIONS))
 
-    async def query(self, call: KmipCall, payload: payloads.QueryRequestPayload) -> payloads.QueryResponsePayload:
+    async def query(self, call: KmipCall, payload: QueryRequest) -> QueryAnswer:
         """The operations, object types and server information the client asks for."""
-        functions = set(payload.query_functions or [])
-        answer = payloads.QueryResponsePayload()
-        if enums.QueryFunction.QUERY_OPERATIONS in functions:
+        functions = set(payload.query_functions)
+        answer = QueryAnswer()
+        if spec.QueryFunction.QUERY_OPERATIONS in functions:
             answer.operations = sorted(self._operations, key=lambda op: op.value)
-        if enums.QueryFunction.QUERY_OBJECTS in functions:
+        if spec.QueryFunction.QUERY_OBJECTS in functions:
             answer.object_types = sorted(self._object_types, key=lambda kind: kind.value)
-        if enums.QueryFunction.QUERY_SERVER_INFORMATION in functions:
+        if spec.QueryFunction.QUERY_SERVER_INFORMATION in functions:
             answer.vendor_identification = VENDOR
-            answer.server_information = misc.ServerInformation()
+            answer.server_information = True
         return answer

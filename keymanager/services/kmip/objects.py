@@ -20,12 +20,6 @@ import time
 from datetime import UTC, datetime
 from typing import Any
 
-from kmip.core import attributes as kmip_attributes
-from kmip.core import enums
-from kmip.core.messages import payloads
-from kmip.pie import factory as pie_factory
-from kmip.pie import objects as pie_objects
-
 from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
@@ -37,9 +31,11 @@ from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.authorization import require_owner
 from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.keys import revocation
-from keymanager.services.kmip.messages import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
+from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
+from keymanager.services.kmip.requests import GetRequest, Got, Identified, Named, RegisterRequest, RevokeRequest, Secret
 from keymanager.services.managed_objects import ManagedObjectService, visible
 
 SEALING_PREFIX = "kmip-objects-"
@@ -47,13 +43,13 @@ SEALING_PREFIX = "kmip-objects-"
 never swept as an orphan (its name is no key id)."""
 MAX_VALUE_BYTES = 64 * 1024
 """Largest value a registered object may have."""
-TYPES = {
-    enums.ObjectType.SECRET_DATA: pie_objects.SecretData,
-    enums.ObjectType.OPAQUE_DATA: pie_objects.OpaqueObject,
-    enums.ObjectType.CERTIFICATE: pie_objects.X509Certificate,
+TYPES = (spec.ObjectType.SECRET_DATA, spec.ObjectType.OPAQUE_DATA, spec.ObjectType.CERTIFICATE)
+"""The object types stored here."""
+_VALUE_TYPES = {
+    spec.ObjectType.SECRET_DATA: spec.SecretDataType.PASSWORD.value,
+    spec.ObjectType.OPAQUE_DATA: spec.OpaqueDataType.NONE.value,
 }
-"""The object types stored here, and PyKMIP's class of each."""
-_FACTORY = pie_factory.ObjectFactory()
+"""The value type Get answers for an object stored without one."""
 
 
 class KmipObjects:
@@ -76,26 +72,26 @@ class KmipObjects:
         """Every registered object, newest first."""
         return await asyncio.to_thread(self._store.all)
 
-    async def register(
-        self, call: KmipCall, payload: payloads.RegisterRequestPayload
-    ) -> payloads.RegisterResponsePayload:
+    async def register(self, call: KmipCall, payload: RegisterRequest) -> Identified:
         """Store the object sealed, owned by the caller; Pre-Active (Activate makes it Active)."""
         kind = payload.object_type
-        if kind not in TYPES:
-            raise invalid(f"Register stores secret data, opaque objects and certificates here, not {kind.name}")
+        if kind is None or kind not in TYPES:
+            raise invalid(
+                f"Register stores secret data, opaque objects and certificates here, not {getattr(kind, 'name', kind)}"
+            )
         if payload.managed_object is None:
             raise KmipRefusal(Reason.MISSING_DATA, "Register needs the object itself")
-        template = payload.template_attribute
+        template = payload.template
         kept, server = attrs.client_attributes(template.attributes if template is not None else [])
         for name in server:
             if name not in (
-                enums.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value,
-                enums.AttributeType.CRYPTOGRAPHIC_LENGTH.value,
+                spec.AttributeType.CRYPTOGRAPHIC_ALGORITHM.value,
+                spec.AttributeType.CRYPTOGRAPHIC_LENGTH.value,
             ):
                 raise denied(f"the {name} attribute is kept by the server")
         value, value_type = _value(payload.managed_object)
         kept["owner"] = call.principal.id
-        kept.setdefault("dates", {})[enums.AttributeType.INITIAL_DATE.value] = int(time.time())
+        kept.setdefault("dates", {})[spec.AttributeType.INITIAL_DATE.value] = int(time.time())
         kept["value_type"] = value_type
         kept["value_bytes"] = len(value)
         object_id = new_id()
@@ -119,9 +115,9 @@ class KmipObjects:
         call.details["object_type"] = kind.name
         await asyncio.to_thread(self._store.add, found, record=call.success(object_id))
         call.batch.id_placeholder = object_id
-        return payloads.RegisterResponsePayload(unique_identifier=object_id)
+        return Identified(object_id)
 
-    async def get(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.GetResponsePayload:
+    async def get(self, call: KmipCall, found: ManagedObject, payload: GetRequest) -> Got:
         """The object's value, to its owner or a principal its policy names for ``get_key_material``."""
         _visible(found, call.principal)
         call.key_id = found.id
@@ -136,21 +132,21 @@ class KmipObjects:
             raise KmipRefusal(
                 Reason.GENERAL_FAILURE, "the stored object does not open (see the server's log)", 500
             ) from None
-        kind = enums.ObjectType[found.object_type]
-        pie = _pie(kind, value, found.attributes.get("value_type"))
-        return payloads.GetResponsePayload(object_type=kind, unique_identifier=found.id, secret=_FACTORY.convert(pie))
+        kind = spec.ObjectType[found.object_type]
+        value_type = found.attributes.get("value_type") or _VALUE_TYPES.get(kind)
+        return Got(kind, found.id, value, value_type=value_type)
 
-    async def activate(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.ActivateResponsePayload:
+    async def activate(self, call: KmipCall, found: ManagedObject, payload: Named) -> Identified:
         """Pre-Active to Active."""
         self._managed(call, found)
         if found.state is not Lifecycle.PRE_ACTIVE:
             raise wrong_state(
                 f"the object is {found.state.value.replace('_', '-')}, not pre-active: it cannot be activated"
             )
-        await self._change(call, found, state=Lifecycle.ACTIVE, dated=enums.AttributeType.ACTIVATION_DATE.value)
-        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+        await self._change(call, found, state=Lifecycle.ACTIVE, dated=spec.AttributeType.ACTIVATION_DATE.value)
+        return Identified(found.id)
 
-    async def revoke(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.RevokeResponsePayload:
+    async def revoke(self, call: KmipCall, found: ManagedObject, payload: RevokeRequest) -> Identified:
         """Active or Pre-Active to Deactivated (or, revoked as compromised, to Compromised)."""
         self._managed(call, found)
         compromised = revocation(call, payload)
@@ -159,10 +155,10 @@ class KmipObjects:
         if not compromised and found.state not in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE):
             raise wrong_state(f"the object is {found.state.value}: only an active object is deactivated")
         state = Lifecycle.COMPROMISED if compromised else Lifecycle.DEACTIVATED
-        await self._change(call, found, state=state, dated=enums.AttributeType.DEACTIVATION_DATE.value)
-        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+        await self._change(call, found, state=state, dated=spec.AttributeType.DEACTIVATION_DATE.value)
+        return Identified(found.id)
 
-    async def destroy(self, call: KmipCall, found: ManagedObject, payload: Any) -> payloads.DestroyResponsePayload:
+    async def destroy(self, call: KmipCall, found: ManagedObject, payload: Named) -> Identified:
         """Drop the sealed value as the native service's rule allows (``ManagedObjectService.check_destroy``);
         Permission Denied while the object is Active (Wrong Key Lifecycle State in KMIP 2.0)."""
         _visible(found, call.principal)
@@ -172,7 +168,7 @@ class KmipObjects:
         except Conflict as exc:
             raise wrong_state(exc.message) from None
         await self._native.adestroyed(found, record=call.success(found.id))
-        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(found.id))
+        return Identified(found.id)
 
     async def set_attributes(self, call: KmipCall, found: ManagedObject, kept: dict[str, Any]) -> None:
         """Store the attributes ``kept`` (the client's) of ``found``, which the caller manages."""
@@ -215,27 +211,14 @@ def _visible(found: ManagedObject, principal: Principal) -> None:
         raise KeyNotFound(NO_OBJECT)
 
 
-def _value(managed: Any) -> tuple[bytes, int]:
-    """The value and the value's type (secret data type, opaque type, certificate type) of a PyKMIP object."""
-    try:
-        pie = _FACTORY.convert(managed)
-    except (TypeError, ValueError, AttributeError):
-        raise invalid("the object to register cannot be read") from None
-    value = bytes(pie.value)
+def _value(managed: Secret) -> tuple[bytes, int]:
+    """The value and the value's type (secret data type, opaque type, certificate type) of an object registered."""
+    if not managed.readable:
+        raise invalid("the object to register cannot be read")
+    value = managed.value
     if not value or len(value) > MAX_VALUE_BYTES:
         raise invalid(f"a registered object's value is 1 to {MAX_VALUE_BYTES} bytes")
-    kind = (
-        getattr(pie, "data_type", None) or getattr(pie, "opaque_type", None) or getattr(pie, "certificate_type", None)
-    )
-    return value, int(kind.value) if kind is not None else 0
-
-
-def _pie(kind: enums.ObjectType, value: bytes, value_type: int | None) -> Any:
-    if kind is enums.ObjectType.SECRET_DATA:
-        return pie_objects.SecretData(value, enums.SecretDataType(value_type or 1))
-    if kind is enums.ObjectType.OPAQUE_DATA:
-        return pie_objects.OpaqueObject(value, enums.OpaqueDataType(value_type or 0x80000000))
-    return pie_objects.X509Certificate(value)
+    return value, managed.value_type if managed.value_type is not None else 0
 
 
 def _bound(object_id: str) -> bytes:

@@ -18,13 +18,7 @@ import functools
 import operator
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-from kmip.core import attributes as kmip_attributes
-from kmip.core import enums
-from kmip.core.messages import payloads
-from kmip.pie import factory as pie_factory
-from kmip.pie import objects as pie_objects
+from typing import Any, cast
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import (
@@ -45,6 +39,7 @@ from keymanager.services.audit_log import AuditLog
 from keymanager.services.key_creation import InitialFacts, NewKey
 from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.kmip import attributes as attrs
+from keymanager.services.kmip import spec
 from keymanager.services.kmip.calls import KmipCall
 from keymanager.services.kmip.crypto import visible_key
 from keymanager.services.kmip.keys import (
@@ -57,29 +52,44 @@ from keymanager.services.kmip.keys import (
     kmip_type,
     revocation,
 )
-from keymanager.services.kmip.messages import NO_OBJECT, invalid, wrong_state
+from keymanager.services.kmip.refusals import NO_OBJECT, invalid, wrong_state
+from keymanager.services.kmip.requests import (
+    CipherRequest,
+    CreateKeyPairRequest,
+    DecryptResponse,
+    EncryptResponse,
+    GetRequest,
+    Got,
+    Identified,
+    Named,
+    PairCreated,
+    Parameters,
+    RevokeRequest,
+    SignatureRequest,
+    SignatureVerified,
+    Signed,
+)
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
 PUBLIC_SUFFIX = "-public"
 """A key pair's public key: the key's id followed by this."""
-A = enums.AttributeType
+A = spec.AttributeType
 _SIGNING = {
-    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PSS_SHA_256,
-    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PSS_SHA_384,
-    (enums.PaddingMethod.PSS, enums.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PSS_SHA_512,
-    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_256,
-    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_384,
-    (enums.PaddingMethod.PKCS1v15, enums.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_512,
+    (spec.PaddingMethod.PSS, spec.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PSS_SHA_256,
+    (spec.PaddingMethod.PSS, spec.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PSS_SHA_384,
+    (spec.PaddingMethod.PSS, spec.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PSS_SHA_512,
+    (spec.PaddingMethod.PKCS1v15, spec.HashingAlgorithm.SHA_256): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_256,
+    (spec.PaddingMethod.PKCS1v15, spec.HashingAlgorithm.SHA_384): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_384,
+    (spec.PaddingMethod.PKCS1v15, spec.HashingAlgorithm.SHA_512): SigningAlgorithm.RSASSA_PKCS1_V1_5_SHA_512,
 }
 """KMIP's padding and hash of an RSA signature, as the table's signing algorithms."""
 _OAEP = {
     None: EncryptionAlgorithm.RSAES_OAEP_SHA_1,
-    enums.HashingAlgorithm.SHA_1: EncryptionAlgorithm.RSAES_OAEP_SHA_1,
-    enums.HashingAlgorithm.SHA_256: EncryptionAlgorithm.RSAES_OAEP_SHA_256,
+    spec.HashingAlgorithm.SHA_1: EncryptionAlgorithm.RSAES_OAEP_SHA_1,
+    spec.HashingAlgorithm.SHA_256: EncryptionAlgorithm.RSAES_OAEP_SHA_256,
 }
 """KMIP's OAEP hash (none named: SHA-1, OAEP's default), as the table's encryption algorithms."""
-_FACTORY = pie_factory.ObjectFactory()
-_SIGN_BITS = enums.CryptographicUsageMask.SIGN.value | enums.CryptographicUsageMask.VERIFY.value
+_SIGN_BITS = spec.CryptographicUsageMask.SIGN.value | spec.CryptographicUsageMask.VERIFY.value
 
 
 def split(uid: str) -> tuple[str, bool]:
@@ -106,32 +116,30 @@ class KmipPairs:
         self._cache = cache
         self._audit = audit
 
-    async def create_key_pair(
-        self, call: KmipCall, payload: payloads.CreateKeyPairRequestPayload
-    ) -> payloads.CreateKeyPairResponsePayload:
+    async def create_key_pair(self, call: KmipCall, payload: CreateKeyPairRequest) -> PairCreated:
         """A new RSA key pair in the HSM, pre-active, owned by the caller; for signing unless its
         usage masks name only Encrypt/Decrypt."""
         templates = [
-            payload.common_template_attribute,
-            payload.private_key_template_attribute,
-            payload.public_key_template_attribute,
+            payload.common,
+            payload.private,
+            payload.public,
         ]
         listed = [a for template in templates if template is not None for a in template.attributes]
-        masks = [a for a in listed if a.attribute_name.value == A.CRYPTOGRAPHIC_USAGE_MASK.value]
+        masks = [a for a in listed if a.name == A.CRYPTOGRAPHIC_USAGE_MASK.value]
         kept, server = attrs.client_attributes([a for a in listed if a not in masks])
         if masks:  # the halves' masks together: the pair's
-            kept["usage_mask"] = functools.reduce(operator.or_, (int(a.attribute_value.value) for a in masks))
+            kept["usage_mask"] = functools.reduce(operator.or_, (int(attrs.parsed(a)[2]) for a in masks))
         algorithm = server.get(A.CRYPTOGRAPHIC_ALGORITHM.value)
         length = server.get(A.CRYPTOGRAPHIC_LENGTH.value)
         found = None
         if algorithm in KNOWN_ALGORITHMS and isinstance(length, int):
-            found = KEY_TYPES.get((enums.CryptographicAlgorithm(algorithm), length))
+            found = KEY_TYPES.get((spec.CryptographicAlgorithm(algorithm), length))
         if found is None or not spec_of(found).asymmetric:
             offered = ", ".join(
                 f"{kmip.name}-{bits}" for kind, (kmip, bits) in KMIP_NAMES.items() if spec_of(kind).asymmetric
             )
             raise invalid(f"CreateKeyPair makes the key pairs of the table of key types ({offered})")
-        usage = _pair_usage(found, kept.get("usage_mask"), enums.CryptographicAlgorithm(algorithm))
+        usage = _pair_usage(found, kept.get("usage_mask"), spec.CryptographicAlgorithm(algorithm))
         kept["owner"] = call.principal.id
         kept.setdefault("dates", {})[A.INITIAL_DATE.value] = int(time.time())
         policy = Policy(grants={operation: frozenset({call.principal.name}) for operation in OWNER_USES[usage]})
@@ -149,11 +157,9 @@ class KmipPairs:
         )
         call.key_id, call.key_version = created.id, created.primary_version
         call.batch.id_placeholder = created.id
-        return payloads.CreateKeyPairResponsePayload(
-            private_key_unique_identifier=created.id, public_key_unique_identifier=created.id + PUBLIC_SUFFIX
-        )
+        return PairCreated(created.id, created.id + PUBLIC_SUFFIX)
 
-    async def sign(self, call: KmipCall, payload: payloads.SignRequestPayload) -> payloads.SignResponsePayload:
+    async def sign(self, call: KmipCall, payload: SignatureRequest) -> Signed:
         """The signature of the data with the pair's private key, in the HSM."""
         uid = call.uid(payload.unique_identifier)
         ref, public = split(uid)
@@ -164,37 +170,35 @@ class KmipPairs:
             key = await self._active(snapshot, call, ref)
             algorithm = _signing(payload.cryptographic_parameters, key.algorithm)
             signed = await self._asymmetric.sign(
-                snapshot, call.principal, ref, payload.data, MessageType.RAW, algorithm
+                snapshot, call.principal, ref, cast(bytes, payload.data), MessageType.RAW, algorithm
             )
             call.key_version = signed.key_version
             return signed.signature
 
         signature = await self._used(call, attempt)
-        return payloads.SignResponsePayload(unique_identifier=uid, signature_data=signature)
+        return Signed(uid, signature)
 
-    async def signature_verify(
-        self, call: KmipCall, payload: payloads.SignatureVerifyRequestPayload
-    ) -> payloads.SignatureVerifyResponsePayload:
+    async def signature_verify(self, call: KmipCall, payload: SignatureRequest) -> SignatureVerified:
         """Whether the signature is the data's, under the pair's public key (Valid or Invalid)."""
         uid = call.uid(payload.unique_identifier)
         ref, _ = split(uid)
-        if payload.data is None or payload.signature_data is None:
+        data, signature = payload.data, payload.signature_data
+        if data is None or signature is None:
             raise invalid("SignatureVerify needs the data and the signature")
 
         async def attempt(snapshot: Snapshot) -> bool:
             key = await self._active(snapshot, call, ref)
             algorithm = _signing(payload.cryptographic_parameters, key.algorithm)
             checked = await self._asymmetric.verify(
-                snapshot, call.principal, ref, payload.data, MessageType.RAW, payload.signature_data, algorithm
+                snapshot, call.principal, ref, data, MessageType.RAW, signature, algorithm
             )
             call.key_version = checked.key_version
             return bool(checked.valid)
 
         valid = await self._used(call, attempt)
-        indicator = enums.ValidityIndicator.VALID if valid else enums.ValidityIndicator.INVALID
-        return payloads.SignatureVerifyResponsePayload(unique_identifier=uid, validity_indicator=indicator)
+        return SignatureVerified(uid, valid)
 
-    async def encrypt(self, call: KmipCall, payload: payloads.EncryptRequestPayload) -> payloads.EncryptResponsePayload:
+    async def encrypt(self, call: KmipCall, payload: CipherRequest) -> EncryptResponse:
         """RSAES-OAEP of the data under the pair's public key."""
         uid = call.uid(payload.unique_identifier)
         ref, _ = split(uid)
@@ -202,14 +206,16 @@ class KmipPairs:
 
         async def attempt(snapshot: Snapshot) -> bytes:
             await self._active(snapshot, call, ref)
-            sealed = await self._asymmetric.encrypt(snapshot, call.principal, ref, bytes(payload.data), algorithm)
+            sealed = await self._asymmetric.encrypt(
+                snapshot, call.principal, ref, bytes(cast(bytes, payload.data)), algorithm
+            )
             call.key_version = sealed.key_version
             return sealed.ciphertext
 
         ciphertext = await self._used(call, attempt)
-        return payloads.EncryptResponsePayload(unique_identifier=uid, data=ciphertext)
+        return EncryptResponse(uid, data=ciphertext)
 
-    async def decrypt(self, call: KmipCall, payload: payloads.DecryptRequestPayload) -> payloads.DecryptResponsePayload:
+    async def decrypt(self, call: KmipCall, payload: CipherRequest) -> DecryptResponse:
         """The plaintext of an RSAES-OAEP ciphertext, decrypted in the HSM with the pair's private key."""
         uid = call.uid(payload.unique_identifier)
         ref, public = split(uid)
@@ -219,14 +225,16 @@ class KmipPairs:
 
         async def attempt(snapshot: Snapshot) -> bytes:
             await self._active(snapshot, call, ref)
-            opened = await self._asymmetric.decrypt(snapshot, call.principal, ref, bytes(payload.data), algorithm)
+            opened = await self._asymmetric.decrypt(
+                snapshot, call.principal, ref, bytes(cast(bytes, payload.data)), algorithm
+            )
             call.key_version = opened.key_version
             return opened.plaintext
 
         plaintext = await self._used(call, attempt)
-        return payloads.DecryptResponsePayload(unique_identifier=uid, data=plaintext)
+        return DecryptResponse(uid, data=plaintext)
 
-    async def get_public(self, call: KmipCall, uid: str) -> payloads.GetResponsePayload:
+    async def get_public(self, call: KmipCall, uid: str) -> Got:
         """The pair's public key (DER SubjectPublicKeyInfo, Key Format Type X.509)."""
         ref, _ = split(uid)
         key = await self._kmip_keys.key(call, ref)
@@ -235,28 +243,25 @@ class KmipPairs:
         version = key.versions[key.primary_version]
         assert version.public_key is not None
         algorithm, length = kmip_type(key)
-        public = pie_objects.PublicKey(algorithm, length, version.public_key, enums.KeyFormatType.X_509)
-        return payloads.GetResponsePayload(
-            object_type=enums.ObjectType.PUBLIC_KEY, unique_identifier=uid, secret=_FACTORY.convert(public)
-        )
+        return Got(spec.ObjectType.PUBLIC_KEY, uid, version.public_key, algorithm, length, spec.KeyFormatType.X_509)
 
-    async def activate_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def activate_public(self, call: KmipCall, payload: Named, ref: str, uid: str) -> Identified:
         """Activate the pair through its public key (nothing to do when the pair is active)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state is Lifecycle.PRE_ACTIVE:
             await self._kmip_keys.activate(call, payload, ref)
         elif key.lifecycle_state is not Lifecycle.ACTIVE:
             raise wrong_state(f"the key pair is {key.lifecycle_state.value.replace('_', '-')}: it cannot be activated")
-        return payloads.ActivateResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+        return Identified(uid)
 
-    async def revoke_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def revoke_public(self, call: KmipCall, payload: RevokeRequest, ref: str, uid: str) -> Identified:
         """Revoke the pair through its public key (nothing to do when it was revoked already)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state in (Lifecycle.ACTIVE, Lifecycle.PRE_ACTIVE) or revocation(call, payload):
             await self._kmip_keys.revoke(call, payload, ref)
-        return payloads.RevokeResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+        return Identified(uid)
 
-    async def destroy_public(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def destroy_public(self, call: KmipCall, payload: Named, ref: str, uid: str) -> Identified:
         """Retire the public key's identifier (the private key, in the HSM, stays until destroyed itself)."""
         key = await self._kmip_keys.managed(call, ref)
         if key.lifecycle_state is Lifecycle.ACTIVE:
@@ -265,9 +270,9 @@ class KmipPairs:
             raise wrong_state("the object is destroyed already")
         change = LifecycleChange(attributes={**key.attributes, "public_destroyed": True})
         await asyncio.to_thread(self._keys.change_lifecycle, key, change, record=call.success(key.id))
-        return payloads.DestroyResponsePayload(unique_identifier=kmip_attributes.UniqueIdentifier(uid))
+        return Identified(uid)
 
-    async def get_any(self, call: KmipCall, payload: Any, ref: str, uid: str) -> Any:
+    async def get_any(self, call: KmipCall, payload: GetRequest, ref: str, uid: str) -> Got:
         """Get through the public key's identifier."""
         return await self.get_public(call, uid)
 
@@ -281,16 +286,16 @@ class KmipPairs:
         return await run_validated(self._cache, self._audit, attempt, lambda _: call.success())
 
 
-_AGREEMENT_BITS = enums.CryptographicUsageMask.KEY_AGREEMENT.value | enums.CryptographicUsageMask.DERIVE_KEY.value
-_CRYPT_BITS = enums.CryptographicUsageMask.ENCRYPT.value | enums.CryptographicUsageMask.DECRYPT.value
+_AGREEMENT_BITS = spec.CryptographicUsageMask.KEY_AGREEMENT.value | spec.CryptographicUsageMask.DERIVE_KEY.value
+_CRYPT_BITS = spec.CryptographicUsageMask.ENCRYPT.value | spec.CryptographicUsageMask.DECRYPT.value
 
 
-def _pair_usage(algorithm: Algorithm, mask: int | None, named: enums.CryptographicAlgorithm) -> KeyUsage:
+def _pair_usage(algorithm: Algorithm, mask: int | None, named: spec.CryptographicAlgorithm) -> KeyUsage:
     """The usage of a new pair: what its usage masks name (Sign/Verify; else Encrypt/Decrypt; else Key
     Agreement or Derive Key), none named: key agreement for a pair asked as ECDH, else signing; refused
     by name when the spec does not allow it (``domain/key_specs/``)."""
     if mask is None:
-        usage = KeyUsage.KEY_AGREEMENT if named is enums.CryptographicAlgorithm.ECDH else KeyUsage.SIGN_VERIFY
+        usage = KeyUsage.KEY_AGREEMENT if named is spec.CryptographicAlgorithm.ECDH else KeyUsage.SIGN_VERIFY
     elif int(mask) & _SIGN_BITS:
         usage = KeyUsage.SIGN_VERIFY
     elif int(mask) & _CRYPT_BITS:
@@ -312,7 +317,7 @@ def is_pair(key: Key) -> bool:
     )
 
 
-def _signing(parameters: Any, algorithm: Algorithm) -> SigningAlgorithm:
+def _signing(parameters: Parameters | None, algorithm: Algorithm) -> SigningAlgorithm:
     """The signing algorithm of the table the Cryptographic Parameters name for a key of ``algorithm``:
     an RSA key's by padding and hash (none named: PSS with SHA-256); an EC or Ed25519 key's is its
     spec's first algorithm (ECDSA with the curve's hash, pure Ed25519), whose hash a client may name
@@ -329,7 +334,7 @@ def _signing(parameters: Any, algorithm: Algorithm) -> SigningAlgorithm:
     return own
 
 
-def _named_signature(parameters: Any) -> tuple[str | None, enums.HashingAlgorithm | None]:
+def _named_signature(parameters: Parameters | None) -> tuple[str | None, spec.HashingAlgorithm | None]:
     """The signature family (``PSS``, ``PKCS1v15``, ``ECDSA``, or another Digital Signature Algorithm's
     name) and the hash the Cryptographic Parameters name, by Digital Signature Algorithm and by
     Hashing Algorithm; Invalid Field when the two name different hashes."""
@@ -338,11 +343,11 @@ def _named_signature(parameters: Any) -> tuple[str | None, enums.HashingAlgorith
     if named is None:
         return None, hashing
     family, _, digest = named.name.partition("_WITH_")  # ECDSA_WITH_SHA256, SHA256_WITH_RSA_ENCRYPTION
-    if named is enums.DigitalSignatureAlgorithm.RSASSA_PSS:
+    if named is spec.DigitalSignatureAlgorithm.RSASSA_PSS:
         family, digest = "PSS", ""
     elif digest == "RSA_ENCRYPTION":
         family, digest = "PKCS1v15", family
-    by_name = next((h for h in enums.HashingAlgorithm if h.name.replace("_", "") == digest.replace("_", "")), None)
+    by_name = next((h for h in spec.HashingAlgorithm if h.name.replace("_", "") == digest.replace("_", "")), None)
     if digest and by_name is None:
         raise invalid(f"the digital signature algorithm {named.name} is not offered")
     if hashing is not None and by_name is not None and hashing is not by_name:
@@ -350,12 +355,14 @@ def _named_signature(parameters: Any) -> tuple[str | None, enums.HashingAlgorith
     return family, by_name or hashing
 
 
-def _rsa_signing(parameters: Any, family: str | None, hashing: enums.HashingAlgorithm | None) -> SigningAlgorithm:
-    paddings = {"PSS": enums.PaddingMethod.PSS, "PKCS1v15": enums.PaddingMethod.PKCS1v15}
+def _rsa_signing(
+    parameters: Parameters | None, family: str | None, hashing: spec.HashingAlgorithm | None
+) -> SigningAlgorithm:
+    paddings = {"PSS": spec.PaddingMethod.PSS, "PKCS1v15": spec.PaddingMethod.PKCS1v15}
     if family is not None and family not in paddings:
         raise invalid(f"an RSA key does not sign with {family}: PSS or PKCS#1 v1.5")
-    padding = paddings.get(family or "") or getattr(parameters, "padding_method", None) or enums.PaddingMethod.PSS
-    hashing = hashing or enums.HashingAlgorithm.SHA_256
+    padding = paddings.get(family or "") or getattr(parameters, "padding_method", None) or spec.PaddingMethod.PSS
+    hashing = hashing or spec.HashingAlgorithm.SHA_256
     found = _SIGNING.get((padding, hashing))
     if found is None:
         raise invalid(
@@ -364,9 +371,9 @@ def _rsa_signing(parameters: Any, family: str | None, hashing: enums.HashingAlgo
     return found
 
 
-def _oaep(parameters: Any) -> EncryptionAlgorithm:
+def _oaep(parameters: Parameters | None) -> EncryptionAlgorithm:
     padding = getattr(parameters, "padding_method", None)
-    if padding not in (None, enums.PaddingMethod.OAEP):
+    if padding not in (None, spec.PaddingMethod.OAEP):
         raise invalid(f"an RSA key encrypts with OAEP padding only, not {padding.name}")
     hashing = getattr(parameters, "hashing_algorithm", None)
     found = _OAEP.get(hashing)

@@ -4,10 +4,11 @@
 each batch item on its own, with PyKMIP's classes in the protocol version the header names: an
 item whose operation this server does not serve is not decoded at all (it is answered
 ``Operation Not Supported``), an item PyKMIP cannot read is answered ``Invalid Message`` on its own.
-Whatever PyKMIP raises is caught here and becomes a :class:`KmipRefusal`; nothing escapes.
+Whatever PyKMIP raises is caught here and becomes a :class:`KmipRefusal`; nothing escapes. Each
+payload read is handed on as the door's request (:func:`.payloads.request`).
 :func:`encode` writes the response in the version of the request, one result per item
-(status, reason, message as the specification defines), and :func:`error_response` the answer to
-a message that cannot be read at all.
+(status, reason, message as the specification defines; the payloads :func:`.payloads.written`
+made), and :func:`error_response` the answer to a message that cannot be read at all.
 """
 
 from __future__ import annotations
@@ -18,21 +19,21 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kmip.core import enums, primitives, utils
+from kmip.core import enums, utils
 from kmip.core import objects as core_objects
 from kmip.core.factories.payloads.request import RequestPayloadFactory
 from kmip.core.messages import contents, messages
 
-from keymanager import errors
-from keymanager.services.kmip import ttlv
+from keymanager.services.kmip import spec, ttlv
+from keymanager.services.kmip.codec import attributes as codec_attributes
+from keymanager.services.kmip.codec import payloads
+from keymanager.services.kmip.refusals import KmipRefusal, Reason, not_supported
+from keymanager.services.kmip.requests import AttributeChange
+from keymanager.services.kmip.spec import VERSIONS
 
 log = logging.getLogger(__name__)
 
-Operation = enums.Operation
-Reason = enums.ResultReason
-
-VERSIONS: tuple[tuple[int, int], ...] = ((2, 0), (1, 4), (1, 3), (1, 2), (1, 1), (1, 0))
-"""The protocol versions served, the most preferred first (DiscoverVersions answers them in this order)."""
+Operation = spec.Operation
 _KMIP_VERSIONS = {
     (1, 0): enums.KMIPVersion.KMIP_1_0,
     (1, 1): enums.KMIPVersion.KMIP_1_1,
@@ -48,81 +49,6 @@ _BATCH_ITEM_ID = 0x420093
 _REQUEST_PAYLOAD = 0x420079
 _PAYLOADS = RequestPayloadFactory()
 """Empty payloads, for items PyKMIP cannot read without the unique identifier they leave to the ID placeholder."""
-MAX_MESSAGE_CHARS = 200
-"""Longest result message: whatever a refusal says, it is cut here (no client data is put in one)."""
-
-
-NO_OBJECT = "no object with this unique identifier (or not one the principal may see)"
-
-
-class KmipRefusal(Exception):
-    """A batch item (or a whole message) refused with ``reason`` and ``message``."""
-
-    def __init__(self, reason: enums.ResultReason, message: str, status: int = 400, *, lifecycle: bool = False) -> None:
-        super().__init__(message)
-        self.reason = reason
-        self.message = message[:MAX_MESSAGE_CHARS].encode("ascii", "replace").decode("ascii")
-        """Cut, and ASCII (PyKMIP writes a text string a byte per character)."""
-        self.status = status
-        """The HTTP-like status of its audit record (403 refused, 404 not found, 400 bad, 5xx ours)."""
-        self.lifecycle = lifecycle
-        """Refused for the object's lifecycle state: see :meth:`in_version`."""
-
-    def in_version(self, version: enums.KMIPVersion) -> KmipRefusal:
-        """The refusal as answered in ``version``: KMIP 2.0 has its own reason for an object in the wrong
-        state (``Wrong Key Lifecycle State``), which 1.x lacks (there: ``Permission Denied``, as PyKMIP's
-        server answers)."""
-        if not self.lifecycle or version.value < enums.KMIPVersion.KMIP_2_0.value:
-            return self
-        return KmipRefusal(Reason.WRONG_KEY_LIFECYCLE_STATE, self.message, self.status)
-
-
-def not_supported(what: str) -> KmipRefusal:
-    return KmipRefusal(Reason.OPERATION_NOT_SUPPORTED, what, 501)
-
-
-def invalid(what: str) -> KmipRefusal:
-    return KmipRefusal(Reason.INVALID_FIELD, what, 400)
-
-
-def denied(what: str) -> KmipRefusal:
-    return KmipRefusal(Reason.PERMISSION_DENIED, what, 403)
-
-
-def wrong_state(what: str) -> KmipRefusal:
-    """Refused for the object's lifecycle state (Permission Denied in 1.x, Wrong Key Lifecycle State in 2.0)."""
-    return KmipRefusal(Reason.PERMISSION_DENIED, what, 409, lifecycle=True)
-
-
-_REASONS: tuple[tuple[type[errors.KeyManagerError], enums.ResultReason], ...] = (
-    (errors.ApprovalPending, Reason.PERMISSION_DENIED),  # not run: its message names the approval request
-    (errors.DecryptionFailed, Reason.CRYPTOGRAPHIC_FAILURE),
-    (errors.Unauthenticated, Reason.AUTHENTICATION_NOT_SUCCESSFUL),
-    (errors.Forbidden, Reason.PERMISSION_DENIED),
-    (errors.NotFound, Reason.ITEM_NOT_FOUND),
-    (errors.KeyDisabled, Reason.PERMISSION_DENIED),
-    (errors.KeyPendingDeletion, Reason.PERMISSION_DENIED),
-    (errors.KeyDestroyed, Reason.PERMISSION_DENIED),
-    (errors.KeyPendingImport, Reason.PERMISSION_DENIED),
-    (errors.VersionBelowMinimum, Reason.PERMISSION_DENIED),
-    (errors.Conflict, Reason.ILLEGAL_OPERATION),
-    (errors.PreconditionFailed, Reason.ILLEGAL_OPERATION),
-    (errors.PayloadTooLarge, Reason.INVALID_FIELD),
-    (errors.MissingField, Reason.MISSING_DATA),
-    (errors.InvalidRequest, Reason.INVALID_FIELD),
-)
-
-
-_LIFECYCLE = (errors.KeyDisabled, errors.KeyPendingDeletion, errors.KeyDestroyed, errors.KeyPendingImport)
-"""The service's errors of a key's state."""
-
-
-def refusal_of(exc: errors.KeyManagerError) -> KmipRefusal:
-    """The KMIP result of a service's error: its reason, its message (the service's own words)."""
-    for kind, reason in _REASONS:
-        if isinstance(exc, kind):
-            return KmipRefusal(reason, exc.message, exc.status, lifecycle=isinstance(exc, _LIFECYCLE))
-    return KmipRefusal(Reason.GENERAL_FAILURE, exc.message, exc.status)
 
 
 @dataclass
@@ -130,7 +56,7 @@ class Item:
     """One batch item of a request: its operation (None: a number this codec does not know), its id,
     its decoded payload, or why it could not be decoded."""
 
-    operation: enums.Operation | None
+    operation: spec.Operation | None
     batch_id: bytes | None
     payload: Any = None
     refusal: KmipRefusal | None = None
@@ -147,12 +73,8 @@ class Request:
     """Whether the items after a failed one are left undone (the default; ``Continue`` says otherwise)."""
     max_response_size: int | None = None
 
-    @property
-    def kmip_version(self) -> enums.KMIPVersion:
-        return _KMIP_VERSIONS[self.version]
 
-
-def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request:
+def decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request:
     """The request in ``message`` (checked by :func:`.ttlv.check`): KmipRefusal (Invalid Message, or
     the protocol version's refusal) when its header cannot be read; an item that cannot be read
     carries its own refusal, an operation outside ``served`` is never decoded."""
@@ -193,59 +115,32 @@ def _header(raw: bytes) -> messages.RequestHeader:
     return header
 
 
-def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[enums.Operation]) -> Item:
+def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[spec.Operation]) -> Item:
     """One batch item: decoded when its operation is served, else refused without decoding it."""
     fields = {tag: raw[start:end] for tag, start, end in ttlv.children(raw, 0)}
     batch_id = ttlv.byte_value(fields.get(_BATCH_ITEM_ID))
     code = ttlv.integer_value(fields.get(_OPERATION))
     try:
-        operation = enums.Operation(code) if code is not None else None
+        operation = spec.Operation(code) if code is not None else None
     except ValueError:
         operation = None
     if operation is None or operation not in served:
         return Item(operation, batch_id, refusal=not_supported("this operation is not offered by this server"))
-    if operation is enums.Operation.ADD_ATTRIBUTE:
+    if operation is spec.Operation.ADD_ATTRIBUTE:
         return _add_attribute(fields, operation, batch_id, version)
     decoded = messages.RequestBatchItem()
     try:
         decoded.read(utils.BytearrayStream(raw), kmip_version=version)
     except Exception as exc:
         if fields.get(_REQUEST_PAYLOAD, b"")[4:8] == bytes(4):  # empty: the batch's ID placeholder names the object
-            return Item(operation, batch_id, payload=_PAYLOADS.create(operation))
+            return _read(operation, batch_id, _PAYLOADS.create(enums.Operation(operation.value)))
         log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
-    return Item(operation, batch_id, payload=decoded.request_payload)
-
-
-@dataclass
-class AddAttributeRequest:
-    """KMIP 1.x's AddAttribute request (PyKMIP's codec has no payload for it)."""
-
-    unique_identifier: str | None
-    attribute: Any
-
-
-@dataclass
-class AddAttributeResponse:
-    """AddAttribute's answer: the identifier and the attribute added, written as PyKMIP writes structures."""
-
-    unique_identifier: str
-    attribute: Any
-
-    def write(
-        self, stream: utils.BytearrayStream, kmip_version: enums.KMIPVersion = enums.KMIPVersion.KMIP_1_0
-    ) -> None:
-        inner = utils.BytearrayStream()
-        primitives.TextString(self.unique_identifier, enums.Tags.UNIQUE_IDENTIFIER).write(
-            inner, kmip_version=kmip_version
-        )
-        self.attribute.write(inner, kmip_version=kmip_version)
-        header = enums.Tags.RESPONSE_PAYLOAD.value.to_bytes(3, "big") + b"\x01" + len(inner.buffer).to_bytes(4, "big")
-        stream.write(header + bytes(inner.buffer))
+    return _read(operation, batch_id, decoded.request_payload)
 
 
 def _add_attribute(
-    fields: dict[int, bytes], operation: enums.Operation, batch_id: bytes | None, version: enums.KMIPVersion
+    fields: dict[int, bytes], operation: spec.Operation, batch_id: bytes | None, version: enums.KMIPVersion
 ) -> Item:
     """AddAttribute (1.x: a unique identifier and an Attribute), read field by field with PyKMIP's Attribute."""
     payload = fields.get(_REQUEST_PAYLOAD)
@@ -263,7 +158,16 @@ def _add_attribute(
     except Exception as exc:
         log.info("unreadable KMIP AddAttribute request: %s", type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
-    return Item(operation, batch_id, payload=AddAttributeRequest(text, attribute))
+    return Item(operation, batch_id, payload=AttributeChange(text, attribute=codec_attributes.read(attribute)))
+
+
+def _read(operation: spec.Operation, batch_id: bytes | None, payload: Any) -> Item:
+    """The item of PyKMIP's ``payload``, as the door's request (see :func:`.payloads.request`)."""
+    try:
+        return Item(operation, batch_id, payload=payloads.request(operation, payload))
+    except Exception as exc:  # a payload PyKMIP read but the door's types cannot hold: the client's
+        log.info("untranslatable KMIP %s request: %s", operation.name, type(exc).__name__)
+        return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
 
 
 @dataclass
@@ -305,14 +209,14 @@ def _batch_item(result: Result) -> messages.ResponseBatchItem:
     refusal = result.refusal
     item = result.item
     return messages.ResponseBatchItem(
-        operation=None if item.operation is None else contents.Operation(item.operation),
+        operation=None if item.operation is None else contents.Operation(enums.Operation(item.operation.value)),
         unique_batch_item_id=None if item.batch_id is None else contents.UniqueBatchItemID(item.batch_id),
         result_status=contents.ResultStatus(
             enums.ResultStatus.SUCCESS if refusal is None else enums.ResultStatus.OPERATION_FAILED
         ),
-        result_reason=None if refusal is None else contents.ResultReason(refusal.reason),
+        result_reason=None if refusal is None else contents.ResultReason(enums.ResultReason(refusal.reason.value)),
         result_message=None if refusal is None else contents.ResultMessage(refusal.message),
-        response_payload=None if refusal is not None else result.payload,
+        response_payload=None if refusal is not None else payloads.wire(result.payload),
     )
 
 

@@ -5,8 +5,9 @@ PyKMIP's classes (which read and write a byte at a time: about 1.7 ms of CPU per
 only when every item of it is one this module knows exactly — a header of protocol version, maximum
 response size, time stamp, batch error continuation option and batch count; batch items of
 Encrypt or Decrypt with the fields PyKMIP reads in that version — and None otherwise, for
-PyKMIP's decoder. :func:`encode` writes a response only when every result is a refusal or an
-Encrypt/Decrypt answer, None otherwise. ``tests/kmip/test_server_fast_codec.py`` proves both equal
+PyKMIP's decoder; it reads them straight into the door's requests (``services/kmip/requests.py``).
+:func:`encode` writes a response only when every result is a refusal or an Encrypt/Decrypt (or
+MACVerify) answer of the door's, None otherwise. ``tests/kmip/test_server_fast_codec.py`` proves both equal
 to PyKMIP's on every message they take (the same payload fields; the same response bytes).
 """
 
@@ -15,14 +16,13 @@ from __future__ import annotations
 import enum
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from kmip.core import enums
-from kmip.core.messages import payloads
 
-from keymanager.services.kmip import ttlv
-from keymanager.services.kmip.messages import Item, Request, Result
+from keymanager.services.kmip import spec, ttlv
+from keymanager.services.kmip.codec.messages import Item, Request, Result
+from keymanager.services.kmip.requests import CipherRequest, DecryptResponse, EncryptResponse, MacVerified, Parameters
 
 T = enums.Tags
 _1_4 = (1, 4)
@@ -58,7 +58,7 @@ def _order(*tags: enums.Tags) -> dict[int, int]:
 
 _HEADER_ORDER = _order(T.MAXIMUM_RESPONSE_SIZE, T.BATCH_ERROR_CONTINUATION_OPTION, T.TIME_STAMP, T.BATCH_COUNT)
 """The header fields this path reads, each with its place in the order the specification gives them."""
-_OPERATIONS = {op.value: op for op in (enums.Operation.ENCRYPT, enums.Operation.DECRYPT, enums.Operation.MAC_VERIFY)}
+_OPERATIONS = {op.value: op for op in (spec.Operation.ENCRYPT, spec.Operation.DECRYPT, spec.Operation.MAC_VERIFY)}
 """The operations this path reads (MACVerify only here: PyKMIP's codec has no payload for it)."""
 
 
@@ -67,9 +67,9 @@ def _members(kind: type[enum.Enum]) -> dict[int, Any]:
 
 
 _PARAMETERS: dict[int, tuple[str, Any]] = {
-    T.BLOCK_CIPHER_MODE.value: ("block_cipher_mode", _members(enums.BlockCipherMode)),
-    T.PADDING_METHOD.value: ("padding_method", _members(enums.PaddingMethod)),
-    T.CRYPTOGRAPHIC_ALGORITHM.value: ("cryptographic_algorithm", _members(enums.CryptographicAlgorithm)),
+    T.BLOCK_CIPHER_MODE.value: ("block_cipher_mode", _members(spec.BlockCipherMode)),
+    T.PADDING_METHOD.value: ("padding_method", _members(spec.PaddingMethod)),
+    T.CRYPTOGRAPHIC_ALGORITHM.value: ("cryptographic_algorithm", _members(spec.CryptographicAlgorithm)),
     T.RANDOM_IV.value: ("random_iv", bool),
     T.TAG_LENGTH.value: ("tag_length", int),
     T.IV_LENGTH.value: ("iv_length", int),
@@ -99,57 +99,23 @@ _BYTE_FIELDS = {
 _CIPHER = (T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.IV_COUNTER_NONCE)
 _PAYLOAD_ORDER = {
     # (operation, version >= 1.4): the payload's fields, each with its place in their order
-    (enums.Operation.ENCRYPT, False): _order(*_CIPHER),
-    (enums.Operation.ENCRYPT, True): _order(*_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA),
-    (enums.Operation.DECRYPT, False): _order(*_CIPHER),
-    (enums.Operation.DECRYPT, True): _order(
+    (spec.Operation.ENCRYPT, False): _order(*_CIPHER),
+    (spec.Operation.ENCRYPT, True): _order(*_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA),
+    (spec.Operation.DECRYPT, False): _order(*_CIPHER),
+    (spec.Operation.DECRYPT, True): _order(
         *_CIPHER, T.AUTHENTICATED_ENCRYPTION_ADDITIONAL_DATA, T.AUTHENTICATED_ENCRYPTION_TAG
     ),
-    (enums.Operation.MAC_VERIFY, False): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
-    (enums.Operation.MAC_VERIFY, True): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
+    (spec.Operation.MAC_VERIFY, False): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
+    (spec.Operation.MAC_VERIFY, True): _order(T.UNIQUE_IDENTIFIER, T.CRYPTOGRAPHIC_PARAMETERS, T.DATA, T.MAC_DATA),
 }
 """The fields a payload of this path may hold, per operation and version, in their order."""
-
-
-@dataclass
-class Parameters:
-    """The Cryptographic Parameters of a hot-path request (the attributes the operations read)."""
-
-    block_cipher_mode: enums.BlockCipherMode | None = None
-    padding_method: enums.PaddingMethod | None = None
-    cryptographic_algorithm: enums.CryptographicAlgorithm | None = None
-    random_iv: bool | None = None
-    tag_length: int | None = None
-    iv_length: int | None = None
-
-
-@dataclass
-class CipherRequest:
-    """An Encrypt or Decrypt request payload, with the attributes of PyKMIP's payloads."""
-
-    unique_identifier: str | None = None
-    cryptographic_parameters: Parameters | None = None
-    data: bytes | None = None
-    iv_counter_nonce: bytes | None = None
-    auth_additional_data: bytes | None = None
-    auth_tag: bytes | None = None
-    mac_data: bytes | None = None
-    """MACVerify's MAC."""
-
-
-@dataclass
-class MacVerified:
-    """MACVerify's answer (PyKMIP has no payload class for it)."""
-
-    unique_identifier: str
-    valid: bool
 
 
 class _Unknown(Exception):
     """A field or layout this path does not read: PyKMIP's decoder reads the message instead."""
 
 
-def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request | None:
+def decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request | None:
     """The request in ``message`` (checked by :func:`.ttlv.check`) when this path reads all of it; else None."""
     try:
         return _decode(message, served, max_items)
@@ -157,7 +123,7 @@ def decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -
         return None
 
 
-def _decode(message: bytes, served: frozenset[enums.Operation], max_items: int) -> Request:
+def _decode(message: bytes, served: frozenset[spec.Operation], max_items: int) -> Request:
     children = ttlv.children(message, 0)
     if not children or children[0][0] != _REQUEST_HEADER or len(children) - 1 > max_items:
         raise _Unknown()
@@ -196,7 +162,7 @@ def _header(message: bytes, offset: int) -> tuple[tuple[int, int], dict[int, int
     return version, fields
 
 
-def _item(message: bytes, offset: int, version: tuple[int, int], served: frozenset[enums.Operation]) -> Item:
+def _item(message: bytes, offset: int, version: tuple[int, int], served: frozenset[spec.Operation]) -> Item:
     children = ttlv.children(message, offset)
     if not children or children[0][0] != _OPERATION:
         raise _Unknown()
@@ -213,7 +179,7 @@ def _item(message: bytes, offset: int, version: tuple[int, int], served: frozens
     return Item(operation, batch_id, payload=_payload(message, rest[0][1], version, operation))
 
 
-def _payload(message: bytes, offset: int, version: tuple[int, int], operation: enums.Operation) -> CipherRequest:
+def _payload(message: bytes, offset: int, version: tuple[int, int], operation: spec.Operation) -> CipherRequest:
     order = _PAYLOAD_ORDER[operation, version >= _1_4]
     request = CipherRequest()
     place = -1
@@ -287,7 +253,7 @@ def _text(message: bytes, offset: int) -> str:
 
 # -- responses ---------------------------------------------------------------------------------
 
-_ANSWERS = (payloads.EncryptResponsePayload, payloads.DecryptResponsePayload, MacVerified)
+_ANSWERS = (EncryptResponse, DecryptResponse, MacVerified)
 _RESPONSE_MESSAGE = T.RESPONSE_MESSAGE.value
 _RESPONSE_HEADER = T.RESPONSE_HEADER.value
 _PROTOCOL_VERSION_MAJOR, _PROTOCOL_VERSION_MINOR = _VERSION_NUMBERS
@@ -348,7 +314,7 @@ def _answer(version: tuple[int, int], payload: Any) -> bytes:
         fields.append(_enumeration(_VALIDITY_INDICATOR, _VALID if payload.valid else _INVALID))
         return _structure(_RESPONSE_PAYLOAD, *fields)
     fields.append(_ttlv(_DATA, _BYTE_STRING, payload.data))
-    if isinstance(payload, payloads.EncryptResponsePayload):
+    if isinstance(payload, EncryptResponse):
         if payload.iv_counter_nonce:
             fields.append(_ttlv(_IV_COUNTER_NONCE, _BYTE_STRING, payload.iv_counter_nonce))
         if version >= _1_4 and payload.auth_tag:
