@@ -10,9 +10,10 @@ names the tree; the interpreter, the libraries and the driver are the same). Per
 turn (``bench.guard``) measures its ceilings, then serves that tree and measures the rows of
 ``--only`` (default all: 1 KB encrypt and its CPU against the raw ASGI echo, batches against
 SoftHSM's CBC+HMAC pairs, the on-board stream against SoftHSM's chunked CBC, the KMS door against
-the emulator, the KMIP door against native REST on one driver). Printed: every run, then per figure each side's median and spread (lowest to
-highest), and this tree's change in per cent; a change wider than both sides' own spreads is flagged
-``moved``, anything else is noise (one round judges nothing). ``compare.json`` keeps every run.
+the emulator, the KMIP door against native REST on one driver). Printed: every run, then per figure
+each side's median and spread (lowest to highest), and this tree's change in per cent; a change
+wider than both sides' own spreads is flagged ``moved``, anything else is noise (one round judges
+nothing). ``compare.json`` keeps every run.
 ``docs/development.md`` asks for its output on every change of the request path.
 """
 
