@@ -116,7 +116,7 @@ class Settings(BaseSettings):
     tls_handshake_timeout_seconds: float = Field(default=10.0, gt=0)
     keepalive_timeout_seconds: int = Field(default=5, gt=0)
     """An idle keep-alive connection is closed after this long."""
-    # -- the KMIP door (issue 23: serving/kmip.py, services/kmip/, docs/kmip.md) --
+    # -- the KMIP door (issue 23: serving/kmip.py, doors/kmip/, docs/kmip.md) --
     kmip_port: int = Field(default=5696, ge=0, le=65535)
     """KMIP over TLS 1.2+ with mandatory client certificates (verified against ``KM_TLS_CLIENT_CA``,
     else the development CA) on ``KM_HOST`` and this port, in every worker (one socket, bound before

@@ -132,7 +132,7 @@ def route(svc, request):
 
 # One crypto path (issue 34, item 2): a door's Encrypt and Decrypt translate into the crypto
 # service's operations (``services/raw_cipher.py`` for the raw modes); they never call the HSM.
-DOOR_CRYPTO = [PACKAGE / "services" / "kmip" / "crypto.py", PACKAGE / "doors" / "xks" / "operations.py"]
+DOOR_CRYPTO = [PACKAGE / "doors" / "kmip" / "crypto.py", PACKAGE / "doors" / "xks" / "operations.py"]
 
 
 @pytest.mark.parametrize("path", DOOR_CRYPTO, ids=lambda p: str(p.relative_to(PACKAGE)))
@@ -141,9 +141,9 @@ def test_a_doors_crypto_reaches_no_hsm(path: Path) -> None:
 
 
 # One codec per protocol library (issue 34, item 5): the KMIP door's operations read and answer the
-# door's own types (``services/kmip/requests.py``, named by ``services/kmip/spec/``); only its codec
-# (``services/kmip/codec/``) imports PyKMIP (``kmip``), to read and write them.
-KMIP_CODEC = PACKAGE / "services" / "kmip" / "codec"
+# door's own types (``doors/kmip/requests.py``, named by ``doors/kmip/spec/``); only its codec
+# (``doors/kmip/codec/``) imports PyKMIP (``kmip``), to read and write them.
+KMIP_CODEC = PACKAGE / "doors" / "kmip" / "codec"
 
 
 def _imports_pykmip(path: Path) -> bool:

@@ -20,7 +20,6 @@ from keymanager.api.audit_trail import AuditTrail
 from keymanager.api.fastpath import FastPath, FastRoute, fast_routes
 from keymanager.api.front_door import BodyLimits, FrontDoor
 from keymanager.api.gateway import Gateway, HttpDoor
-from keymanager.api.kmip import KmipDoor
 from keymanager.api.routes import (
     access_keys,
     approle,
@@ -41,6 +40,7 @@ from keymanager.api.routes import (
 from keymanager.config import Settings
 from keymanager.domain.models import KeyState
 from keymanager.doors.console.door import ConsoleDoor, console_files
+from keymanager.doors.kmip.door import KmipDoor
 from keymanager.doors.kms.door import KmsDoor
 from keymanager.doors.transit.door import BodyLimits as TransitLimits
 from keymanager.doors.transit.door import TransitDoor

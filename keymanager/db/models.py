@@ -220,7 +220,7 @@ class KeyAliasRow(Base):
 
 class ManagedObjectRow(Base):
     """A managed object registered through KMIP that is not a key: secret data, an opaque object, a
-    certificate. Its value is stored sealed (AES-256-GCM in the HSM, ``services/kmip/objects.py``)."""
+    certificate. Its value is stored sealed (AES-256-GCM in the HSM, ``doors/kmip/objects.py``)."""
 
     __tablename__ = "kmip_objects"
 

@@ -26,7 +26,7 @@ class ManagedObject:
     policy: Policy
     """Who may fetch its value besides its owner (``get_key_material``), by principal id."""
     attributes: Mapping[str, Any]
-    """What the client set (``services/kmip/attributes.py``) and the value's own type and length."""
+    """What the client set (``doors/kmip/attributes.py``) and the value's own type and length."""
     sealed: bytes | None
     seal_label: str | None
     created_at: datetime

@@ -166,7 +166,7 @@ class Key:
     principals its policy names for ``get_key_material`` (``docs/kmip.md``). Never set afterwards."""
     attributes: Mapping[str, Any] = field(default_factory=dict)
     """The key's attributes (names, custom ``x-`` attributes, usage mask, ...), as JSON: KMIP
-    clients set and read them (``services/kmip/attributes.py``), the one door onto them so far."""
+    clients set and read them (``doors/kmip/attributes.py``), the one door onto them so far."""
 
     @property
     def lifecycle_state(self) -> Lifecycle:

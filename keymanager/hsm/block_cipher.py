@@ -2,7 +2,7 @@
 
 The ciphertext formats of :mod:`keymanager.hsm.operations` bind every ciphertext to its key and
 context; a protocol such as KMIP instead names the mode, the IV and the AAD and gets the block
-cipher's output as it is (``services/kmip/crypto.py``). Each function takes the token first and
+cipher's output as it is (``doors/kmip/crypto.py``). Each function takes the token first and
 runs on the HSM thread through :meth:`Dispatcher.acall <keymanager.hsm.dispatch.Dispatcher.acall>`
 with the AES object's label. Decryption raises DecryptionFailed for every failure of the
 ciphertext (bad padding, bad tag, bad length): they all look the same.

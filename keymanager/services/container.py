@@ -16,6 +16,7 @@ from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.db.orphans import OrphanStore
 from keymanager.db.transit import TransitStore
 from keymanager.domain.models import Algorithm
+from keymanager.doors.kmip import KmipService
 from keymanager.doors.kms.crypto import KmsCrypto
 from keymanager.doors.kms.keys import KmsKeys
 from keymanager.doors.transit import TransitService
@@ -34,7 +35,6 @@ from keymanager.services.credential_index import CredentialIndex
 from keymanager.services.crypto import CryptoService
 from keymanager.services.key_import import KeyImportService
 from keymanager.services.keys import KeyService
-from keymanager.services.kmip import KmipService
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.overview import Overview
@@ -294,7 +294,7 @@ class _Shared:
 
 
 def _kmip_service(shared: _Shared, stores: _Stores, objects: ManagedObjectService) -> KmipService:
-    """The KMIP door's operations (``services/kmip/``) on the shared services, the KMIP store and the
+    """The KMIP door's operations (``doors/kmip/``) on the shared services, the KMIP store and the
     native service of the objects that are not keys."""
     return KmipService(
         core=shared.core,

@@ -105,7 +105,7 @@ class KeyService:
     def create(self, new: NewKey, *, record: AuditEntry | None = None, initial: InitialFacts | None = None) -> Key:
         """Generate version 1 in the HSM and record the key ``new`` (with ``record``); on any failure neither remains.
 
-        ``initial``: what the key starts with (a KMIP client's Create or Register, ``services/kmip/``;
+        ``initial``: what the key starts with (a KMIP client's Create or Register, ``doors/kmip/``;
         an exportable transit key): a key made pre-active is disabled until it is activated, with its
         attributes.
 

@@ -1,7 +1,7 @@
 """The managed objects that are not keys (secret data, opaque objects, certificates) as a service of
 their own: listed, read (their metadata, never their value) and destroyed, whichever door asks.
 
-The REST API (``/v1/objects``) and the KMIP door (``services/kmip/objects.py``, which also registers
+The REST API (``/v1/objects``) and the KMIP door (``doors/kmip/objects.py``, which also registers
 them and hands out their values) both ask the rules here: who sees an object (:func:`visible`: its
 owner, an admin, a principal its policy names) and when one may be destroyed
 (:meth:`ManagedObjectService.check_destroy`: by whoever manages it, never while it is active, once).

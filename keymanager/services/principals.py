@@ -48,7 +48,7 @@ class PrincipalService:
         given to another role, or a certificate subject given to a key store); Conflict: a taken name,
         subject or prefix. ``create_keys``: the principal may create keys it then owns (KMIP clients
         do; ``services/authorization.py``); refused for a key store or an auditor. ``key_store``: the AES
-        keys it creates over KMIP are exportable to it (``services/kmip/keys.py``); needs ``create_keys``.
+        keys it creates over KMIP are exportable to it (``doors/kmip/keys.py``); needs ``create_keys``.
 
         A key store authenticates only through its access keys at the XKS door
         (``services/authorization.py`` ``admits``): its bearer token authenticates nothing."""

@@ -1,7 +1,7 @@
 """The KMIP listener: TTLV over TLS 1.2+ with mandatory client certificates, in every worker.
 
 Each worker process accepts on ``KM_HOST:KM_KMIP_PORT`` beside HTTPS, on the same services
-(:class:`~keymanager.api.kmip.KmipDoor`), on the one socket ``keymanager serve`` bound before the
+(:class:`~keymanager.doors.kmip.door.KmipDoor`), on the one socket ``keymanager serve`` bound before the
 workers started (``serving/listeners.py``: never ``SO_REUSEPORT``, so no other installation on
 the host can share the port), as the HTTPS workers share theirs. :class:`WithKmip` starts it once
 the worker's app has started (its lifespan) and stops it before the app stops.
@@ -13,7 +13,7 @@ Per connection:
    refused there; the verified certificate's subject (RFC 4514) names the caller;
 2. per request: up to ``KM_KMIP_IDLE_TIMEOUT_SECONDS`` for its first byte, then
    ``KM_HEADER_TIMEOUT_SECONDS`` for the whole message. Its 8-byte TTLV header is read first and
-   its length checked against ``KM_KMIP_MAX_MESSAGE_BYTES`` (``services/kmip/ttlv.py``) before
+   its length checked against ``KM_KMIP_MAX_MESSAGE_BYTES`` (``doors/kmip/ttlv.py``) before
    anything of that size is read; a header that is not a request message's, a length over the
    limit, a message that ends early or arrives too slowly closes the connection (counted in
    ``serving/refusals.py``);
@@ -34,8 +34,8 @@ from typing import Any, Protocol, cast
 
 from cryptography import x509
 
-from keymanager.api.kmip import Answer
 from keymanager.config import Settings
+from keymanager.doors.kmip.door import Answer
 from keymanager.serving.refusals import connection_refusals
 
 log = logging.getLogger(__name__)
@@ -52,7 +52,7 @@ Send = Callable[[Message], Awaitable[None]]
 
 
 class Door(Protocol):
-    """What the listener hands each message to (``api/kmip.py`` ``KmipDoor``)."""
+    """What the listener hands each message to (``doors/kmip/door.py`` ``KmipDoor``)."""
 
     def message_length(self, header: bytes) -> int | None:
         """The length a request message's 8-byte ``header`` announces, if within the bounds (else None)."""

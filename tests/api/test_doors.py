@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from keymanager.api.app import create_app, kmip_door
-from keymanager.api.kmip import KmipDoor
 from keymanager.doors.console.door import ConsoleDoor
+from keymanager.doors.kmip.door import KmipDoor
 from keymanager.doors.kms.door import KmsDoor
 from keymanager.doors.transit.door import TransitDoor
 from keymanager.doors.xks.door import XksDoor

@@ -2,8 +2,8 @@
 names KMIP gave before the column (written out here, not derived)."""
 
 from keymanager.domain.models import Algorithm
-from keymanager.services.kmip.keys import KMIP_NAMES
-from keymanager.services.kmip.spec import CryptographicAlgorithm
+from keymanager.doors.kmip.keys import KMIP_NAMES
+from keymanager.doors.kmip.spec import CryptographicAlgorithm
 
 _A = CryptographicAlgorithm
 EXPECTED = {

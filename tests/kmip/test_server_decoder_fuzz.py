@@ -15,9 +15,9 @@ from hypothesis import strategies as st
 from kmip.core import enums, utils
 from kmip.core.messages import contents, messages, payloads
 
-from keymanager.services.kmip import spec, ttlv
-from keymanager.services.kmip.codec import decode
-from keymanager.services.kmip.refusals import KmipRefusal
+from keymanager.doors.kmip import spec, ttlv
+from keymanager.doors.kmip.codec import decode
+from keymanager.doors.kmip.refusals import KmipRefusal
 
 pytestmark = pytest.mark.interop  # make test-interop: hypothesis
 

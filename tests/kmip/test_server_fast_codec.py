@@ -1,4 +1,4 @@
-"""The hot path of the codec (``services/kmip/codec/fast.py``) equals PyKMIP's on every message it takes:
+"""The hot path of the codec (``doors/kmip/codec/fast.py``) equals PyKMIP's on every message it takes:
 the same request fields read, the same response bytes written; every other message is left to PyKMIP."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ import pytest
 from kmip.core import attributes, enums, objects
 from kmip.core.messages import payloads
 
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.codec import fast, messages
-from keymanager.services.kmip.codec.messages import Item, KmipRefusal, Reason, Result
-from keymanager.services.kmip.requests import DecryptResponse, EncryptResponse
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.codec import fast, messages
+from keymanager.doors.kmip.codec.messages import Item, KmipRefusal, Reason, Result
+from keymanager.doors.kmip.requests import DecryptResponse, EncryptResponse
 from tests.kmip.server_fixtures import request_message
 
 SERVED = frozenset(spec.Operation)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.requests import QueryAnswer, QueryRequest, Versions, VersionsRequest
-from keymanager.services.kmip.spec import VERSIONS
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.requests import QueryAnswer, QueryRequest, Versions, VersionsRequest
+from keymanager.doors.kmip.spec import VERSIONS
 
 VENDOR = "keymanager"
 SERVER = "keymanager KMIP door (HSM-backed; docs/kmip.md)"

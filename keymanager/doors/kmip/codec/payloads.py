@@ -1,4 +1,4 @@
-"""PyKMIP's payloads as the door's requests (``services/kmip/requests.py``), and the door's answers as
+"""PyKMIP's payloads as the door's requests (``doors/kmip/requests.py``), and the door's answers as
 PyKMIP's payloads: one reader and one writer per operation, field for field, no rule of its own."""
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from kmip.core.messages import contents, payloads
 from kmip.pie import factory as pie_factory
 from kmip.pie import objects as pie_objects
 
-from keymanager.services.kmip import requests as rq
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.codec import attributes as codec_attributes
-from keymanager.services.kmip.codec.attributes import named, parameters
+from keymanager.doors.kmip import requests as rq
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.codec import attributes as codec_attributes
+from keymanager.doors.kmip.codec.attributes import named, parameters
 
 Op = spec.Operation
 _FACTORY = pie_factory.ObjectFactory()

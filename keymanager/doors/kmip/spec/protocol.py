@@ -1,7 +1,7 @@
 """The KMIP door's own names of the protocol's concepts: operations, object types, states, results.
 
 Each value is the specification's wire number (KMIP 1.0 to 2.0); the codec
-(``services/kmip/codec/``) maps a protocol library's values to these and back."""
+(``doors/kmip/codec/``) maps a protocol library's values to these and back."""
 
 from __future__ import annotations
 

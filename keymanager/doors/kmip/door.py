@@ -9,11 +9,11 @@ and hands it here with the certificate's subject and the client's address. Per m
    ``Authentication Not Successful``, counted by the throttle every door shares and summarised in
    one ``auth.failed`` record per address and interval, and the connection is closed; a throttled
    address is answered so before any lookup unless its subject is a stored one (``Admission``);
-2. the bounds of ``services/kmip/ttlv.py`` (lengths, nesting, types, tags), then the codec
-   (``services/kmip/codec/``, PyKMIP's decoder behind it) into the door's own requests: a message
+2. the bounds of ``doors/kmip/ttlv.py`` (lengths, nesting, types, tags), then the codec
+   (``doors/kmip/codec/``, PyKMIP's decoder behind it) into the door's own requests: a message
    that fails either is answered ``Invalid Message`` and audited (``kmip.message``, with why);
 3. each batch item in order: its action ``kmip.<Operation>`` authorized
-   (``services/authorization.py``), its operation run (``services/kmip/``) and its answer rendered
+   (``services/authorization.py``), its operation run (``doors/kmip/``) and its answer rendered
    by the codec, its result — status,
    reason, message — in the response; after a failed item the rest are left undone unless the
    header says ``Continue``. Each item's record is written as the services decide: a success
@@ -38,11 +38,11 @@ from keymanager.api.request_context import next_request_id
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
+from keymanager.doors.kmip import Batch, KmipCall, codec, spec, ttlv
+from keymanager.doors.kmip.refusals import KmipRefusal, Reason, refusal_of
 from keymanager.errors import KeyManagerError
 from keymanager.services.authorization import authorize
 from keymanager.services.container import Services
-from keymanager.services.kmip import Batch, KmipCall, codec, spec, ttlv
-from keymanager.services.kmip.refusals import KmipRefusal, Reason, refusal_of
 from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)

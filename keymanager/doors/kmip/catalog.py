@@ -3,7 +3,7 @@ SetAttribute), over both the keys and the registered objects a principal may see
 
 Every object is seen through a :class:`View`: its unique identifier, its attributes as attribute
 name to values (what the server keeps — Unique Identifier, Object Type, State, Cryptographic
-Algorithm and Length, dates — and what clients set, ``services/kmip/attributes.py``), and how to
+Algorithm and Length, dates — and what clients set, ``doors/kmip/attributes.py``), and how to
 store changed client attributes. Locate matches every attribute the request names (names,
 object type, state, algorithm, length, usage mask bits, groups, custom ``x-`` attributes, …)
 against those values, newest first, then skips Offset Items and keeps Maximum Items. A principal
@@ -21,17 +21,14 @@ from typing import Any
 
 from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Key, KeyState, Lifecycle
-from keymanager.errors import KeyNotFound
-from keymanager.services.authorization import require_owner
-from keymanager.services.keys import KeyService, LifecycleChange
-from keymanager.services.kmip import attributes as attrs
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.keys import KmipKeys, kmip_type
-from keymanager.services.kmip.objects import KmipObjects
-from keymanager.services.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
-from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
-from keymanager.services.kmip.requests import (
+from keymanager.doors.kmip import attributes as attrs
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.keys import KmipKeys, kmip_type
+from keymanager.doors.kmip.objects import KmipObjects
+from keymanager.doors.kmip.pairs import PUBLIC_SUFFIX, is_pair, split
+from keymanager.doors.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.doors.kmip.requests import (
     Attribute,
     AttributeChange,
     AttributeNames,
@@ -42,6 +39,9 @@ from keymanager.services.kmip.requests import (
     LocateRequest,
     Named,
 )
+from keymanager.errors import KeyNotFound
+from keymanager.services.authorization import require_owner
+from keymanager.services.keys import KeyService, LifecycleChange
 
 A = spec.AttributeType
 MAX_LOCATED = 1000
@@ -68,7 +68,7 @@ class View:
     created_at: datetime
     owner: str | None
     kept: Mapping[str, Any]
-    """What clients set (the JSON of ``services/kmip/attributes.py``)."""
+    """What clients set (the JSON of ``doors/kmip/attributes.py``)."""
     server: Mapping[str, list[Any]]
     """What the server keeps, attribute name to values."""
     save: Callable[[KmipCall, dict[str, Any]], Awaitable[None]]

@@ -18,16 +18,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from keymanager.domain.models import HMAC_KEY_BITS, Key
-from keymanager.errors import Forbidden, KeyNotFound
-from keymanager.services import raw_cipher
-from keymanager.services.audit_log import AuditLog
-from keymanager.services.crypto import CryptoService
-from keymanager.services.keys import visible
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.keys import kmip_type
-from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
-from keymanager.services.kmip.requests import (
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.keys import kmip_type
+from keymanager.doors.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.doors.kmip.requests import (
     CipherRequest,
     DecryptResponse,
     EncryptResponse,
@@ -36,6 +31,11 @@ from keymanager.services.kmip.requests import (
     Parameters,
     SignatureRequest,
 )
+from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.services import raw_cipher
+from keymanager.services.audit_log import AuditLog
+from keymanager.services.crypto import CryptoService
+from keymanager.services.keys import visible
 from keymanager.services.raw_cipher import RawCipher, RawMode, RawSealed, require_active
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 

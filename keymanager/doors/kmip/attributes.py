@@ -16,9 +16,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.refusals import KmipRefusal, Reason, invalid
-from keymanager.services.kmip.requests import Attribute
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.refusals import KmipRefusal, Reason, invalid
+from keymanager.doors.kmip.requests import Attribute
 
 A = spec.AttributeType
 MAX_VALUES = 64

@@ -4,7 +4,7 @@ status of its audit record; and the reason of each of the services' errors."""
 from __future__ import annotations
 
 from keymanager import errors
-from keymanager.services.kmip.spec import ResultReason
+from keymanager.doors.kmip.spec import ResultReason
 
 Reason = ResultReason
 MAX_MESSAGE_CHARS = 200

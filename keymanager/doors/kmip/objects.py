@@ -26,16 +26,16 @@ from keymanager.domain.key_specs import ONE_AES_OBJECT, spec_of
 from keymanager.domain.managed_objects import ManagedObject
 from keymanager.domain.models import Algorithm, HsmObjects, Lifecycle, Principal
 from keymanager.domain.policy import Operation, Policy
+from keymanager.doors.kmip import attributes as attrs
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.keys import revocation
+from keymanager.doors.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
+from keymanager.doors.kmip.requests import GetRequest, Got, Identified, Named, RegisterRequest, RevokeRequest, Secret
 from keymanager.errors import Conflict, DecryptionFailed, KeyNotFound
 from keymanager.hsm import Hsm
 from keymanager.hsm.capabilities import sealing_algorithm
 from keymanager.services.authorization import require_owner
-from keymanager.services.kmip import attributes as attrs
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.keys import revocation
-from keymanager.services.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, denied, invalid, wrong_state
-from keymanager.services.kmip.requests import GetRequest, Got, Identified, Named, RegisterRequest, RevokeRequest, Secret
 from keymanager.services.managed_objects import ManagedObjectService, visible
 
 SEALING_PREFIX = "kmip-objects-"

@@ -1,5 +1,5 @@
 """What each KMIP operation reads and answers, in the door's own types: one request and one answer
-per operation served, named by ``services/kmip/spec/`` (the codec, ``services/kmip/codec/``, reads
+per operation served, named by ``doors/kmip/spec/`` (the codec, ``doors/kmip/codec/``, reads
 them from the wire and writes them back; the operations never see a protocol library's classes).
 
 A value the codec could not read into these types is kept as the reason it could not: an
@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from keymanager.services.kmip import spec
+from keymanager.doors.kmip import spec
 
 
 @dataclass(frozen=True)
 class Attribute:
     """One attribute: its name, its index (of a multi-valued one), its value as the JSON keeps it
-    (``services/kmip/attributes.py``)."""
+    (``doors/kmip/attributes.py``)."""
 
     name: str
     index: int | None = None

@@ -1,5 +1,5 @@
-"""PyKMIP's attributes as the door's (:class:`~keymanager.services.kmip.requests.Attribute`: a name,
-an index, the value as ``services/kmip/attributes.py``'s JSON keeps it) and back.
+"""PyKMIP's attributes as the door's (:class:`~keymanager.doors.kmip.requests.Attribute`: a name,
+an index, the value as ``doors/kmip/attributes.py``'s JSON keeps it) and back.
 
 Reading never raises: a value that cannot be read keeps why in the attribute's ``error``, which the
 operation raises where it reads the value (as it did when it read PyKMIP's attribute itself).
@@ -14,10 +14,10 @@ from kmip.core import enums, primitives
 from kmip.core import objects as core_objects
 from kmip.core.factories.attributes import AttributeFactory
 
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.attributes import is_custom
-from keymanager.services.kmip.refusals import KmipRefusal, Reason, invalid
-from keymanager.services.kmip.requests import Attribute, Parameters
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.attributes import is_custom
+from keymanager.doors.kmip.refusals import KmipRefusal, Reason, invalid
+from keymanager.doors.kmip.requests import Attribute, Parameters
 
 A = enums.AttributeType
 _CUSTOM_TYPES: dict[type, str] = {

@@ -33,16 +33,11 @@ from keymanager.domain.key_specs import (
 )
 from keymanager.domain.models import Algorithm, Key, KeyState, Lifecycle
 from keymanager.domain.policy import Policy
-from keymanager.errors import KeyDisabled, KeyNotFound
-from keymanager.services.asymmetric import AsymmetricService
-from keymanager.services.audit_log import AuditLog
-from keymanager.services.key_creation import InitialFacts, NewKey
-from keymanager.services.keys import KeyService, LifecycleChange
-from keymanager.services.kmip import attributes as attrs
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.crypto import visible_key
-from keymanager.services.kmip.keys import (
+from keymanager.doors.kmip import attributes as attrs
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.crypto import visible_key
+from keymanager.doors.kmip.keys import (
     KEY_TYPES,
     KMIP_NAME_PREFIX,
     KMIP_NAMES,
@@ -52,8 +47,8 @@ from keymanager.services.kmip.keys import (
     kmip_type,
     revocation,
 )
-from keymanager.services.kmip.refusals import NO_OBJECT, invalid, wrong_state
-from keymanager.services.kmip.requests import (
+from keymanager.doors.kmip.refusals import NO_OBJECT, invalid, wrong_state
+from keymanager.doors.kmip.requests import (
     CipherRequest,
     CreateKeyPairRequest,
     DecryptResponse,
@@ -69,6 +64,11 @@ from keymanager.services.kmip.requests import (
     SignatureVerified,
     Signed,
 )
+from keymanager.errors import KeyDisabled, KeyNotFound
+from keymanager.services.asymmetric import AsymmetricService
+from keymanager.services.audit_log import AuditLog
+from keymanager.services.key_creation import InitialFacts, NewKey
+from keymanager.services.keys import KeyService, LifecycleChange
 from keymanager.services.snapshot import MetadataCache, Snapshot, run_validated
 
 PUBLIC_SUFFIX = "-public"

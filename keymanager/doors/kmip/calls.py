@@ -9,7 +9,7 @@ from typing import Any
 
 from keymanager.domain.audit import AuditEntry, outcome_of
 from keymanager.domain.models import Principal
-from keymanager.services.kmip.refusals import invalid
+from keymanager.doors.kmip.refusals import invalid
 
 
 @dataclass

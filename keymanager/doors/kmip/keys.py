@@ -25,16 +25,10 @@ from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import ONE_AES_OBJECT, SPECS, BlockMode, KeyUsage, spec_of
 from keymanager.domain.models import Algorithm, Key, KeyState, Lifecycle, Origin
 from keymanager.domain.policy import Operation, Policy
-from keymanager.errors import Forbidden, KeyNotFound
-from keymanager.hsm import Hsm
-from keymanager.hsm.token import EXPORTABLE_SUFFIX
-from keymanager.services.authorization import authorize, require_owner
-from keymanager.services.key_creation import InitialFacts, NewKey
-from keymanager.services.keys import KeyService, LifecycleChange, visible
-from keymanager.services.kmip import attributes as attrs
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import KmipCall
-from keymanager.services.kmip.refusals import (
+from keymanager.doors.kmip import attributes as attrs
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import KmipCall
+from keymanager.doors.kmip.refusals import (
     NO_OBJECT,
     KmipRefusal,
     Reason,
@@ -43,7 +37,7 @@ from keymanager.services.kmip.refusals import (
     not_supported,
     wrong_state,
 )
-from keymanager.services.kmip.requests import (
+from keymanager.doors.kmip.requests import (
     Created,
     CreateRequest,
     GetRequest,
@@ -53,6 +47,12 @@ from keymanager.services.kmip.requests import (
     RegisterRequest,
     RevokeRequest,
 )
+from keymanager.errors import Forbidden, KeyNotFound
+from keymanager.hsm import Hsm
+from keymanager.hsm.token import EXPORTABLE_SUFFIX
+from keymanager.services.authorization import authorize, require_owner
+from keymanager.services.key_creation import InitialFacts, NewKey
+from keymanager.services.keys import KeyService, LifecycleChange, visible
 from keymanager.services.lifecycle import LifecycleService
 from keymanager.services.snapshot import MetadataCache
 

@@ -1,7 +1,7 @@
 """The KMIP door's codec: the one place that imports PyKMIP (``tests/test_layers.py`` holds it so).
 
-It reads request messages into the door's own types (``services/kmip/requests.py``, named by
-``services/kmip/spec/``) and writes their answers: the hot path (:mod:`.fast`) where it reads or
+It reads request messages into the door's own types (``doors/kmip/requests.py``, named by
+``doors/kmip/spec/``) and writes their answers: the hot path (:mod:`.fast`) where it reads or
 writes the whole message, PyKMIP's (:mod:`.messages`) for everything else.
 """
 
@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.codec import fast, messages
-from keymanager.services.kmip.codec.messages import Item, Request, Result, answer_version, error_response
-from keymanager.services.kmip.codec.payloads import written as render
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.codec import fast, messages
+from keymanager.doors.kmip.codec.messages import Item, Request, Result, answer_version, error_response
+from keymanager.doors.kmip.codec.payloads import written as render
 
 __all__ = ["Item", "Request", "Result", "answer_version", "decode", "encode", "error_response", "render"]
 

@@ -24,12 +24,12 @@ from kmip.core import objects as core_objects
 from kmip.core.factories.payloads.request import RequestPayloadFactory
 from kmip.core.messages import contents, messages
 
-from keymanager.services.kmip import spec, ttlv
-from keymanager.services.kmip.codec import attributes as codec_attributes
-from keymanager.services.kmip.codec import payloads
-from keymanager.services.kmip.refusals import KmipRefusal, Reason, not_supported
-from keymanager.services.kmip.requests import AttributeChange
-from keymanager.services.kmip.spec import VERSIONS
+from keymanager.doors.kmip import spec, ttlv
+from keymanager.doors.kmip.codec import attributes as codec_attributes
+from keymanager.doors.kmip.codec import payloads
+from keymanager.doors.kmip.refusals import KmipRefusal, Reason, not_supported
+from keymanager.doors.kmip.requests import AttributeChange
+from keymanager.doors.kmip.spec import VERSIONS
 
 log = logging.getLogger(__name__)
 

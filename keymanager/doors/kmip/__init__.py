@@ -9,7 +9,7 @@ DiscoverVersions), :mod:`.objects` (objects that are not keys), :mod:`.pairs` (k
 and decoded into those types and encoded back by the codec (:mod:`.codec`, the one module that
 imports PyKMIP); attributes are kept as :mod:`.attributes` says. The wire
 (TLS, framing, deadlines) is ``serving/kmip.py``'s; the caller, the batch and the audit records
-are the door's (``api/kmip.py``).
+are the door's (``doors/kmip/door.py``).
 """
 
 from __future__ import annotations
@@ -19,18 +19,18 @@ from typing import Any
 
 from keymanager.db.managed_objects import ManagedObjectStore
 from keymanager.domain.managed_objects import ManagedObject
+from keymanager.doors.kmip import spec
+from keymanager.doors.kmip.calls import Batch, KmipCall
+from keymanager.doors.kmip.catalog import KmipCatalog
+from keymanager.doors.kmip.crypto import KmipCrypto
+from keymanager.doors.kmip.discovery import KmipDiscovery
+from keymanager.doors.kmip.keys import KmipKeys
+from keymanager.doors.kmip.objects import TYPES, KmipObjects
+from keymanager.doors.kmip.pairs import KmipPairs, is_pair, split
+from keymanager.doors.kmip.requests import Identified, RegisterRequest
 from keymanager.errors import KeyManagerError
 from keymanager.services.audit_log import AuditLog
 from keymanager.services.core import CoreServices
-from keymanager.services.kmip import spec
-from keymanager.services.kmip.calls import Batch, KmipCall
-from keymanager.services.kmip.catalog import KmipCatalog
-from keymanager.services.kmip.crypto import KmipCrypto
-from keymanager.services.kmip.discovery import KmipDiscovery
-from keymanager.services.kmip.keys import KmipKeys
-from keymanager.services.kmip.objects import TYPES, KmipObjects
-from keymanager.services.kmip.pairs import KmipPairs, is_pair, split
-from keymanager.services.kmip.requests import Identified, RegisterRequest
 from keymanager.services.managed_objects import ManagedObjectService
 from keymanager.services.raw_cipher import RawCipher
 from keymanager.services.snapshot import MetadataCache

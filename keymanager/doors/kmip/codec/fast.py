@@ -5,7 +5,7 @@ PyKMIP's classes (which read and write a byte at a time: about 1.7 ms of CPU per
 only when every item of it is one this module knows exactly — a header of protocol version, maximum
 response size, time stamp, batch error continuation option and batch count; batch items of
 Encrypt or Decrypt with the fields PyKMIP reads in that version — and None otherwise, for
-PyKMIP's decoder; it reads them straight into the door's requests (``services/kmip/requests.py``).
+PyKMIP's decoder; it reads them straight into the door's requests (``doors/kmip/requests.py``).
 :func:`encode` writes a response only when every result is a refusal or an Encrypt/Decrypt (or
 MACVerify) answer of the door's, None otherwise. ``tests/kmip/test_server_fast_codec.py`` proves both equal
 to PyKMIP's on every message they take (the same payload fields; the same response bytes).
@@ -20,9 +20,9 @@ from typing import Any
 
 from kmip.core import enums
 
-from keymanager.services.kmip import spec, ttlv
-from keymanager.services.kmip.codec.messages import Item, Request, Result
-from keymanager.services.kmip.requests import CipherRequest, DecryptResponse, EncryptResponse, MacVerified, Parameters
+from keymanager.doors.kmip import spec, ttlv
+from keymanager.doors.kmip.codec.messages import Item, Request, Result
+from keymanager.doors.kmip.requests import CipherRequest, DecryptResponse, EncryptResponse, MacVerified, Parameters
 
 T = enums.Tags
 _1_4 = (1, 4)

@@ -2,7 +2,7 @@
 signature algorithms) and of the standard attributes.
 
 Each value is the specification's (wire numbers; an attribute's name as the specification spells it);
-the codec (``services/kmip/codec/``) maps a protocol library's values to these and back."""
+the codec (``doors/kmip/codec/``) maps a protocol library's values to these and back."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The KMIP door's own vocabulary: one enum per protocol concept, valued by the specification's
 numbers (:mod:`.protocol`, :mod:`.crypto`). The operations name these; only the codec
-(``services/kmip/codec/``) knows a protocol library's."""
+(``doors/kmip/codec/``) knows a protocol library's."""
 
-from keymanager.services.kmip.spec.crypto import (
+from keymanager.doors.kmip.spec.crypto import (
     AttributeType,
     BlockCipherMode,
     CryptographicAlgorithm,
@@ -10,7 +10,7 @@ from keymanager.services.kmip.spec.crypto import (
     HashingAlgorithm,
     PaddingMethod,
 )
-from keymanager.services.kmip.spec.protocol import (
+from keymanager.doors.kmip.spec.protocol import (
     CertificateType,
     CryptographicUsageMask,
     KeyFormatType,
