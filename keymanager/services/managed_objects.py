@@ -50,7 +50,12 @@ class ManagedObjectService:
 
     def listed(self, principal: Principal) -> list[ShownObject]:
         """The objects ``principal`` may see (:func:`visible`), in every state, newest first."""
-        return self._shown([found for found in self._store.all() if visible(found, principal)])
+        return self._shown(self.visible_to(principal))
+
+    def visible_to(self, principal: Principal) -> list[ManagedObject]:
+        """The objects ``principal`` may see (:func:`visible`), in every state, newest first, as stored
+        (what KMIP's Locate lists among the keys)."""
+        return [found for found in self._store.all() if visible(found, principal)]
 
     def get(self, principal: Principal, object_id: str) -> ShownObject:
         """The object ``object_id``; NotFound when there is none or ``principal`` may not see it."""

@@ -205,7 +205,7 @@ class KmipCatalog:
 
     async def _visible_views(self, call: KmipCall) -> list[View]:
         keys = await asyncio.to_thread(self._keys.list, call.principal)
-        objects = [o for o in await self._objects.listed() if self._objects.visible(o, call.principal)]
+        objects = await self._objects.listed(call.principal)
         views = [view for key in keys for view in self._of_key(key)] + [self._object_view(o) for o in objects]
         return sorted(views, key=lambda view: view.created_at, reverse=True)
 

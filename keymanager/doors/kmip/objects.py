@@ -68,9 +68,9 @@ class KmipObjects:
         """The object ``uid`` (any state), None when it is not one of these (perhaps a key)."""
         return await asyncio.to_thread(self._store.get, uid)
 
-    async def listed(self) -> list[ManagedObject]:
-        """Every registered object, newest first."""
-        return await asyncio.to_thread(self._store.all)
+    async def listed(self, principal: Principal) -> list[ManagedObject]:
+        """The registered objects ``principal`` may see, newest first (the native service's listing)."""
+        return await asyncio.to_thread(self._native.visible_to, principal)
 
     async def register(self, call: KmipCall, payload: RegisterRequest) -> Identified:
         """Store the object sealed, owned by the caller; Pre-Active (Activate makes it Active)."""
