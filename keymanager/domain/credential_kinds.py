@@ -2,10 +2,11 @@
 
 A row says the kind's stored name, how a request presents it, which doors take it (and through
 which :class:`~keymanager.domain.models.Door` of the rights table a role must be admitted to hold
-it), the rule its value follows, the facts stored beside it (an XKS prefix's region), where it is
-stored, and the prefix of its names in the failed-authentication throttle's index
-(``services/credential_index.py``). The services, the store and the index ask this table instead
-of knowing the kinds; a new door adds its kind here (issue 34 item 4), not columns on principals.
+it, and whether such a role must hold one), the rule its value follows, the facts stored beside it
+(an XKS prefix's region), where it is stored, and the prefix of its names in the
+failed-authentication throttle's index (``services/credential_index.py``). The services, the store
+and the index ask this table instead of knowing the kinds; a new door adds its kind here (issue 34
+item 4), not columns on principals.
 """
 
 from __future__ import annotations
@@ -57,8 +58,9 @@ class CredentialKind:
     """How a request presents it."""
     doors: tuple[str, ...]
     """The doors that take it (``docs/architecture.md``'s names)."""
-    admission: Door
-    """A principal may hold it only if its role is admitted through this door (``services/authorization.py``)."""
+    admission: frozenset[Door]
+    """A principal may hold it only if its role is admitted through one of these doors
+    (``services/authorization.py`` ``admits``)."""
     rule: str
     """What a valid name is (the message of InvalidRequest for one that is not)."""
     valid: Callable[[str], bool]
@@ -67,7 +69,9 @@ class CredentialKind:
     index_prefix: str | None
     """The prefix of its names in the throttle's index; None: never presented on its own (never indexed)."""
     refused: str = ""
-    """Why a principal whose role the :attr:`admission` door does not admit may not hold it."""
+    """Why a principal whose role no :attr:`admission` door admits may not hold it."""
+    required: bool = False
+    """Whether every principal whose role an :attr:`admission` door admits must hold one."""
     facts: Mapping[str, Fact] = field(default_factory=dict)
 
 
@@ -79,7 +83,7 @@ BEARER_TOKEN = CredentialKind(
     name="bearer_token",
     presented="Authorization: Bearer <token> (the Transit door: X-Vault-Token)",
     doors=("rest", "transit"),
-    admission=Door.REST,
+    admission=frozenset({Door.REST}),
     rule=f"a bearer token is 1-{MAX_TOKEN_CHARS} characters",
     valid=_printable(MAX_TOKEN_CHARS),
     storage=Storage.TOKEN_HASH,
@@ -89,7 +93,7 @@ CERTIFICATE_SUBJECT = CredentialKind(
     name="certificate_subject",
     presented="the RFC 4514 subject of a verified TLS client certificate",
     doors=("rest", "kmip"),
-    admission=Door.REST,
+    admission=frozenset({Door.REST}),
     rule=f"cert_subject is 1-{MAX_SUBJECT_CHARS} characters (an RFC 4514 subject)",
     valid=_printable(MAX_SUBJECT_CHARS),
     storage=Storage.CREDENTIALS,
@@ -100,7 +104,7 @@ SIGV4_ACCESS_KEY = CredentialKind(
     name="sigv4_access_key",
     presented="the access key id of an AWS SigV4 signature (Authorization: AWS4-HMAC-SHA256 Credential=…)",
     doors=("kms", "xks"),
-    admission=Door.KMS,
+    admission=frozenset({Door.KMS, Door.XKS}),
     rule="access_key_id is 16-128 characters of A-Z and 0-9 (a key store's: 20-30 of A-Z and 2-7)",
     valid=lambda name: bool(ACCESS_KEY_ID.fullmatch(name) or XKS_ACCESS_KEY_ID.fullmatch(name)),
     storage=Storage.ACCESS_KEYS,
@@ -110,19 +114,20 @@ XKS_URI_PREFIX = CredentialKind(
     name="xks_uri_prefix",
     presented="the path prefix of an XKS request (/<prefix>/kms/xks/v1/…), signed by the key store's access key",
     doors=("xks",),
-    admission=Door.XKS,
+    admission=frozenset({Door.XKS}),
     rule=xks.PREFIX_RULE,
     valid=xks.is_prefix,
     storage=Storage.CREDENTIALS,
     index_prefix=None,  # it names the key store a signed request must come from: the access key is indexed
     refused="xks_uri_prefix and xks_region are for principals of role xks",
+    required=True,
     facts={"region": Fact(xks.REGION_RULE, xks.is_region)},
 )
 APPROLE = CredentialKind(
     name="approle",
     presented="role_id and secret_id at the Transit door's POST /v1/auth/approle/login",
     doors=("transit",),
-    admission=Door.REST,
+    admission=frozenset({Door.REST}),
     rule=f"role_id is 1-{MAX_ROLE_ID_CHARS} characters",
     valid=_printable(MAX_ROLE_ID_CHARS),
     storage=Storage.APPROLE,
