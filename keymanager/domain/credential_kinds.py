@@ -136,22 +136,11 @@ APPROLE = CredentialKind(
 
 KINDS: tuple[CredentialKind, ...] = (BEARER_TOKEN, CERTIFICATE_SUBJECT, SIGV4_ACCESS_KEY, XKS_URI_PREFIX, APPROLE)
 """Every credential kind."""
-_BY_NAME = {kind.name: kind for kind in KINDS}
-
-
-def kind_named(name: str) -> CredentialKind:
-    """The kind stored as ``name``; KeyError for none."""
-    return _BY_NAME[name]
 
 
 def stored_by_name() -> tuple[CredentialKind, ...]:
     """The kinds stored as rows of the ``credentials`` table."""
     return tuple(kind for kind in KINDS if kind.storage is Storage.CREDENTIALS)
-
-
-def index_prefixes() -> frozenset[str]:
-    """The prefixes of the throttle index's names."""
-    return frozenset(kind.index_prefix for kind in KINDS if kind.index_prefix is not None)
 
 
 @dataclass(frozen=True)

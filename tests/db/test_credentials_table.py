@@ -12,10 +12,11 @@ import pytest
 from sqlalchemy import Engine, MetaData, Table, insert, select, text
 
 from keymanager import errors
-from keymanager.db import Store, make_engine, migrate
+from keymanager.db import Store, make_engine, migrate, principal_credentials
 from keymanager.db.credentials import CredentialReader
 from keymanager.db.kms import KmsStore
 from keymanager.db.models import CredentialRow
+from keymanager.domain.credential_kinds import stored_by_name
 from keymanager.domain.credentials import Credential, new_id, token_hash
 from keymanager.domain.models import Principal, Role
 from keymanager.services.credential_index import CredentialIndex
@@ -167,3 +168,7 @@ def test_a_rows_creation_time_is_its_principals(store: Store, engine: Engine) ->
     store.create_principal(a_principal("billing", cert_subject="CN=billing"), "a" * 64)
     with engine.connect() as connection:
         assert connection.execute(select(CredentialRow.created_at)).scalar_one() == T0
+
+
+def test_every_kind_of_the_table_has_its_legacy_column_until_they_go() -> None:
+    assert set(principal_credentials._LEGACY) == {kind.name for kind in stored_by_name()}
