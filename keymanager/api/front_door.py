@@ -31,6 +31,7 @@ from starlette.types import Receive, Scope
 
 from keymanager.api.errors import render
 from keymanager.api.request_context import CREDENTIAL
+from keymanager.domain.credential_kinds import MAX_SUBJECT_CHARS, MAX_TOKEN_CHARS
 from keymanager.domain.credentials import Credential
 from keymanager.domain.names import (
     KEY_REF_RULE,
@@ -49,8 +50,6 @@ from keymanager.services.throttle import AuthThrottle, FailureSummary
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/ready", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 """Routes anyone may call; every other path (unknown ones included) needs a principal."""
 CLIENT_SUBJECT = "client_subject"
-MAX_TOKEN_CHARS = 256
-MAX_SUBJECT_CHARS = 1024
 
 _KEY = re.compile(r"/v1/keys/([^/]*)(?:/.*)?")
 _PRINCIPAL = re.compile(r"/v1/principals/([^/]*)")

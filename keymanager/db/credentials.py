@@ -9,6 +9,7 @@ from typing import Any
 from sqlalchemy import Connection, Engine, select
 from sqlalchemy.orm import InstrumentedAttribute
 
+from keymanager.db import principal_credentials
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.db.models import (
     AccessKeyRow,
@@ -17,6 +18,7 @@ from keymanager.db.models import (
     MetadataVersionRow,
     PrincipalRow,
 )
+from keymanager.domain.credential_kinds import CERTIFICATE_SUBJECT
 
 _VERSION = select(MetadataVersionRow.__table__.c.version).where(MetadataVersionRow.__table__.c.id == 1)
 
@@ -56,7 +58,7 @@ class CredentialReader:
                 *_column(connection, AppRoleTokenRow.token_hash, limit + 1),
                 *_column(connection, AppRoleCredentialRow.secret_hash, limit + 1),
             ][: limit + 1]
-            subjects = _column(connection, PrincipalRow.cert_subject, limit + 1)
+            subjects = principal_credentials.names(connection, CERTIFICATE_SUBJECT, limit + 1)
             access_keys = _column(connection, AccessKeyRow.id, limit + 1)
         complete = max(len(tokens), len(subjects), len(access_keys)) <= limit
         return StoredCredentials(version, tokens[:limit], subjects[:limit], access_keys[:limit], complete)

@@ -1,4 +1,4 @@
-"""ORM tables of the metadata store: principals, keys and key versions.
+"""ORM tables of the metadata store: principals and their credentials, keys and key versions, and the rest.
 
 These rows are private to ``keymanager.db``; the store turns them into domain
 records. The schema itself is created by the Alembic migrations beside this
@@ -79,6 +79,26 @@ class PrincipalRow(Base):
     xks_region: Mapped[str | None] = mapped_column(String(32))
     create_keys: Mapped[bool] = mapped_column(Boolean, server_default=false())
     key_store: Mapped[bool] = mapped_column(Boolean, server_default=false())
+
+    credentials: Mapped[list[CredentialRow]] = relationship(
+        order_by="CredentialRow.kind", lazy="selectin", passive_deletes=True
+    )
+    """Its credentials looked up by name (``db/principal_credentials.py``; ``cert_subject``,
+    ``xks_uri_prefix`` and ``xks_region`` above are their legacy copies, still written for older replicas)."""
+
+
+class CredentialRow(Base):
+    """A principal's credential of a kind stored by name (``domain/credential_kinds.py``
+    ``Storage.CREDENTIALS``): the name a request presents (a certificate subject, an XKS URI
+    prefix), unique per kind, and the facts stored beside it (an XKS prefix's ``region``)."""
+
+    __tablename__ = "credentials"
+
+    kind: Mapped[str] = mapped_column(String(32), primary_key=True)
+    name: Mapped[str] = mapped_column(String(1024), primary_key=True)
+    principal_id: Mapped[str] = mapped_column(ForeignKey("principals.id", ondelete="CASCADE"), index=True)
+    facts: Mapped[dict[str, Any] | None] = mapped_column(JSON().with_variant(JSONB(), "postgresql"))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class KeyRow(Base):

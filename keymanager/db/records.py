@@ -12,7 +12,9 @@ from typing import Any
 
 from sqlalchemy import ColumnElement, Connection, Row, String, bindparam, case, or_, select
 
+from keymanager.db import principal_credentials
 from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, PrincipalRow
+from keymanager.domain.credential_kinds import principal_fields
 from keymanager.domain.models import (
     Algorithm,
     HsmObjects,
@@ -163,31 +165,29 @@ def version_row(key_id: str, version: KeyVersion) -> KeyVersionRow:
 
 
 def principal_row(principal: Principal, token_hash: str) -> PrincipalRow:
-    """The row of a new ``principal`` holding the token that hashes to ``token_hash``."""
+    """The row of a new ``principal`` holding the token that hashes to ``token_hash``, with its
+    credentials' rows (and their legacy columns: ``db/principal_credentials.py``)."""
     return PrincipalRow(
         id=principal.id,
         name=principal.name,
         role=principal.role.value,
         token_hash=token_hash,
-        cert_subject=principal.cert_subject,
         created_at=principal.created_at,
-        xks_uri_prefix=principal.xks_uri_prefix,
-        xks_region=principal.xks_region,
         create_keys=principal.create_keys,
         key_store=principal.key_store,
+        credentials=principal_credentials.rows_of(principal, principal.created_at),
+        **principal_credentials.legacy_columns(principal),
     )
 
 
 def principal(row: PrincipalRow) -> Principal:
-    """The principal of ``row``."""
+    """The principal of ``row`` (its credentials loaded with it: ``PrincipalRow.credentials``)."""
     return Principal(
         id=row.id,
         name=row.name,
         role=Role(row.role),
         created_at=row.created_at,
-        cert_subject=row.cert_subject,
-        xks_uri_prefix=row.xks_uri_prefix,
-        xks_region=row.xks_region,
         create_keys=bool(row.create_keys),
         key_store=bool(row.key_store),
+        **principal_fields(principal_credentials.held(row)),
     )

@@ -18,12 +18,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from keymanager import errors
-from keymanager.db import key_rows, records
+from keymanager.db import key_rows, principal_credentials, records
 from keymanager.db.changes import record_change, rowcount, sessions
 from keymanager.db.engine import connection_errors_as_unavailable, read_retrying
 from keymanager.db.models import KeyAliasRow, KeyRow, KeyVersionRow, MetadataVersionRow, PrincipalRow
 from keymanager.db.records import select_keys
 from keymanager.domain.audit import AuditEntry, ChainKey
+from keymanager.domain.credential_kinds import CERTIFICATE_SUBJECT, XKS_URI_PREFIX, CredentialKind
 from keymanager.domain.kms import KeyAlias
 from keymanager.domain.models import Key, KeyState, KeyVersion, Lifecycle, Principal
 from keymanager.domain.policy import Policy
@@ -82,7 +83,7 @@ class Store:
 
     def principal_by_cert_subject(self, subject: str) -> Principal | None:
         """The principal bound to the TLS client certificate subject ``subject``, if any."""
-        return self._one_principal(PrincipalRow.cert_subject == subject)
+        return self._holder(CERTIFICATE_SUBJECT, subject)
 
     def principal_by_name(self, name: str) -> Principal | None:
         """The principal named ``name``, if any."""
@@ -352,9 +353,14 @@ class Store:
             row = session.scalars(select(PrincipalRow).where(condition)).one_or_none()
             return None if row is None else records.principal(row)
 
+    def _holder(self, kind: CredentialKind, name: str) -> Principal | None:
+        with self._transaction() as session:
+            row = principal_credentials.holder(session, kind, name)
+            return None if row is None else records.principal(row)
+
     def _principal_conflict(self, principal: Principal) -> errors.Conflict:
         if principal.xks_uri_prefix and self.principal_by_name(principal.name) is None:
-            taken = self._one_principal(PrincipalRow.xks_uri_prefix == principal.xks_uri_prefix)
+            taken = self._holder(XKS_URI_PREFIX, principal.xks_uri_prefix)
             if taken is not None:
                 return errors.Conflict(f"a key store with xks_uri_prefix {principal.xks_uri_prefix!r} exists")
         if principal.cert_subject and self.principal_by_name(principal.name) is None:

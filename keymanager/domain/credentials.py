@@ -7,6 +7,8 @@ import secrets
 import uuid
 from dataclasses import dataclass
 
+from keymanager.domain.credential_kinds import BEARER_TOKEN, CERTIFICATE_SUBJECT
+
 TOKEN_PREFIX = "kmt_"  # noqa: S105 (a prefix, not a secret)
 
 
@@ -39,5 +41,8 @@ class Credential:
 
     @property
     def cache_name(self) -> str:
-        """The name the principal is cached under."""
-        return f"t:{self.token_hash}" if self.token_hash is not None else f"s:{self.subject}"
+        """The name the principal is cached under: its kind's index prefix (``domain/credential_kinds.py``)
+        and the token's hash or the subject."""
+        if self.token_hash is not None:
+            return f"{BEARER_TOKEN.index_prefix}{self.token_hash}"
+        return f"{CERTIFICATE_SUBJECT.index_prefix}{self.subject}"

@@ -30,14 +30,16 @@ import hashlib
 import logging
 
 from keymanager.db.credentials import CredentialReader, StoredCredentials
+from keymanager.domain.credential_kinds import BEARER_TOKEN, CERTIFICATE_SUBJECT, SIGV4_ACCESS_KEY
 
 log = logging.getLogger(__name__)
 
-TOKEN = "t:"  # noqa: S105 (a prefix, not a secret)
-SUBJECT = "s:"
-ACCESS_KEY = "a:"
-"""Prefixes of the names: ``t:<token hash>`` and ``s:<subject>`` (as ``Credential.cache_name``),
-``a:<access key id>``."""
+TOKEN = str(BEARER_TOKEN.index_prefix)
+SUBJECT = str(CERTIFICATE_SUBJECT.index_prefix)
+ACCESS_KEY = str(SIGV4_ACCESS_KEY.index_prefix)
+"""Prefixes of the names, each its kind's (``domain/credential_kinds.py``): ``t:<token hash>`` and
+``s:<subject>`` (as ``Credential.cache_name``), ``a:<access key id>``; AppRole secret ids' hashes
+and client tokens' are among the tokens (``APPROLE.index_prefix``)."""
 
 
 def _digest(name: str) -> int:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from keymanager.db import Store
-from keymanager.domain import xks
 from keymanager.domain.approvals import Guarded, Proposal
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.credential_kinds import CERTIFICATE_SUBJECT, XKS_URI_PREFIX, CredentialKind
 from keymanager.domain.credentials import Credential, new_id, new_token, token_hash
-from keymanager.domain.models import Door, Principal, Role
+from keymanager.domain.models import Principal, Role
 from keymanager.domain.names import PRINCIPAL_NAME_RULE, is_principal_name
 from keymanager.errors import Conflict, InvalidRequest, NotFound, Unauthenticated
 from keymanager.services.approvals import ApprovalService, guarded
@@ -54,7 +55,11 @@ class PrincipalService:
         (``services/authorization.py`` ``admits``): its bearer token authenticates nothing."""
         if not is_principal_name(name):
             raise InvalidRequest(PRINCIPAL_NAME_RULE)
-        _check_key_store(role, cert_subject, xks_uri_prefix, xks_region)
+        given = [
+            (XKS_URI_PREFIX, xks_uri_prefix, {"region": xks_region}),
+            (CERTIFICATE_SUBJECT, cert_subject or None, {}),
+        ]
+        _check_credentials(role, given)
         if create_keys and not grantable(role, Right.CREATE_OWNED):
             raise InvalidRequest(f"a principal of role {role.value} cannot be given create_keys")
         if key_store and not create_keys:
@@ -110,16 +115,23 @@ class PrincipalService:
         return found
 
 
-def _check_key_store(role: Role, cert_subject: str | None, prefix: str | None, region: str | None) -> None:
-    """InvalidRequest unless a key store has a valid prefix (and region, if any) and no certificate
-    subject, and nobody else either of the two."""
-    if not admits(Door.XKS, role):
-        if prefix is not None or region is not None:
-            raise InvalidRequest("xks_uri_prefix and xks_region are for principals of role xks")
-        return
-    if prefix is None or not xks.is_prefix(prefix):
-        raise InvalidRequest(xks.PREFIX_RULE)
-    if region is not None and not xks.is_region(region):
-        raise InvalidRequest(xks.REGION_RULE)
-    if cert_subject:
-        raise InvalidRequest("a key store (role xks) authenticates with access keys, not a certificate")
+def _check_credentials(
+    role: Role, given: Sequence[tuple[CredentialKind, str | None, Mapping[str, str | None]]]
+) -> None:
+    """InvalidRequest unless each credential ``given`` (its kind, its name or None, its facts) may be
+    held by ``role`` (an ``admission`` door of its kind admits the role; else the kind's ``refused``),
+    follows its kind's rule and its facts theirs, and a role that must hold a kind (``required``) holds it."""
+    for kind, name, facts in given:
+        if not any(admits(door, role) for door in kind.admission):
+            if name is not None or any(value is not None for value in facts.values()):
+                raise InvalidRequest(kind.refused)
+            continue
+        if name is None:
+            if kind.required:
+                raise InvalidRequest(kind.rule)
+            continue
+        if not kind.valid(name):
+            raise InvalidRequest(kind.rule)
+        for fact, value in facts.items():
+            if value is not None and not kind.facts[fact].valid(value):
+                raise InvalidRequest(kind.facts[fact].rule)

@@ -41,7 +41,7 @@ def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
         engine: Engine = request.getfixturevalue("postgres_engine")
         with engine.begin() as connection:
             tables = "access_keys, key_tags, key_aliases, key_versions, keys, principals, audit_records, kmip_objects"
-            tables += ", transit_keys, approle_tokens, approle_credentials"
+            tables += ", transit_keys, approle_tokens, approle_credentials, credentials"
             connection.execute(text(f"TRUNCATE {tables}"))
             connection.execute(text("DELETE FROM audit_chains WHERE id <> 1"))
             connection.execute(text("ALTER SEQUENCE audit_position RESTART"))

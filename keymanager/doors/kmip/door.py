@@ -36,6 +36,7 @@ from keymanager.api.front_door import Admission, vouched_for
 from keymanager.api.metrics import Metrics
 from keymanager.api.request_context import next_request_id
 from keymanager.domain.audit import AuditEntry, outcome_of
+from keymanager.domain.credential_kinds import MAX_SUBJECT_CHARS
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
 from keymanager.doors.kmip import Batch, KmipCall, codec, spec, ttlv
@@ -46,9 +47,6 @@ from keymanager.services.container import Services
 from keymanager.services.throttle import AuthThrottle
 
 log = logging.getLogger(__name__)
-
-MAX_SUBJECT_CHARS = 1024
-"""A subject longer than any a principal may be bound to authenticates nobody."""
 
 
 @dataclass(frozen=True)

@@ -33,9 +33,10 @@ from typing import Any
 from starlette.types import Receive, Scope, Send
 
 from keymanager.api.audit_trail import AuditContext
-from keymanager.api.front_door import MAX_TOKEN_CHARS, Admission, read_limited_body, vouched_for
+from keymanager.api.front_door import Admission, read_limited_body, vouched_for
 from keymanager.api.request_context import RouteLabel
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.credential_kinds import MAX_TOKEN_CHARS
 from keymanager.domain.credentials import Credential
 from keymanager.domain.models import Principal
 from keymanager.doors.transit import TransitCall, codec, message_of
