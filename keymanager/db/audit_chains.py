@@ -151,6 +151,12 @@ def append_after(
     if not entries:
         return []
     records = sealed(entries, head, key)
+    write(cursor, sql, records)
+    return records
+
+
+def write(cursor: Any, sql: RawSql, records: Sequence[AuditRecord]) -> None:
+    """Insert ``records`` (chained and sealed after their chain's head, which this transaction alone
+    writes) and move the head to the last of them."""
     cursor.executemany(sql.insert, [sql.row(record) for record in records])
     cursor.execute(sql.advance_head, sql.head_values(records[-1]))
-    return records

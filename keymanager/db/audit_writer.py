@@ -28,6 +28,7 @@ from keymanager.db.audit_chains import (
     head_of,
     open_chain,
     sealed,
+    write,
 )
 from keymanager.db.engine import connection_errors_as_unavailable
 from keymanager.domain.audit import AuditEntry, AuditRecord, ChainKey, canonical_fields
@@ -46,7 +47,7 @@ class ChainWriter:
         """The connection :meth:`append_current` keeps (see there)."""
         self._writer_lock = threading.Lock()
         self._head: ChainHead | None = None
-        """PostgreSQL: the chain's head as this writer last appended it (None: to be read)."""
+        """The chain's head as this writer last appended it (None: to be read)."""
         self._chain_id: int | None = None
         self._chain_pid = 0
 
@@ -115,14 +116,27 @@ class ChainWriter:
 
     def _append_current_sqlite(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
         """SQLite: in an explicit ``BEGIN IMMEDIATE`` transaction, which takes the database's
-        write lock first (waiting up to the busy timeout), then one read of the version."""
+        write lock first (waiting up to the busy timeout), then one read of the head and the version.
+
+        The records are chained and sealed (the HSM's HMAC, on the HSM thread) *before* the lock is
+        taken, after the head this writer last appended, so the database's one write lock, which
+        every process's writer waits for, is never held across a hand-off to another thread; when
+        the head read under the lock is another or an entry's version is not current, they are
+        chained and sealed again under it."""
+        single, _ = _one_expectation(items)
+        known = self._head
+        tried = sealed([entry for entry, _ in items], known, self._key) if known is not None and single else None
         cursor = self._writer_connection().cursor()
         try:
             cursor.execute("BEGIN IMMEDIATE")
             try:
                 head, version = self._head_and_version(cursor, SQLITE)
                 version, accepted, entries = _accepted(items, version)
-                append_after(cursor, SQLITE, entries, head, self._key)
+                if tried is not None and head == known and all(accepted):
+                    write(cursor, SQLITE, tried)
+                    records = tried
+                else:
+                    records = append_after(cursor, SQLITE, entries, head, self._key)
                 cursor.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):  # none may be open any more
@@ -130,6 +144,7 @@ class ChainWriter:
                 raise
         finally:
             cursor.close()
+        self._head = head_of(records) if records else head
         return version, accepted
 
     def _append_current_postgresql(self, items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[int, list[bool]]:
