@@ -5,12 +5,15 @@ from __future__ import annotations
 import asyncio
 import itertools
 import multiprocessing
+import sqlite3
 from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
 
 import pytest
 from sqlalchemy import Engine, text
 from sqlalchemy.orm import Session
 
+from keymanager.db import make_engine, migrate
 from keymanager.db.audit import AuditRecords
 from keymanager.db.models import AuditRecordRow
 from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
@@ -181,3 +184,41 @@ def test_a_failed_append_writes_nothing_and_the_next_one_succeeds(audit: AuditRe
         connection.execute(text("UPDATE audit_chains SET last_seq = last_seq + 1000"))
         connection.rollback()
     assert audit.verify().ok
+
+
+class _LockProbe:
+    """A chain key that, as it seals, asks another connection for SQLite's write lock (at once or never):
+    what a second process's writer would wait for while the seal is made."""
+
+    def __init__(self, key: AuditKey, path: str) -> None:
+        self._key, self._path, self.lock_was_free = key, path, []
+
+    def sign(self, messages: list[bytes]) -> list[bytes]:
+        probe = sqlite3.connect(self._path, timeout=0, isolation_level=None)
+        try:
+            probe.execute("BEGIN IMMEDIATE")
+            probe.execute("ROLLBACK")
+            self.lock_was_free.append(True)
+        except sqlite3.OperationalError:  # database is locked
+            self.lock_was_free.append(False)
+        finally:
+            probe.close()
+        return self._key.sign(messages)
+
+
+def test_sqlite_seals_a_group_without_holding_the_write_lock(tmp_path: Path, audit_key: AuditKey) -> None:
+    """Every process's writer waits for SQLite's one write lock: a group's seal (a hand-off to the HSM
+    thread) is made before the lock is taken, after the head the writer opened or last appended (the
+    code before answered [False] * 4); the chain stays valid."""
+    path = tmp_path / "var" / "keymanager.db"
+    engine = make_engine(f"sqlite:///{path}")
+    migrate(engine)
+    try:
+        probe = _LockProbe(audit_key, str(path))
+        records = AuditRecords(engine, probe)
+        for n in range(4):
+            records.append_current([(entry(2 * n), None), (entry(2 * n + 1), None)])
+        assert probe.lock_was_free == [True] * 4
+        assert AuditRecords(engine, audit_key).verify().ok
+    finally:
+        engine.dispose()
