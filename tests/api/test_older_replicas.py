@@ -1,6 +1,6 @@
 """During a rolling upgrade, a principal a replica of the previous version made after migration 0018
 (its ``principals`` row only, the credentials in the old columns) is served by this version at
-every door that looks it up by name: by its certificate subject (REST, as KMIP) and, as a key
+every door that looks it up by name: by its certificate subject (at REST here; KMIP asks the same lookup) and, as a key
 store, by its XKS URI prefix and region; SQLite and PostgreSQL."""
 
 from __future__ import annotations

@@ -174,8 +174,8 @@ def request_message(
 
 def read_response(connection: ssl.SSLSocket) -> messages.ResponseMessage:
     """The next response message on ``connection``."""
-    data = _read_exactly(connection, 8)
-    data += _read_exactly(connection, int.from_bytes(data[4:8], "big"))
+    data = read_exactly(connection, 8)
+    data += read_exactly(connection, int.from_bytes(data[4:8], "big"))
     response = messages.ResponseMessage()
     response.read(utils.BytearrayStream(data))
     return response
@@ -189,7 +189,7 @@ def closed(connection: ssl.SSLSocket) -> bool:
         return True
 
 
-def _read_exactly(connection: ssl.SSLSocket, size: int) -> bytes:
+def read_exactly(connection: ssl.SSLSocket, size: int) -> bytes:
     data = b""
     while len(data) < size:
         chunk = connection.recv(size - len(data))

@@ -21,7 +21,7 @@ from keymanager.domain.models import HMAC_KEY_BITS, Key
 from keymanager.doors.kmip import spec
 from keymanager.doors.kmip.calls import KmipCall
 from keymanager.doors.kmip.keys import kmip_type
-from keymanager.doors.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, invalid
+from keymanager.doors.kmip.refusals import NO_OBJECT, KmipRefusal, Reason, carried, invalid
 from keymanager.doors.kmip.requests import (
     CipherRequest,
     DecryptResponse,
@@ -130,10 +130,9 @@ class KmipCrypto:
 
     def _sized(self, data: bytes | None) -> bytes:
         """The request's data, refused before any look-up when absent or over the plaintext limit."""
-        if data is None:
-            raise KmipRefusal(Reason.MISSING_DATA, "the request carries no data")
-        self._raw.sized(data)
-        return bytes(data)
+        found = carried(data)
+        self._raw.sized(found)
+        return found
 
 
 async def visible_key(snapshot: Snapshot, call: KmipCall, uid: str) -> Key:

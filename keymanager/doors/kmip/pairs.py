@@ -18,7 +18,7 @@ import functools
 import operator
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any
 
 from keymanager.domain.credentials import new_id
 from keymanager.domain.key_specs import (
@@ -47,7 +47,7 @@ from keymanager.doors.kmip.keys import (
     kmip_type,
     revocation,
 )
-from keymanager.doors.kmip.refusals import NO_OBJECT, invalid, wrong_state
+from keymanager.doors.kmip.refusals import NO_OBJECT, carried, invalid, wrong_state
 from keymanager.doors.kmip.requests import (
     CipherRequest,
     CreateKeyPairRequest,
@@ -165,13 +165,12 @@ class KmipPairs:
         ref, public = split(uid)
         if public:
             raise invalid("Sign needs the private key of the pair")
+        data = carried(payload.data)
 
         async def attempt(snapshot: Snapshot) -> bytes:
             key = await self._active(snapshot, call, ref)
             algorithm = _signing(payload.cryptographic_parameters, key.algorithm)
-            signed = await self._asymmetric.sign(
-                snapshot, call.principal, ref, cast(bytes, payload.data), MessageType.RAW, algorithm
-            )
+            signed = await self._asymmetric.sign(snapshot, call.principal, ref, data, MessageType.RAW, algorithm)
             call.key_version = signed.key_version
             return signed.signature
 
@@ -203,12 +202,11 @@ class KmipPairs:
         uid = call.uid(payload.unique_identifier)
         ref, _ = split(uid)
         algorithm = _oaep(payload.cryptographic_parameters)
+        data = carried(payload.data)
 
         async def attempt(snapshot: Snapshot) -> bytes:
             await self._active(snapshot, call, ref)
-            sealed = await self._asymmetric.encrypt(
-                snapshot, call.principal, ref, bytes(cast(bytes, payload.data)), algorithm
-            )
+            sealed = await self._asymmetric.encrypt(snapshot, call.principal, ref, data, algorithm)
             call.key_version = sealed.key_version
             return sealed.ciphertext
 
@@ -222,12 +220,11 @@ class KmipPairs:
         if public:
             raise invalid("Decrypt needs the private key of the pair")
         algorithm = _oaep(payload.cryptographic_parameters)
+        data = carried(payload.data)
 
         async def attempt(snapshot: Snapshot) -> bytes:
             await self._active(snapshot, call, ref)
-            opened = await self._asymmetric.decrypt(
-                snapshot, call.principal, ref, bytes(cast(bytes, payload.data)), algorithm
-            )
+            opened = await self._asymmetric.decrypt(snapshot, call.principal, ref, data, algorithm)
             call.key_version = opened.key_version
             return opened.plaintext
 

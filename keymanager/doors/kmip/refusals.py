@@ -46,6 +46,13 @@ def denied(what: str) -> KmipRefusal:
     return KmipRefusal(Reason.PERMISSION_DENIED, what, 403)
 
 
+def carried(data: bytes | None) -> bytes:
+    """A request's data; Missing Data, before anything is looked up, when it carries none."""
+    if data is None:
+        raise KmipRefusal(Reason.MISSING_DATA, "the request carries no data")
+    return bytes(data)
+
+
 def wrong_state(what: str) -> KmipRefusal:
     """Refused for the object's lifecycle state (Permission Denied in 1.x, Wrong Key Lifecycle State in 2.0)."""
     return KmipRefusal(Reason.PERMISSION_DENIED, what, 409, lifecycle=True)

@@ -154,7 +154,8 @@ class AttributeChange:
     """AddAttribute, ModifyAttribute, SetAttribute, DeleteAttribute: KMIP 1.x names the ``attribute``
     (or, to delete, its ``attribute_name`` and ``attribute_index``); 2.0 a ``new_attribute``, a
     ``current_attribute`` or, to delete every value, a ``reference`` (an attribute's name). An
-    attribute that came without its value is :data:`MISSING`."""
+    attribute that came without its value carries its Missing Data refusal (raised where it is read,
+    a new one per request)."""
 
     unique_identifier: str | None = None
     attribute: Attribute | None = None

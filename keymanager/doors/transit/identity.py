@@ -21,6 +21,7 @@ from typing import Any
 
 from keymanager.db.transit import ClientToken, Login, TransitStore
 from keymanager.domain.audit import AuditEntry
+from keymanager.domain.credential_kinds import MAX_ROLE_ID_CHARS
 from keymanager.domain.credentials import token_hash
 from keymanager.domain.models import Door, Principal
 from keymanager.errors import InvalidRequest, NotFound, Unauthenticated
@@ -29,7 +30,6 @@ from keymanager.services.authorization import admits
 MAX_CLIENT_TOKENS = 32
 """Client tokens a principal keeps at once (a login past it evicts the oldest)."""
 TOKEN_PREFIX = "hvs."  # noqa: S105 (a prefix, not a secret)
-MAX_ROLE_ID_CHARS = 64
 MAX_SECRET_ID_CHARS = 256
 
 

@@ -31,7 +31,6 @@ _CUSTOM_TYPES: dict[type, str] = {
     primitives.Interval: "interval",
 }
 _FACTORY = AttributeFactory()
-MISSING = KmipRefusal(Reason.MISSING_DATA, "the request names no attribute")
 
 
 def read(attribute: core_objects.Attribute) -> Attribute:
@@ -50,7 +49,7 @@ def read_tagged(holder: Any) -> Attribute | None:
     if holder is None:
         return None
     if getattr(holder, "attribute", None) is None:
-        return Attribute("", error=MISSING)
+        return Attribute("", error=KmipRefusal(Reason.MISSING_DATA, "the request names no attribute"))
     value = holder.attribute
     try:
         name = enums.convert_attribute_tag_to_name(value.tag)

@@ -133,10 +133,20 @@ def _item(raw: bytes, version: enums.KMIPVersion, served: frozenset[spec.Operati
         decoded.read(utils.BytearrayStream(raw), kmip_version=version)
     except Exception as exc:
         if fields.get(_REQUEST_PAYLOAD, b"")[4:8] == bytes(4):  # empty: the batch's ID placeholder names the object
-            return _read(operation, batch_id, _PAYLOADS.create(enums.Operation(operation.value)))
+            empty = _empty_payload(operation)
+            if empty is not None:
+                return _read(operation, batch_id, empty)
         log.info("unreadable KMIP %s request: %s", operation.name, type(exc).__name__)
         return Item(operation, batch_id, refusal=KmipRefusal(Reason.INVALID_MESSAGE, "the batch item cannot be read"))
     return _read(operation, batch_id, decoded.request_payload)
+
+
+def _empty_payload(operation: spec.Operation) -> Any:
+    """PyKMIP's empty request payload of ``operation``; None for one PyKMIP has none of (MACVerify)."""
+    try:
+        return _PAYLOADS.create(enums.Operation(operation.value))
+    except Exception:  # NotImplementedError, and whatever else its factory raises: nothing to read into
+        return None
 
 
 def _add_attribute(
