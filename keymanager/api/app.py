@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import itertools
 import logging
 import os
 import random
@@ -252,10 +253,15 @@ async def _maintain(services: Services, interval: float) -> None:
 
 
 async def _sample(services: Services, app_metrics: metrics.Metrics) -> None:
-    """Every ``metrics.SAMPLE_SECONDS``, record this worker's database pool and GC counts."""
-    while True:
-        app_metrics.sample_worker(services.inventory.connections_in_use())
-        await asyncio.sleep(metrics.SAMPLE_SECONDS)
+    """Every ``metrics.FLUSH_SECONDS``, write the requests and HSM calls this worker counted; every
+    ``metrics.SAMPLE_SECONDS``, record its database pool and GC counts too."""
+    every = max(1, round(metrics.SAMPLE_SECONDS / metrics.FLUSH_SECONDS))
+    for turn in itertools.count():
+        if turn % every == 0:
+            app_metrics.sample_worker(services.inventory.connections_in_use())
+        else:
+            app_metrics.flush()
+        await asyncio.sleep(metrics.FLUSH_SECONDS)
 
 
 def _before_scrape(services: Services, app_metrics: metrics.Metrics) -> Callable[[], None]:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import prometheus_client
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 
+from keymanager.api import metrics
 from keymanager.api.app import create_app
 from keymanager.services.container import Services
 from tests.api.support import assert_error, b64
@@ -107,3 +109,38 @@ def test_two_apps_in_one_process_count_apart_and_nothing_is_registered_globally(
     assert first.state.metrics.registry is not second.state.metrics.registry
     registered = prometheus_client.REGISTRY._names_to_collectors  # no collector made at import
     assert not [name for name in registered if name.startswith("km_")]
+
+
+def _samples(registry: prometheus_client.CollectorRegistry) -> list[tuple[str, dict[str, str], float]]:
+    return [(s.name, s.labels, s.value) for m in registry.collect() for s in m.samples if "created" not in s.name]
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.0005, 0.001, 0.0011, 0.3, 10.0, 10.5, 99.0], [0.002] * 5])
+def test_a_tally_writes_what_as_many_observe_calls_would(values: list[float]) -> None:
+    """``Observed.into`` reaches into prometheus_client's histogram children (it has no public call
+    that observes several values): the same samples as observing each value, bounds included."""
+    direct, tallied = prometheus_client.CollectorRegistry(), prometheus_client.CollectorRegistry()
+    one = prometheus_client.Histogram("t_seconds", "t", ["route"], registry=direct, buckets=metrics._FAST)
+    other = prometheus_client.Histogram("t_seconds", "t", ["route"], registry=tallied, buckets=metrics._FAST)
+    tally: metrics.Tally[str] = metrics.Tally(metrics._FAST)
+    for value in values:
+        one.labels("r").observe(value)
+        tally.add("r", value)
+    taken = tally.take()
+    assert list(taken) == ["r"] and taken["r"].count == len(values)
+    taken["r"].into(other.labels("r"))
+    assert _samples(tallied) == _samples(direct)
+    assert tally.take() == {}
+
+
+def test_requests_are_counted_at_the_flush_not_before() -> None:
+    app_metrics = metrics.Metrics()
+    app_metrics.observe_request("/v1/health", "GET", 200, 0.0004)
+    app_metrics.observe_hsm("encrypt", 0.00003, failed=True)
+    health = 'km_requests_total{method="GET",route="/v1/health",status="200"}'
+    assert health not in generate_latest(app_metrics.registry).decode()
+    app_metrics.flush()
+    text = generate_latest(app_metrics.registry).decode()
+    assert _value(text, health) == 1
+    assert _value(text, 'km_hsm_errors_total{operation="encrypt"}') == 1
+    assert _value(text, 'km_hsm_operation_seconds_bucket{le="0.0005",operation="encrypt"}') == 1
