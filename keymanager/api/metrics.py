@@ -20,10 +20,11 @@ are the process's (files named after its pid), as only one application serves in
 
 Requests and HSM calls, several per request, are counted and timed in plain Python first
 (:class:`Tally`) and written into their collectors by :meth:`Metrics.flush`, every
-``FLUSH_SECONDS`` and before each scrape: in multiprocess mode every sample prometheus_client
-takes is a write to a memory-mapped file under a lock (five per 1 KB encrypt, 7 to 8 µs of the event
-loop's and the HSM thread's CPU). So another worker's requests of the last second may not be
-counted yet at a scrape, and a worker that dies loses at most that second's.
+``FLUSH_SECONDS`` and before each scrape. In multiprocess mode every sample prometheus_client
+takes is a write to a memory-mapped file under a lock: five per 1 KB encrypt, 9.6 to 9.8 µs of
+CPU against 1.2 to 2.1 µs through the tally, flush included (one request and one HSM call
+observed 50,000 times in one process, 2026-12-04). So a scrape may miss another worker's
+requests of the last second, and a worker that dies loses at most that second's.
 """
 
 from __future__ import annotations
