@@ -10,7 +10,6 @@ PostgreSQL one statement appends every record of a commit and moves the head
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import sqlite3
 import threading
@@ -31,7 +30,7 @@ from keymanager.db.audit_chains import (
     write,
 )
 from keymanager.db.engine import connection_errors_as_unavailable
-from keymanager.domain.audit import AuditEntry, AuditRecord, ChainKey, canonical_fields
+from keymanager.domain.audit import AuditEntry, AuditRecord, ChainKey
 from keymanager.domain.checkpoint import ChainHead
 from keymanager.errors import DatabaseUnavailable
 
@@ -246,7 +245,6 @@ if the chain's head is still the one they follow and the metadata version the on
 
 def _append_parameters(records: Sequence[AuditRecord], head: ChainHead, expected: int | None) -> dict[str, object]:
     """The parameters of :data:`_POSTGRESQL_APPEND` for ``records`` (of one chain, in order) after ``head``."""
-    rows = [_json_row(record) for record in records]
     return {
         "chain": head.chain,
         "prev_seq": head.seq,
@@ -254,14 +252,18 @@ def _append_parameters(records: Sequence[AuditRecord], head: ChainHead, expected
         "last_seq": records[-1].seq,
         "last_hash": records[-1].hash,
         "expected": expected,
-        "records": json.dumps(rows, separators=(",", ":")),
+        "records": "[" + ",".join(map(_json_row, records)) + "]",
     }
 
 
-def _json_row(record: AuditRecord) -> dict[str, object]:
-    """``record``'s row for ``jsonb_to_recordset``: its hashed fields (the time with its offset, to the
-    microsecond), its hash and its seal."""
-    return {**canonical_fields(record.seq, record.prev_hash, record.entry), "hash": record.hash, "seal": record.seal}
+def _json_row(record: AuditRecord) -> str:
+    """``record``'s row for ``jsonb_to_recordset``, as JSON: its hashed fields (the time with its
+    offset, to the microsecond) as :func:`~keymanager.domain.audit.chain` encoded them for its hash,
+    not encoded again, then its hash and its seal (hex digits, or null)."""
+    if not record.canonical.endswith("}"):
+        raise ValueError("an audit record is appended as chain() made it, with its canonical JSON")
+    seal = "null" if record.seal is None else f'"{record.seal}"'
+    return f'{record.canonical[:-1]},"hash":"{record.hash}","seal":{seal}}}'
 
 
 def _one_expectation(items: Sequence[tuple[AuditEntry, int | None]]) -> tuple[bool, int | None]:

@@ -88,6 +88,9 @@ class AuditRecord:
     """Its place in the whole log, given by the database as it was stored (0 before): listings
     follow it. Not hashed: it orders the chains' records among each other, each chain's own
     order is its sequence numbers."""
+    canonical: str = field(default="", compare=False, repr=False)
+    """The canonical JSON its hash was computed over, as :func:`chain` encoded it (empty on a record
+    read back): a writer that stores JSON reuses it instead of encoding the fields again."""
 
     def fields(self) -> dict[str, Any]:
         """Every field of the record (as stored and as returned by the API), hash and seal last."""
@@ -150,8 +153,13 @@ _CANONICAL_JSON = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 
 def record_hash(seq: int, prev_hash: str, entry: AuditEntry) -> str:
     """SHA-256 (hex) of the canonical JSON of a record's fields other than its hash."""
+    return _hashed(seq, prev_hash, entry)[0]
+
+
+def _hashed(seq: int, prev_hash: str, entry: AuditEntry) -> tuple[str, str]:
+    """A record's hash and the canonical JSON it is computed over."""
     data = _CANONICAL_JSON.encode(canonical_fields(seq, prev_hash, entry))
-    return hashlib.sha256(data.encode()).hexdigest()
+    return hashlib.sha256(data.encode()).hexdigest(), data
 
 
 def chain(
@@ -162,8 +170,12 @@ def chain(
     records = []
     for entry in map(bounded, entries):
         last_seq += 1
-        digest = record_hash(last_seq, last_hash, entry)
-        records.append(AuditRecord(seq=last_seq, entry=entry, prev_hash=last_hash, hash=digest, chain=chain_id))
+        digest, canonical = _hashed(last_seq, last_hash, entry)
+        records.append(
+            AuditRecord(
+                seq=last_seq, entry=entry, prev_hash=last_hash, hash=digest, chain=chain_id, canonical=canonical
+            )
+        )
         last_hash = digest
     return records
 

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import multiprocessing
 import sqlite3
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
@@ -15,8 +17,10 @@ from sqlalchemy.orm import Session
 
 from keymanager.db import make_engine, migrate
 from keymanager.db.audit import AuditRecords
+from keymanager.db.audit_writer import _append_parameters
 from keymanager.db.models import AuditRecordRow
-from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome
+from keymanager.domain.audit import AuditEntry, AuditQuery, Outcome, canonical_fields, chain
+from keymanager.domain.checkpoint import ChainHead
 from keymanager.hsm import Hsm
 from keymanager.hsm.audit_key import AuditKey
 from keymanager.services.audit import AuditWriter
@@ -222,3 +226,25 @@ def test_sqlite_seals_a_group_without_holding_the_write_lock(tmp_path: Path, aud
         assert AuditRecords(engine, audit_key).verify().ok
     finally:
         engine.dispose()
+
+
+def test_a_postgresql_group_is_the_json_of_the_hashed_fields_encoded_once() -> None:
+    """The rows ``jsonb_to_recordset`` reads are each record's canonical JSON (what its hash covers),
+    its hash and its seal: the same values as encoding the fields again, and a record that did not
+    come from ``chain`` (no canonical JSON) is refused rather than written with fields missing."""
+    unusual = AuditEntry(
+        time=datetime(2026, 12, 4, 3, 50, 1, 7, tzinfo=timezone(timedelta(hours=2))),
+        action="key.encrypt",
+        outcome=Outcome.DENIED,
+        status=403,
+        principal='quote " and ü',
+        details={"z": [1, {"b": None}], "a": "\u2028"},
+    )
+    head = ChainHead(9, 4, "e" * 64)
+    records = chain([entry(1), unusual], head.seq, head.hash, head.chain)
+    records[-1] = replace(records[-1], seal="ab" * 32)
+    rows = json.loads(str(_append_parameters(records, head, None)["records"]))
+    expected = [{**canonical_fields(r.seq, r.prev_hash, r.entry), "hash": r.hash, "seal": r.seal} for r in records]
+    assert rows == expected and rows[0]["seal"] is None
+    with pytest.raises(ValueError, match="canonical JSON"):
+        _append_parameters([replace(records[0], canonical="")], head, None)
