@@ -49,6 +49,8 @@ VERSION_LABEL = re.compile(
 types, secret, private and public keys alike): the only ones the orphan sweep touches."""
 HSM_ATTEMPTS = 3
 """Tries of an idempotent HSM call of the orphan sweep (listing, destroying one label)."""
+RETRY_PAUSE = 0.05
+"""Seconds before the second try of such a call (then doubled): the sweep runs off the event loop."""
 ORPHAN_MEMORY_DAYS = 30
 """How long a destroyed orphan's row is kept (so a stale view of the token cannot record it twice)."""
 
@@ -179,13 +181,16 @@ def add_version(store: Store, hsm: Hsm, key: Key, objects: HsmObjects, *, record
 
 
 def _retried(call: Callable[[str], T], argument: str) -> T:
-    """``call(argument)`` for an idempotent HSM call, tried again when it answers HsmUnavailable:
-    SoftHSM may fail to open a session while another process destroys objects of the token."""
-    for _ in range(HSM_ATTEMPTS - 1):
+    """``call(argument)`` for an idempotent HSM call, tried again after a pause (``RETRY_PAUSE``,
+    doubled each time) when it answers HsmUnavailable: SoftHSM may fail to open a session while
+    another process destroys objects of the token (three tries at once all failed, once, under the
+    whole suite's load)."""
+    for attempt in range(HSM_ATTEMPTS - 1):
         try:
             return call(argument)
         except HsmUnavailable:
             log.info("HSM call of the orphan sweep failed; trying again")
+            time.sleep(RETRY_PAUSE * 2**attempt)
     return call(argument)
 
 
